@@ -1,0 +1,1 @@
+//! Stateful externs: registers, counters, meters, hashes and random numbers.

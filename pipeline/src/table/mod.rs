@@ -1,0 +1,1 @@
+//! Match tables (exact, LPM, ternary, range, optional) and action profiles/selectors.
