@@ -1,0 +1,495 @@
+//! `basic`: L2 switching, IPv4/IPv6 LPM routing with ECMP, a ternary ACL, and punting to the CPU.
+//!
+//! Ingress, in order:
+//! 1. count the frame in `ingress.port_rx[ingress_port]`;
+//! 2. a frame from the CPU port carries a `packet_out` header (egress_port: 9 bits, 7 pad bits):
+//!    strip it and send the frame to that port, skipping every table;
+//! 3. parse Ethernet (one optional 802.1Q tag), ARP, IPv4, IPv6, TCP, UDP, ICMPv6; a malformed
+//!    header drops the frame with that header and reason;
+//! 4. police the ingress port with `ingress.port_meter` (red drops; unconfigured = green);
+//! 5. ARP and NDP (ICMPv6 types 133-137) go to the CPU;
+//! 6. `ingress.l2_exact` on the destination MAC: forward, multicast, or drop; a frame switched at L2
+//!    looks its source MAC up in `ingress.smac` and, on a miss, sends a `mac_learn` digest;
+//! 7. otherwise IPv4 or IPv6 is routed: TTL/hop limit <= 1 drops (TTL expired);
+//!    `ingress.ipv4_lpm` / `ingress.ipv6_lpm` pick a member of `ingress.ecmp_selector` (a group is
+//!    resolved by the CRC-32 of the 5-tuple); `set_nhop` rewrites both MACs, decrements the
+//!    TTL/hop limit (IPv4 checksum updated incrementally, RFC 1624) and picks the port; the last
+//!    routed time of the flow is stored in `ingress.flow_last_seen[hash % 4096]`;
+//! 8. `ingress.acl` (ternary, with priorities, direct counter and direct meter) may permit, drop,
+//!    punt to the CPU or clone to a session.
+//!
+//! Egress counts the frame in `egress.port_tx[egress_port]` and, for the CPU port, pushes the
+//! `packet_in` header (ingress_port: 9 bits, 7 pad bits).
+//!
+//! The ACL's IPv4 address fields read 0 for non-IPv4 packets; its L4 ports read 0 for packets that
+//! are neither TCP nor UDP, and for IPv4 fragments after the first.
+
+use std::sync::Arc;
+
+use crate::externs::{Color, CounterKind, HashAlgorithm, HashFn, MeterAlgorithm, MeterUnit};
+use crate::frame::Frame;
+use crate::metadata::{DropReason, HeaderKind, PORT_BITS, PortId, StdMeta};
+use crate::program::{Ctx, Program};
+use crate::schema::{ActionScope, Schema, SchemaBuilder, TableSpec};
+use crate::table::MatchKind;
+use crate::wire::{
+    self, EtherType, EthernetFrame, Icmpv6Packet, IpProtocol, Ipv4Packet, Ipv6Packet, TcpPacket,
+    UdpPacket, VlanTag,
+};
+
+/// Indices of the schema objects the per-packet code uses.
+#[derive(Clone, Copy, Debug)]
+struct Ids {
+    no_action: usize,
+    drop: usize,
+    l2_forward: usize,
+    l2_multicast: usize,
+    set_nhop: usize,
+    punt: usize,
+    clone_to_session: usize,
+    l2_exact: usize,
+    smac: usize,
+    ipv4_lpm: usize,
+    ipv6_lpm: usize,
+    acl: usize,
+    port_rx: usize,
+    port_tx: usize,
+    port_meter: usize,
+    flow_last_seen: usize,
+    mac_learn: usize,
+}
+
+/// Cells of the flow register.
+const FLOW_CELLS: usize = 4096;
+
+/// The `basic` program.
+#[derive(Debug)]
+pub struct Basic {
+    schema: Arc<Schema>,
+    ids: Ids,
+    ecmp_hash: HashFn,
+}
+
+impl Default for Basic {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Basic {
+    /// The program with its schema.
+    pub fn new() -> Self {
+        let (schema, ids) = schema();
+        Basic { schema: Arc::new(schema), ids, ecmp_hash: HashFn::new(HashAlgorithm::Crc32, 0) }
+    }
+}
+
+fn schema() -> (Schema, Ids) {
+    use ActionScope::*;
+    use MatchKind::*;
+    let mut b = SchemaBuilder::new("basic", "0.1.0");
+    let no_action = b.action("NoAction", &[]);
+    let drop = b.action("ingress.drop", &[]);
+    let l2_forward = b.action("ingress.l2_forward", &[("port", PORT_BITS)]);
+    let l2_multicast = b.action("ingress.l2_multicast", &[("group", 16)]);
+    let set_nhop =
+        b.action("ingress.set_nhop", &[("dmac", 48), ("smac", 48), ("port", PORT_BITS)]);
+    let punt = b.action("ingress.punt_to_cpu", &[]);
+    let clone_to_session = b.action("ingress.clone_to_session", &[("session_id", 10)]);
+    let learn = b.action("ingress.learn", &[]);
+    let l2_exact = b.table(TableSpec {
+        name: "ingress.l2_exact",
+        fields: vec![("hdr.ethernet.dst_addr", 48, Exact)],
+        actions: vec![
+            (l2_forward, TableAndDefault),
+            (l2_multicast, TableAndDefault),
+            (drop, TableAndDefault),
+            (no_action, TableAndDefault),
+        ],
+        default_action: (no_action, vec![]),
+        const_default: false,
+        size: 4096,
+        idle_timeout: false,
+    });
+    let smac = b.table(TableSpec {
+        name: "ingress.smac",
+        fields: vec![("hdr.ethernet.src_addr", 48, Exact)],
+        actions: vec![(no_action, TableOnly), (learn, DefaultOnly)],
+        default_action: (learn, vec![]),
+        const_default: true,
+        size: 4096,
+        idle_timeout: true,
+    });
+    let route_actions = vec![
+        (set_nhop, TableOnly),
+        (punt, TableAndDefault),
+        (drop, TableAndDefault),
+        (no_action, DefaultOnly),
+    ];
+    let ipv4_lpm = b.table(TableSpec {
+        name: "ingress.ipv4_lpm",
+        fields: vec![("hdr.ipv4.dst_addr", 32, Lpm)],
+        actions: route_actions.clone(),
+        default_action: (drop, vec![]),
+        const_default: false,
+        size: 131_072,
+        idle_timeout: false,
+    });
+    let ipv6_lpm = b.table(TableSpec {
+        name: "ingress.ipv6_lpm",
+        fields: vec![("hdr.ipv6.dst_addr", 128, Lpm)],
+        actions: route_actions,
+        default_action: (drop, vec![]),
+        const_default: false,
+        size: 16_384,
+        idle_timeout: false,
+    });
+    b.action_profile("ingress.ecmp_selector", &[ipv4_lpm, ipv6_lpm], true, 4096, 128);
+    let acl = b.table(TableSpec {
+        name: "ingress.acl",
+        fields: vec![
+            ("standard_metadata.ingress_port", PORT_BITS, Ternary),
+            ("hdr.ethernet.dst_addr", 48, Ternary),
+            ("hdr.ethernet.ether_type", 16, Ternary),
+            ("hdr.ipv4.src_addr", 32, Ternary),
+            ("hdr.ipv4.dst_addr", 32, Ternary),
+            ("meta.ip_proto", 8, Ternary),
+            ("meta.l4_src_port", 16, Ternary),
+            ("meta.l4_dst_port", 16, Ternary),
+        ],
+        actions: vec![
+            (no_action, TableAndDefault),
+            (drop, TableAndDefault),
+            (punt, TableAndDefault),
+            (clone_to_session, TableAndDefault),
+        ],
+        default_action: (no_action, vec![]),
+        const_default: false,
+        size: 4096,
+        idle_timeout: false,
+    });
+    b.direct_counter("ingress.acl_counter", CounterKind::Both, acl);
+    b.direct_meter("ingress.acl_meter", MeterUnit::Bytes, MeterAlgorithm::TrTcm, acl);
+    let port_rx = b.counter("ingress.port_rx", CounterKind::Both, 512);
+    let port_tx = b.counter("egress.port_tx", CounterKind::Both, 512);
+    let port_meter =
+        b.meter("ingress.port_meter", MeterUnit::Bytes, MeterAlgorithm::TrTcm, 512);
+    let flow_last_seen = b.register("ingress.flow_last_seen", 48, FLOW_CELLS);
+    let mac_learn =
+        b.digest("ingress.mac_learn", &[("src_addr", 48), ("ingress_port", PORT_BITS)]);
+    b.controller_header("packet_in", &[("ingress_port", PORT_BITS), ("_pad", 7)]);
+    b.controller_header("packet_out", &[("egress_port", PORT_BITS), ("_pad", 7)]);
+    let schema = b.build().expect("the basic schema is consistent");
+    let ids = Ids {
+        no_action,
+        drop,
+        l2_forward,
+        l2_multicast,
+        set_nhop,
+        punt,
+        clone_to_session,
+        l2_exact,
+        smac,
+        ipv4_lpm,
+        ipv6_lpm,
+        acl,
+        port_rx,
+        port_tx,
+        port_meter,
+        flow_last_seen,
+        mac_learn,
+    };
+    (schema, ids)
+}
+
+/// Fields the parser extracts, with the offsets of the headers that are rewritten in place.
+#[derive(Clone, Copy, Debug, Default)]
+struct Parsed {
+    dst_mac: u64,
+    src_mac: u64,
+    /// EtherType after any VLAN tag.
+    ether_type: u16,
+    /// Offset of the L3 header.
+    l3: usize,
+    ipv4: bool,
+    ipv6: bool,
+    arp: bool,
+    ndp: bool,
+    ip_proto: u8,
+    v4_src: u32,
+    v4_dst: u32,
+    v6_src: u128,
+    v6_dst: u128,
+    /// TTL or hop limit.
+    ttl: u8,
+    l4_sport: u16,
+    l4_dport: u16,
+}
+
+fn mac_u64(b: &[u8]) -> u64 {
+    b.iter().take(6).fold(0u64, |acc, &x| (acc << 8) | u64::from(x))
+}
+
+fn mac_bytes(v: u128) -> [u8; 6] {
+    let b = v.to_be_bytes();
+    [b[10], b[11], b[12], b[13], b[14], b[15]]
+}
+
+type ParseResult = Result<Parsed, (HeaderKind, wire::Error)>;
+
+/// The parser: Ethernet, one optional 802.1Q tag, then ARP / IPv4 / IPv6 and TCP / UDP / ICMPv6.
+fn parse(data: &[u8]) -> ParseResult {
+    let eth = EthernetFrame::new_checked(data).map_err(|e| (HeaderKind::Ethernet, e))?;
+    let mut p = Parsed {
+        dst_mac: mac_u64(eth.dst_addr().as_bytes()),
+        src_mac: mac_u64(eth.src_addr().as_bytes()),
+        ..Parsed::default()
+    };
+    let mut ether_type = eth.ethertype();
+    let mut l3 = eth.header_len();
+    if ether_type == EtherType::VLAN {
+        let tag = VlanTag::new_checked(&data[l3..]).map_err(|e| (HeaderKind::Vlan, e))?;
+        ether_type = tag.ethertype();
+        l3 += tag.header_len();
+    }
+    p.ether_type = ether_type.0;
+    p.l3 = l3;
+    let rest = &data[l3..];
+    let l4 = match ether_type {
+        EtherType::ARP => {
+            p.arp = true;
+            return Ok(p);
+        }
+        EtherType::IPV4 => {
+            let ip = Ipv4Packet::new_checked(rest).map_err(|e| (HeaderKind::Ipv4, e))?;
+            p.ipv4 = true;
+            p.ip_proto = ip.protocol().0;
+            p.v4_src = u32::from(ip.src_addr());
+            p.v4_dst = u32::from(ip.dst_addr());
+            p.ttl = ip.ttl();
+            if ip.frag_offset() != 0 {
+                return Ok(p);
+            }
+            &rest[ip.header_len()..usize::from(ip.total_len())]
+        }
+        EtherType::IPV6 => {
+            let ip = Ipv6Packet::new_checked(rest).map_err(|e| (HeaderKind::Ipv6, e))?;
+            p.ipv6 = true;
+            p.ip_proto = ip.next_header().0;
+            p.v6_src = u128::from(ip.src_addr());
+            p.v6_dst = u128::from(ip.dst_addr());
+            p.ttl = ip.hop_limit();
+            ip.payload()
+        }
+        _ => return Ok(p),
+    };
+    match IpProtocol(p.ip_proto) {
+        IpProtocol::TCP => {
+            let tcp = TcpPacket::new_checked(l4).map_err(|e| (HeaderKind::Tcp, e))?;
+            p.l4_sport = tcp.src_port();
+            p.l4_dport = tcp.dst_port();
+        }
+        IpProtocol::UDP => {
+            let udp = UdpPacket::new_checked(l4).map_err(|e| (HeaderKind::Udp, e))?;
+            p.l4_sport = udp.src_port();
+            p.l4_dport = udp.dst_port();
+        }
+        IpProtocol::ICMPV6 if p.ipv6 => {
+            let icmp = Icmpv6Packet::new_checked(l4).map_err(|e| (HeaderKind::Icmpv6, e))?;
+            p.ndp = (133..=137).contains(&icmp.msg_type());
+        }
+        _ => {}
+    }
+    Ok(p)
+}
+
+impl Parsed {
+    /// The 5-tuple as bytes for hashing: addresses, protocol, ports.
+    fn flow_bytes(&self, buf: &mut [u8; 37]) -> usize {
+        if self.ipv4 {
+            buf[..4].copy_from_slice(&self.v4_src.to_be_bytes());
+            buf[4..8].copy_from_slice(&self.v4_dst.to_be_bytes());
+            buf[8] = self.ip_proto;
+            buf[9..11].copy_from_slice(&self.l4_sport.to_be_bytes());
+            buf[11..13].copy_from_slice(&self.l4_dport.to_be_bytes());
+            13
+        } else {
+            buf[..16].copy_from_slice(&self.v6_src.to_be_bytes());
+            buf[16..32].copy_from_slice(&self.v6_dst.to_be_bytes());
+            buf[32] = self.ip_proto;
+            buf[33..35].copy_from_slice(&self.l4_sport.to_be_bytes());
+            buf[35..37].copy_from_slice(&self.l4_dport.to_be_bytes());
+            37
+        }
+    }
+}
+
+impl Basic {
+    fn packet_out(&self, cx: &mut Ctx<'_>, pkt: &mut Frame<'_>, md: &mut StdMeta) {
+        let d = pkt.data();
+        if d.len() < 2 {
+            md.mark_to_drop(DropReason::BadPacketOut);
+            return;
+        }
+        let port = (u16::from(d[0]) << 1) | u16::from(d[1] >> 7);
+        pkt.pop_front(2);
+        if port == cx.cpu_port {
+            md.mark_to_drop(DropReason::BadPacketOut);
+            return;
+        }
+        cx.trace(|| format!("packet_out egress_port={port}"));
+        md.egress_spec = Some(port);
+    }
+
+    /// Routes an IP packet: returns false if it was dropped or punted.
+    fn route(&self, cx: &mut Ctx<'_>, pkt: &mut Frame<'_>, md: &mut StdMeta, p: &Parsed) {
+        let ids = &self.ids;
+        if p.ttl <= 1 {
+            md.mark_to_drop(DropReason::TtlExpired);
+            return;
+        }
+        let mut flow = [0u8; 37];
+        let n = p.flow_bytes(&mut flow);
+        let hash = self.ecmp_hash.hash(&flow[..n], cx.rng);
+        let (table, key) = if p.ipv4 {
+            (ids.ipv4_lpm, u128::from(p.v4_dst))
+        } else {
+            (ids.ipv6_lpm, p.v6_dst)
+        };
+        let r = cx.apply(table, &[key], hash);
+        let a = usize::from(r.action.action);
+        if a == ids.set_nhop {
+            let d = pkt.data_mut();
+            d[0..6].copy_from_slice(&mac_bytes(r.action.arg(0)));
+            d[6..12].copy_from_slice(&mac_bytes(r.action.arg(1)));
+            let l3 = &mut d[p.l3..];
+            if p.ipv4 {
+                Ipv4Packet::new_unchecked(l3).decrement_ttl_update_checksum();
+            } else {
+                Ipv6Packet::new_unchecked(l3).decrement_hop_limit();
+            }
+            md.egress_spec = Some(r.action.arg(2) as PortId);
+            let cell = (hash as usize) % FLOW_CELLS;
+            cx.externs.registers[ids.flow_last_seen].write(cell, md.ingress_global_timestamp);
+        } else if a == ids.punt {
+            md.egress_spec = Some(cx.cpu_port);
+        } else if r.entry.is_none() {
+            md.mark_to_drop(DropReason::TableMiss(table as u16));
+        } else {
+            md.mark_to_drop(DropReason::Program);
+        }
+    }
+
+    fn acl(&self, cx: &mut Ctx<'_>, md: &mut StdMeta, p: &Parsed) {
+        let ids = &self.ids;
+        let (sport, dport) = (u128::from(p.l4_sport), u128::from(p.l4_dport));
+        let key = [
+            u128::from(md.ingress_port),
+            u128::from(p.dst_mac),
+            u128::from(p.ether_type),
+            u128::from(p.v4_src),
+            u128::from(p.v4_dst),
+            u128::from(p.ip_proto),
+            sport,
+            dport,
+        ];
+        let r = cx.apply(ids.acl, &key, 0);
+        let Some(entry) = r.entry else { return };
+        if cx.direct_meter(ids.acl, entry) == Color::Red {
+            md.mark_to_drop(DropReason::MeterRed);
+            return;
+        }
+        let a = usize::from(r.action.action);
+        if a == ids.drop {
+            md.mark_to_drop(DropReason::Program);
+        } else if a == ids.punt {
+            md.mcast_grp = 0;
+            md.egress_spec = Some(cx.cpu_port);
+        } else if a == ids.clone_to_session {
+            md.clone_session = Some(r.action.arg(0) as u32);
+        }
+    }
+}
+
+impl Program for Basic {
+    fn schema(&self) -> &Arc<Schema> {
+        &self.schema
+    }
+
+    fn ingress(&self, cx: &mut Ctx<'_>, pkt: &mut Frame<'_>, md: &mut StdMeta) {
+        let ids = &self.ids;
+        cx.count(ids.port_rx, usize::from(md.ingress_port));
+        if md.ingress_port == cx.cpu_port {
+            self.packet_out(cx, pkt, md);
+            return;
+        }
+        let p = match parse(pkt.data()) {
+            Ok(p) => p,
+            Err((header, e)) => {
+                cx.trace(|| format!("parser header={header:?} error={e:?}"));
+                md.mark_to_drop(DropReason::Malformed(header, e));
+                return;
+            }
+        };
+        cx.trace(|| {
+            format!(
+                "parser ether_type={:#06x} ipv4={} ipv6={} proto={} sport={} dport={}",
+                p.ether_type, p.ipv4, p.ipv6, p.ip_proto, p.l4_sport, p.l4_dport
+            )
+        });
+        if cx.meter(ids.port_meter, usize::from(md.ingress_port)) == Color::Red {
+            md.mark_to_drop(DropReason::MeterRed);
+            return;
+        }
+        if p.arp || p.ndp {
+            md.egress_spec = Some(cx.cpu_port);
+            return;
+        }
+        let l2 = cx.apply(ids.l2_exact, &[u128::from(p.dst_mac)], 0);
+        let a = usize::from(l2.action.action);
+        if a == ids.l2_forward || a == ids.l2_multicast {
+            if a == ids.l2_forward {
+                md.egress_spec = Some(l2.action.arg(0) as PortId);
+            } else {
+                md.mcast_grp = l2.action.arg(0) as u16;
+            }
+            let learned = cx.apply(ids.smac, &[u128::from(p.src_mac)], 0);
+            if learned.entry.is_none() {
+                cx.digest(ids.mac_learn, &[u128::from(p.src_mac), u128::from(md.ingress_port)]);
+            }
+        } else if a == ids.drop {
+            md.mark_to_drop(DropReason::Program);
+            return;
+        } else if p.ipv4 || p.ipv6 {
+            self.route(cx, pkt, md, &p);
+        } else {
+            md.mark_to_drop(DropReason::TableMiss(ids.l2_exact as u16));
+        }
+        if md.drop.is_none() {
+            self.acl(cx, md, &p);
+        }
+        debug_assert!(ids.no_action != ids.drop);
+    }
+
+    fn egress(&self, cx: &mut Ctx<'_>, pkt: &mut Frame<'_>, md: &mut StdMeta) {
+        let port = md.egress_port;
+        if port == cx.cpu_port {
+            let ingress = md.ingress_port;
+            match pkt.push_front(2) {
+                Some(h) => {
+                    h[0] = (ingress >> 1) as u8;
+                    h[1] = ((ingress & 1) as u8) << 7;
+                }
+                None => {
+                    md.mark_to_drop(DropReason::NoHeadroom);
+                    return;
+                }
+            }
+        }
+        cx.packet_len = u32::try_from(pkt.len()).unwrap_or(u32::MAX);
+        cx.count(self.ids.port_tx, usize::from(port));
+    }
+}
+
+/// The checked-in P4Info of `basic`, for controllers.
+pub const P4INFO: &str = include_str!("../../p4info/basic.txt");

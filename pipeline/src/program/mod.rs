@@ -1,0 +1,158 @@
+//! The [`Program`] trait and the hard-wired programs.
+//!
+//! A program is a Rust type with a [`Schema`] (tables, actions, externs: the P4Info source) and two
+//! stages, ingress and egress, that run on a frame in place. Each stage parses what it needs with
+//! the zero-copy views of [`crate::wire`] (as Tofino's ingress and egress each have a parser), looks
+//! tables up by index through [`Ctx`], and sets [`StdMeta`]. Names are resolved when the program is
+//! built: the per-packet code uses indices only.
+
+pub mod basic;
+
+use std::sync::Arc;
+
+use crate::control::Externs;
+use crate::externs::{Color, Rng};
+use crate::frame::Frame;
+use crate::metadata::{PortId, StdMeta};
+use crate::schema::Schema;
+use crate::state::{ActionCall, EntryAction, State};
+use crate::table::EntryId;
+
+/// A hard-wired P4 program.
+pub trait Program: Send + Sync + std::fmt::Debug + 'static {
+    /// The program's schema.
+    fn schema(&self) -> &Arc<Schema>;
+
+    /// The ingress control, parser and deparser included. Sets `md.egress_spec`, `md.mcast_grp`,
+    /// `md.clone_session`, `md.resubmit` or `md.drop`.
+    fn ingress(&self, cx: &mut Ctx<'_>, pkt: &mut Frame<'_>, md: &mut StdMeta);
+
+    /// The egress control, on one copy bound for `md.egress_port`. May set `md.drop`,
+    /// `md.clone_session` (E2E) or `md.recirculate`.
+    fn egress(&self, cx: &mut Ctx<'_>, pkt: &mut Frame<'_>, md: &mut StdMeta);
+}
+
+/// The programs this build has, by name.
+pub fn by_name(name: &str) -> Option<Arc<dyn Program>> {
+    match name {
+        "basic" => Some(Arc::new(basic::Basic::new())),
+        _ => None,
+    }
+}
+
+/// Names of the programs this build has.
+pub const NAMES: &[&str] = &["basic"];
+
+/// The result of applying a table.
+#[derive(Clone, Copy, Debug)]
+pub struct Applied<'a> {
+    /// The entry that matched (None: the default action ran).
+    pub entry: Option<EntryId>,
+    /// The action to run.
+    pub action: &'a ActionCall,
+}
+
+/// What a stage can see and use besides the packet: the table snapshot, the externs, the time,
+/// randomness, and the switch's configuration.
+#[derive(Debug)]
+pub struct Ctx<'a> {
+    /// Table state for this batch.
+    pub state: &'a State,
+    /// Registers, counters, meters, digests.
+    pub externs: &'a Externs,
+    /// This worker's counter shard.
+    pub shard: usize,
+    /// Now, ns.
+    pub now_ns: u64,
+    /// This worker's random numbers.
+    pub rng: &'a mut Rng,
+    /// The CPU port number.
+    pub cpu_port: PortId,
+    /// Length of the current packet, for direct counters.
+    pub packet_len: u32,
+    /// When tracing: lines describing what happened to the packet.
+    pub trace: Option<&'a mut Vec<String>>,
+}
+
+impl<'a> Ctx<'a> {
+    /// Records a trace line (the closure runs only when tracing).
+    #[inline]
+    pub fn trace(&mut self, line: impl FnOnce() -> String) {
+        if let Some(t) = self.trace.as_deref_mut() {
+            t.push(line());
+        }
+    }
+
+    /// Looks `key` up in table `table` (one value per key field, masked to the field width):
+    /// counts the direct counter, stamps the idle time and returns the action to run. For tables
+    /// with an action selector, `selector_hash` picks the group member.
+    #[inline]
+    pub fn apply(&mut self, table: usize, key: &[u128], selector_hash: u64) -> Applied<'a> {
+        let state: &'a State = self.state;
+        let t = &state.tables[table];
+        let hit = t.matcher.lookup(key).and_then(|id| Some((id, t.entry(id)?)));
+        let applied = match hit {
+            None => Applied { entry: None, action: &t.default },
+            Some((id, e)) => {
+                let x = self.externs;
+                if let Some(c) = x.direct_counter_of(table) {
+                    c.count(self.shard, id as usize, self.packet_len);
+                }
+                if let Some(h) = &x.hit_times[table] {
+                    h.touch(id, self.now_ns);
+                }
+                let action = match &e.action {
+                    EntryAction::Action(call) => Some(call),
+                    EntryAction::Member(m) => state.profile_of(table).and_then(|p| p.member(*m)),
+                    EntryAction::Group(g) => {
+                        state.profile_of(table).and_then(|p| p.select(*g, selector_hash))
+                    }
+                };
+                match action {
+                    Some(action) => Applied { entry: Some(id), action },
+                    // An empty group: the default action runs.
+                    None => Applied { entry: None, action: &t.default },
+                }
+            }
+        };
+        if self.trace.is_some() {
+            let name = self.externs.table_names[table];
+            let action = self.externs.action_names[usize::from(applied.action.action)];
+            let params = applied.action.params.clone();
+            let entry = applied.entry;
+            self.trace(|| match entry {
+                Some(id) => format!("table={name} hit=true entry={id} action={action} params={params:x?}"),
+                None => format!("table={name} hit=false action={action} params={params:x?}"),
+            });
+        }
+        applied
+    }
+
+    /// Counts the current packet in cell `index` of indexed counter `counter`.
+    #[inline]
+    pub fn count(&self, counter: usize, index: usize) {
+        self.externs.counters[counter].count(self.shard, index, self.packet_len);
+    }
+
+    /// Runs cell `index` of indexed meter `meter` on the current packet (colour-blind).
+    #[inline]
+    pub fn meter(&self, meter: usize, index: usize) -> Color {
+        self.externs.meters[meter].execute(index, self.now_ns, self.packet_len, None)
+    }
+
+    /// Runs the direct meter of table `table` for entry `entry` on the current packet.
+    #[inline]
+    pub fn direct_meter(&self, table: usize, entry: EntryId) -> Color {
+        match self.externs.direct_meter_of(table) {
+            Some(m) => m.execute(entry as usize, self.now_ns, self.packet_len, None),
+            None => Color::Green,
+        }
+    }
+
+    /// Sends digest `digest` with `values` to the controller (dropped and counted if the queue is
+    /// full).
+    #[inline]
+    pub fn digest(&self, digest: usize, values: &[u128]) {
+        self.externs.digests.push(digest as u16, values, self.now_ns);
+    }
+}
