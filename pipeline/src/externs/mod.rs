@@ -1,9 +1,11 @@
 //! Stateful externs: registers, counters, meters, hashes and random numbers.
 
 mod counter;
+mod hash;
 mod random;
 mod register;
 
 pub use counter::{Counter, CounterData, CounterKind};
+pub use hash::{HashAlgorithm, HashFn, hash_range};
 pub use random::Rng;
 pub use register::Register;
