@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Runs every test of pisa-switch: formatting, lints, unit, property and namespace tests.
+# Needs root for the namespace tests. Installs what it needs first (scripts/setup.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+
+echo "== rustfmt"
+cargo fmt --all -- --check
+echo "== clippy"
+cargo clippy --workspace --all-targets --release -- -D warnings
+echo "== tests (release: the timing checks run only in optimised builds)"
+cargo test --workspace --release 2>&1 | tee target/test-output.txt
+# Guard against a silently empty run.
+grep -q "test result: ok" target/test-output.txt
