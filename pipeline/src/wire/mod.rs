@@ -42,7 +42,7 @@ pub use checksum::PseudoHeaderAddr;
 pub use ethernet::{EthernetFrame, EthernetRepr};
 // TODO pub use icmpv4::{IcmpPacket, IcmpRepr};
 // TODO pub use icmpv6::{Icmpv6Packet, Icmpv6Repr, NdpOption, NdpOptionIter};
-// TODO pub use ipv4::{Ipv4Packet, Ipv4Repr};
+pub use ipv4::{Ipv4Packet, Ipv4Repr};
 // TODO pub use ipv6::{Ipv6Packet, Ipv6Repr};
 // TODO pub use pfc::{PfcFrame, PfcRepr};
 // TODO pub use tcp::{TcpFlags, TcpOption, TcpOptionIter, TcpPacket, TcpRepr};
