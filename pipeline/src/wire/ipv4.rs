@@ -539,6 +539,7 @@ mod tests {
         use etherparse::{IpNumber, Ipv4Header, Ipv4Options};
         let mut h = Ipv4Header::new(100, 17, IpNumber::UDP, [172, 16, 0, 1], [8, 8, 8, 8]).unwrap();
         h.options = Ipv4Options::try_from(&[0x94u8, 4, 0, 0, 1, 1, 1, 0][..]).unwrap();
+        h.set_payload_len(100).unwrap();
         h.identification = 0xbeef;
         h.more_fragments = true;
         h.dont_fragment = false;
