@@ -43,10 +43,10 @@ pub use ethernet::{EthernetFrame, EthernetRepr};
 // TODO pub use icmpv4::{IcmpPacket, IcmpRepr};
 // TODO pub use icmpv6::{Icmpv6Packet, Icmpv6Repr, NdpOption, NdpOptionIter};
 pub use ipv4::{Ipv4Packet, Ipv4Repr};
-// TODO pub use ipv6::{Ipv6Packet, Ipv6Repr};
+pub use ipv6::{Ipv6Packet, Ipv6Repr};
 // TODO pub use pfc::{PfcFrame, PfcRepr};
 // TODO pub use tcp::{TcpFlags, TcpOption, TcpOptionIter, TcpPacket, TcpRepr};
-// TODO pub use udp::{UdpPacket, UdpRepr};
+pub use udp::{UdpPacket, UdpRepr};
 pub use vlan::{VlanRepr, VlanTag};
 
 /// Why a buffer could not be parsed (or emitted). Cheap to copy; usable as a drop reason.
