@@ -41,7 +41,7 @@ pub use arp::{ArpOperation, ArpPacket, ArpRepr};
 pub use checksum::PseudoHeaderAddr;
 pub use ethernet::{EthernetFrame, EthernetRepr};
 pub use icmpv4::{IcmpPacket, IcmpRepr};
-// TODO pub use icmpv6::{Icmpv6Packet, Icmpv6Repr, NdpOption, NdpOptionIter};
+pub use icmpv6::{Icmpv6Packet, Icmpv6Repr, NdpOption, NdpOptionIter};
 pub use ipv4::{Ipv4Packet, Ipv4Repr};
 pub use ipv6::{Ipv6Packet, Ipv6Repr};
 // TODO pub use pfc::{PfcFrame, PfcRepr};
