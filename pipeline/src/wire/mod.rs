@@ -44,7 +44,7 @@ pub use icmpv4::{IcmpPacket, IcmpRepr};
 pub use icmpv6::{Icmpv6Packet, Icmpv6Repr, NdpOption, NdpOptionIter};
 pub use ipv4::{Ipv4Packet, Ipv4Repr};
 pub use ipv6::{Ipv6Packet, Ipv6Repr};
-// TODO pub use pfc::{PfcFrame, PfcRepr};
+pub use pfc::{PfcFrame, PfcRepr};
 pub use tcp::{TcpFlags, TcpOption, TcpOptionIter, TcpPacket, TcpRepr};
 pub use udp::{UdpPacket, UdpRepr};
 pub use vlan::{VlanRepr, VlanTag};
