@@ -216,7 +216,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     /// Sets the header length in bytes (a multiple of 4 in 20..=60).
     #[inline]
     pub fn set_header_len(&mut self, len: usize) {
-        debug_assert!(len % 4 == 0 && (MIN_HEADER_LEN..=MAX_HEADER_LEN).contains(&len));
+        debug_assert!(len.is_multiple_of(4) && (MIN_HEADER_LEN..=MAX_HEADER_LEN).contains(&len));
         let b = &mut self.buffer.as_mut()[field::VER_IHL];
         *b = (*b & 0xf0) | ((len / 4) as u8 & 0x0f);
     }
@@ -507,7 +507,7 @@ mod tests {
         assert_eq!(with(&|b| b[0] = 0x48), Err(Error::BadIhl)); // 32 > 28 bytes
         assert_eq!(with(&|b| b[3] = 23), Err(Error::BadLength)); // total < IHL*4
         assert_eq!(with(&|b| b[3] = 29), Err(Error::Truncated)); // total > buffer
-        assert_eq!(with(&|b| b[11] ^= 1).map(|()| ()), Ok(()));
+        assert_eq!(with(&|b| b[11] ^= 1), Ok(()));
         let mut b = PACKET;
         b[11] ^= 1;
         assert_eq!(

@@ -264,7 +264,7 @@ impl OptionBytes {
 
     /// Copies `b`, which must be at most 40 bytes and a multiple of 4 (pad with NOP/EOL).
     pub fn new(b: &[u8]) -> Result<OptionBytes> {
-        if b.len() > Self::MAX_LEN || b.len() % 4 != 0 {
+        if b.len() > Self::MAX_LEN || !b.len().is_multiple_of(4) {
             return Err(Error::BadLength);
         }
         let mut o = Self::EMPTY;

@@ -203,7 +203,7 @@ impl<'a> Iterator for TcpOptionIter<'a> {
             (2, 2) => TcpOption::MaxSegmentSize(u16::from_be_bytes([body[0], body[1]])),
             (3, 1) => TcpOption::WindowScale(body[0]),
             (4, 0) => TcpOption::SackPermitted,
-            (5, n) if n > 0 && n <= 32 && n % 8 == 0 => {
+            (5, n) if n > 0 && n <= 32 && n.is_multiple_of(8) => {
                 let mut blocks = [None; 4];
                 for (slot, c) in blocks.iter_mut().zip(body.chunks_exact(8)) {
                     *slot = Some((be32(&c[..4]), be32(&c[4..])));
@@ -424,7 +424,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpPacket<T> {
     /// Sets the header length in bytes (multiple of 4 in 20..=60).
     #[inline]
     pub fn set_header_len(&mut self, len: usize) {
-        debug_assert!(len % 4 == 0 && (MIN_HEADER_LEN..=60).contains(&len));
+        debug_assert!(len.is_multiple_of(4) && (MIN_HEADER_LEN..=60).contains(&len));
         let b = &mut self.buffer.as_mut()[field::OFF_FLAGS.start];
         *b = (*b & 0x0f) | (((len / 4) as u8) << 4);
     }
