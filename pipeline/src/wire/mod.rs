@@ -329,6 +329,50 @@ mod tests {
         assert!(OptionBytes::default().is_empty());
     }
 
+    /// Ethernet -> IPv4 -> TCP as the pipeline parser chains the views.
+    fn parse_eth_ipv4_tcp(frame: &[u8]) -> Result<(u16, u16)> {
+        let eth = EthernetFrame::new_checked(frame)?;
+        if eth.ethertype() != EtherType::IPV4 {
+            return Err(Error::Unsupported);
+        }
+        let ip = Ipv4Packet::new_checked(eth.payload())?;
+        if ip.protocol() != IpProtocol::TCP {
+            return Err(Error::Unsupported);
+        }
+        let tcp = TcpPacket::new_checked(ip.payload())?;
+        Ok((tcp.src_port(), tcp.dst_port()))
+    }
+
+    fn etherparse_frame(payload_len: usize) -> Vec<u8> {
+        let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .tcp(1000, 2000, 1, 1024)
+            .options(&[etherparse::TcpOptionElement::MaximumSegmentSize(1460)])
+            .unwrap();
+        let payload = vec![7u8; payload_len];
+        let mut out = Vec::with_capacity(b.size(payload_len));
+        b.write(&mut out, &payload).unwrap();
+        out
+    }
+
+    #[test]
+    fn truncated_frame_at_every_offset_is_an_error() {
+        let frame = etherparse_frame(0);
+        assert_eq!(parse_eth_ipv4_tcp(&frame), Ok((1000, 2000)));
+        for n in 0..frame.len() {
+            assert!(parse_eth_ipv4_tcp(&frame[..n]).is_err(), "cut at {n}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn truncated_frame_with_payload_is_an_error(plen in 1usize..64, cut in proptest::prelude::any::<proptest::sample::Index>()) {
+            let frame = etherparse_frame(plen);
+            proptest::prop_assert!(parse_eth_ipv4_tcp(&frame).is_ok());
+            proptest::prop_assert!(parse_eth_ipv4_tcp(&frame[..cut.index(frame.len())]).is_err());
+        }
+    }
+
     #[test]
     fn error_is_displayable() {
         assert_eq!(Error::BadIhl.to_string(), "bad IPv4 header length (IHL)");
