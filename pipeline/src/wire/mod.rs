@@ -11,9 +11,10 @@
 //!
 //! * `new_unchecked` performs no validation; accessors on a too-short buffer may panic.
 //! * After `check_len` (or `new_checked`) has returned `Ok`, **no getter panics**, whatever the
-//!   bytes are. Setters of fixed-position fields do not panic either; setters that change a
-//!   length field (`set_header_len`, `set_total_len`, ...) may break that guarantee for later
-//!   calls until the buffer is revalidated.
+//!   bytes are (getters taking an index, like `PfcFrame::class_pause_time(i)`, assert `i < 8`).
+//!   Setters of fixed-position fields do not panic either; setters that change a length field
+//!   (`set_header_len`, `set_total_len`, ...) may break that guarantee for later calls until
+//!   the buffer is revalidated, and `Icmpv6Packet::set_ndp_target_addr` needs 24 bytes.
 //! * `Repr::emit` requires a view whose buffer holds at least `buffer_len()` bytes (exactly
 //!   `buffer_len()` for the headers, followed by the payload if the header carries a length)
 //!   and panics otherwise. `emit` never computes pseudo-header checksums (TCP, UDP, ICMPv6):
