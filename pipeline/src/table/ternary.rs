@@ -28,6 +28,10 @@ struct Cand {
 
 #[derive(Clone, Debug)]
 struct Tuple {
+    /// Highest priority in the tuple.
+    max: u32,
+    /// Creation order, the tie-break between tuples of equal `max` (deterministic).
+    seq: u64,
     mask: Box<[u128]>,
     map: KeyMap<Vec<Cand>>,
     /// Priority -> number of entries, to keep the maximum up to date on removal.
@@ -38,11 +42,11 @@ struct Tuple {
 pub(crate) struct TernaryIndex {
     widths: Box<[u8]>,
     range_pos: Box<[u16]>,
-    tuples: Vec<Option<Tuple>>,
-    free: Vec<u32>,
+    /// Sorted by descending `max`, then `seq`: the lookup order.
+    tuples: Vec<Tuple>,
+    /// Mask vector -> position in `tuples`.
     by_mask: HashMap<Box<[u128]>, u32, FixedState>,
-    /// (max priority, tuple), sorted by descending priority then tuple index.
-    order: Vec<(u32, u32)>,
+    next_seq: u64,
 }
 
 struct Norm {
@@ -62,9 +66,8 @@ impl TernaryIndex {
                 .map(|(i, _)| i as u16)
                 .collect(),
             tuples: Vec::new(),
-            free: Vec::new(),
             by_mask: HashMap::default(),
-            order: Vec::new(),
+            next_seq: 0,
         }
     }
 
@@ -93,28 +96,19 @@ impl TernaryIndex {
         }
     }
 
-    fn reorder(&mut self, ti: u32) {
-        let max = self.tuples[ti as usize]
-            .as_ref()
-            .and_then(|t| t.prios.last_key_value())
-            .map(|(&p, _)| p);
-        match max {
-            Some(max) => {
-                if let Some(o) = self.order.iter_mut().find(|o| o.1 == ti) {
-                    o.0 = max;
-                } else {
-                    self.order.push((max, ti));
-                }
-            }
-            None => self.order.retain(|o| o.1 != ti),
+    /// Restores the lookup order after a tuple's `max` changed or a tuple was added or
+    /// removed. Costs O(tuples), independent of the number of entries.
+    fn reorder(&mut self) {
+        self.tuples.sort_by_key(|t| (Reverse(t.max), t.seq));
+        for (i, t) in self.tuples.iter().enumerate() {
+            *self.by_mask.get_mut(&t.mask).expect("tuple registered") = i as u32;
         }
-        self.order.sort_unstable_by_key(|&(p, t)| (Reverse(p), t));
     }
 
     pub(crate) fn insert(&mut self, key: &[FieldMatch], prio: u32, id: EntryId) {
         let n = self.norm(key);
         let ti = match self.by_mask.get(&*n.mask) {
-            Some(&ti) => ti,
+            Some(&ti) => ti as usize,
             None => {
                 let sel: Vec<(usize, u8)> = n
                     .mask
@@ -123,26 +117,20 @@ impl TernaryIndex {
                     .filter(|&(_, &m)| m != 0)
                     .map(|(i, _)| (i, self.widths[i]))
                     .collect();
-                let t = Tuple {
+                self.tuples.push(Tuple {
+                    max: 0,
+                    seq: self.next_seq,
                     mask: n.mask.clone().into(),
                     map: KeyMap::new(&sel, 0),
                     prios: BTreeMap::new(),
-                };
-                let ti = match self.free.pop() {
-                    Some(ti) => {
-                        self.tuples[ti as usize] = Some(t);
-                        ti
-                    }
-                    None => {
-                        self.tuples.push(Some(t));
-                        (self.tuples.len() - 1) as u32
-                    }
-                };
-                self.by_mask.insert(n.mask.clone().into(), ti);
-                ti
+                });
+                self.next_seq += 1;
+                self.by_mask
+                    .insert(n.mask.clone().into(), (self.tuples.len() - 1) as u32);
+                self.tuples.len() - 1
             }
         };
-        let t = self.tuples[ti as usize].as_mut().expect("live tuple");
+        let t = &mut self.tuples[ti];
         let bucket = t.map.get_or_insert_with(|p| n.value[p], Vec::new);
         let at = bucket.partition_point(|c| (Reverse(c.prio), c.id) < (Reverse(prio), id));
         bucket.insert(
@@ -153,17 +141,17 @@ impl TernaryIndex {
                 ranges: n.ranges,
             },
         );
-        let old_max = t.prios.last_key_value().map(|(&p, _)| p);
         *t.prios.entry(prio).or_insert(0) += 1;
-        if old_max.is_none_or(|m| m < prio) {
-            self.reorder(ti);
+        if prio > t.max {
+            t.max = prio;
+            self.reorder();
         }
     }
 
     pub(crate) fn remove(&mut self, key: &[FieldMatch], prio: u32, id: EntryId) {
         let n = self.norm(key);
-        let ti = *self.by_mask.get(&*n.mask).expect("tuple of a live entry");
-        let t = self.tuples[ti as usize].as_mut().expect("live tuple");
+        let ti = *self.by_mask.get(&*n.mask).expect("tuple of a live entry") as usize;
+        let t = &mut self.tuples[ti];
         let bucket = t
             .map
             .get_mut(|p| n.value[p])
@@ -176,19 +164,22 @@ impl TernaryIndex {
         if bucket.is_empty() {
             t.map.remove(|p| n.value[p]);
         }
-        let old_max = t.prios.last_key_value().map(|(&p, _)| p);
         let c = t.prios.get_mut(&prio).expect("priority count");
         *c -= 1;
         if *c == 0 {
             t.prios.remove(&prio);
         }
-        if t.prios.is_empty() {
-            self.tuples[ti as usize] = None;
-            self.free.push(ti);
-            self.by_mask.remove(&*n.mask);
-            self.reorder(ti);
-        } else if old_max == Some(prio) {
-            self.reorder(ti);
+        match t.prios.last_key_value() {
+            None => {
+                self.tuples.remove(ti);
+                self.by_mask.remove(&*n.mask);
+                self.reorder();
+            }
+            Some((&max, _)) if max != t.max => {
+                t.max = max;
+                self.reorder();
+            }
+            Some(_) => {}
         }
     }
 
@@ -197,13 +188,10 @@ impl TernaryIndex {
         // Priorities are >= 1, so 0 means "nothing found yet".
         let mut best_p = 0u32;
         let mut best = None;
-        for &(max, ti) in &self.order {
-            if max <= best_p {
+        for t in &self.tuples {
+            if t.max <= best_p {
                 break;
             }
-            let Some(t) = &self.tuples[ti as usize] else {
-                continue;
-            };
             let Some(bucket) = t.map.get(|p| key[p] & t.mask[p]) else {
                 continue;
             };
