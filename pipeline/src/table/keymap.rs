@@ -2,8 +2,9 @@
 //! widths add up to at most 64/128 bits (the common case: no boxed keys, one cheap hash), and
 //! otherwise stored as a boxed slice hashed field by field (lookups still never allocate).
 //!
-//! Fields are read through a closure `f(position) -> u128`, which lets the tuple-space index
-//! mask values on the fly.
+//! Control-path methods read fields through a closure `f(position) -> u128`; the hot-path
+//! [`KeyMap::lookup`] reads a full lookup key and applies per-field masks (which is what the
+//! tuple-space index needs).
 
 use std::hash::{BuildHasher, Hasher};
 
@@ -16,7 +17,16 @@ pub(crate) struct KeyMap<V> {
     pos: Box<[u16]>,
     /// Bit offset of each field in the packed key.
     shift: Box<[u8]>,
+    /// The same fields with their masks, laid out for [`KeyMap::lookup`].
+    sel: Box<[Sel]>,
     map: Map<V>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Sel {
+    mask: u128,
+    pos: u16,
+    shift: u8,
 }
 
 #[derive(Clone, Debug)]
@@ -27,12 +37,13 @@ enum Map<V> {
 }
 
 impl<V> KeyMap<V> {
-    /// `fields`: (position in the key, bitwidth) of each field that makes up the map key.
-    pub(crate) fn new(fields: &[(usize, u8)], reserve: usize) -> Self {
-        let total: u32 = fields.iter().map(|&(_, w)| u32::from(w)).sum();
+    /// `fields`: (position in the key, bitwidth, mask applied by [`KeyMap::lookup`]) of each
+    /// field that makes up the map key.
+    pub(crate) fn new(fields: &[(usize, u8, u128)], reserve: usize) -> Self {
+        let total: u32 = fields.iter().map(|&(_, w, _)| u32::from(w)).sum();
         let mut shift = Vec::with_capacity(fields.len());
         let mut s = 0u32;
-        for &(_, w) in fields {
+        for &(_, w, _) in fields {
             shift.push(if total <= 128 { s as u8 } else { 0 });
             s += u32::from(w);
         }
@@ -45,9 +56,47 @@ impl<V> KeyMap<V> {
             Map::Wide(HashTable::with_capacity(reserve), st)
         };
         Self {
-            pos: fields.iter().map(|&(p, _)| p as u16).collect(),
+            pos: fields.iter().map(|&(p, _, _)| p as u16).collect(),
+            sel: fields
+                .iter()
+                .zip(&shift)
+                .map(|(&(pos, _, mask), &shift)| Sel {
+                    mask,
+                    pos: pos as u16,
+                    shift,
+                })
+                .collect(),
             shift: shift.into(),
             map,
+        }
+    }
+
+    /// Hot path: the value for the masked fields of a full lookup key.
+    #[inline]
+    pub(crate) fn lookup(&self, key: &[u128]) -> Option<&V> {
+        match &self.map {
+            Map::U64(m) => {
+                let mut k = 0u64;
+                for s in &*self.sel {
+                    k |= ((key[s.pos as usize] & s.mask) as u64) << s.shift;
+                }
+                m.get(&k)
+            }
+            Map::U128(m) => {
+                let mut k = 0u128;
+                for s in &*self.sel {
+                    k |= (key[s.pos as usize] & s.mask) << s.shift;
+                }
+                m.get(&k)
+            }
+            Map::Wide(t, st) => {
+                let v = |s: &Sel| key[s.pos as usize] & s.mask;
+                let h = Self::hash_wide(st, self.sel.iter().map(v));
+                t.find(h, |(k, _)| {
+                    k.iter().zip(&*self.sel).all(|(&x, s)| x == v(s))
+                })
+                .map(|(_, v)| v)
+            }
         }
     }
 
@@ -58,21 +107,6 @@ impl<V> KeyMap<V> {
             h.write_u128(v);
         }
         h.finish()
-    }
-
-    #[inline]
-    pub(crate) fn get(&self, f: impl Fn(usize) -> u128) -> Option<&V> {
-        match &self.map {
-            Map::U64(m) => m.get(&pack64(&self.pos, &self.shift, f)),
-            Map::U128(m) => m.get(&pack128(&self.pos, &self.shift, f)),
-            Map::Wide(t, st) => {
-                let h = Self::hash_wide(st, self.pos.iter().map(|&p| f(p as usize)));
-                t.find(h, |(k, _)| {
-                    k.iter().zip(&*self.pos).all(|(&v, &p)| v == f(p as usize))
-                })
-                .map(|(_, v)| v)
-            }
-        }
     }
 
     pub(crate) fn get_mut(&mut self, f: impl Fn(usize) -> u128) -> Option<&mut V> {

@@ -16,7 +16,7 @@
 
 use super::exact::exact_value;
 use super::keymap::KeyMap;
-use super::{Entries, EntryId, FieldMatch, KeyField, MatchKey, MatchKind, prefix_mask};
+use super::{Entries, EntryId, FieldMatch, KeyField, MatchKey, MatchKind, ones, prefix_mask};
 
 /// Slot tag: the rest of the slot is a child node index. Otherwise a slot is `entry id + 1`
 /// (0 = none).
@@ -237,11 +237,11 @@ impl LpmIndex {
             .position(|f| f.kind == MatchKind::Lpm)
             .expect("one lpm field");
         let width = fields[lpm_pos].bitwidth;
-        let exact: Vec<(usize, u8)> = fields
+        let exact: Vec<(usize, u8, u128)> = fields
             .iter()
             .enumerate()
             .filter(|&(i, _)| i != lpm_pos)
-            .map(|(i, f)| (i, f.bitwidth))
+            .map(|(i, f)| (i, f.bitwidth, ones(f.bitwidth)))
             .collect();
         let tries = if exact.is_empty() {
             Tries::Single(Trie::new())
@@ -306,7 +306,7 @@ impl LpmIndex {
         let va = key[self.lpm_pos] << (self.aw - self.width);
         let t = match &self.tries {
             Tries::Single(t) => t,
-            Tries::Multi(m) => m.get(|p| key[p])?,
+            Tries::Multi(m) => m.lookup(key)?,
         };
         t.lookup(va, self.aw).checked_sub(1)
     }

@@ -110,12 +110,12 @@ impl TernaryIndex {
         let ti = match self.by_mask.get(&*n.mask) {
             Some(&ti) => ti as usize,
             None => {
-                let sel: Vec<(usize, u8)> = n
+                let sel: Vec<(usize, u8, u128)> = n
                     .mask
                     .iter()
                     .enumerate()
                     .filter(|&(_, &m)| m != 0)
-                    .map(|(i, _)| (i, self.widths[i]))
+                    .map(|(i, &m)| (i, self.widths[i], m))
                     .collect();
                 self.tuples.push(Tuple {
                     max: 0,
@@ -192,7 +192,7 @@ impl TernaryIndex {
             if t.max <= best_p {
                 break;
             }
-            let Some(bucket) = t.map.get(|p| key[p] & t.mask[p]) else {
+            let Some(bucket) = t.map.lookup(key) else {
                 continue;
             };
             for c in bucket {
