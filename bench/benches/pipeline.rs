@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use bench::{Workload, basic_with, ipv4_tcp_frame, traffic};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use pipeline::control::{Atomicity, Control, Entity, TableAction, TableEntry, Update, UpdateKind, ActionSpec};
+use pipeline::control::{
+    ActionSpec, Atomicity, Control, Entity, TableAction, TableEntry, Update, UpdateKind,
+};
 use pipeline::externs::Rng;
 use pipeline::frame::Frame;
 use pipeline::metadata::StdMeta;
@@ -37,12 +39,30 @@ fn build(kind: MatchKind, n: usize, rng: &mut Rng) -> (MatchTable, Vec<[u128; 2]
     let (fields, prio) = match kind {
         MatchKind::Exact => (vec![KeyField { bitwidth: 48, kind }], false),
         MatchKind::Lpm => (vec![KeyField { bitwidth: 32, kind }], false),
-        MatchKind::Ternary => (vec![KeyField { bitwidth: 32, kind }, KeyField { bitwidth: 16, kind }], true),
-        MatchKind::Range => (
-            vec![KeyField { bitwidth: 16, kind: MatchKind::Exact }, KeyField { bitwidth: 16, kind }],
+        MatchKind::Ternary => (
+            vec![
+                KeyField { bitwidth: 32, kind },
+                KeyField { bitwidth: 16, kind },
+            ],
             true,
         ),
-        MatchKind::Optional => (vec![KeyField { bitwidth: 32, kind }, KeyField { bitwidth: 16, kind }], true),
+        MatchKind::Range => (
+            vec![
+                KeyField {
+                    bitwidth: 16,
+                    kind: MatchKind::Exact,
+                },
+                KeyField { bitwidth: 16, kind },
+            ],
+            true,
+        ),
+        MatchKind::Optional => (
+            vec![
+                KeyField { bitwidth: 32, kind },
+                KeyField { bitwidth: 16, kind },
+            ],
+            true,
+        ),
     };
     let mut t = MatchTable::new(&fields, n);
     let mut i = 0u32;
@@ -50,11 +70,20 @@ fn build(kind: MatchKind, n: usize, rng: &mut Rng) -> (MatchTable, Vec<[u128; 2]
         i += 1;
         let a = u128::from(rng.next_u64());
         let (key, probe): (Vec<FieldMatch>, [u128; 2]) = match kind {
-            MatchKind::Exact => (vec![FieldMatch::Exact(a & 0xffff_ffff_ffff)], [a & 0xffff_ffff_ffff, 0]),
+            MatchKind::Exact => (
+                vec![FieldMatch::Exact(a & 0xffff_ffff_ffff)],
+                [a & 0xffff_ffff_ffff, 0],
+            ),
             MatchKind::Lpm => {
                 let len = [16u8, 20, 24, 24, 24, 28, 32][rng.range(0, 6) as usize];
                 let v = (a as u32 & (u32::MAX << (32 - u32::from(len)))) as u128;
-                (vec![FieldMatch::Lpm { value: v, prefix_len: len }], [v | (a >> 40) & 0xff, 0])
+                (
+                    vec![FieldMatch::Lpm {
+                        value: v,
+                        prefix_len: len,
+                    }],
+                    [v | (a >> 40) & 0xff, 0],
+                )
             }
             MatchKind::Ternary => {
                 // 20 masks: prefixes of the 32-bit field crossed with 4 masks of the 16-bit one.
@@ -62,17 +91,36 @@ fn build(kind: MatchKind, n: usize, rng: &mut Rng) -> (MatchTable, Vec<[u128; 2]
                 let m32 = u128::from(u32::MAX << (32 - (8 + (m % 5) * 6)));
                 let m16 = [0xffffu128, 0xff00, 0xfff0, 0x00ff][(m / 5) as usize];
                 let (v32, v16) = (a & m32, (a >> 32) & m16);
-                let key = vec![FieldMatch::Ternary { value: v32, mask: m32 }, FieldMatch::Ternary { value: v16, mask: m16 }];
+                let key = vec![
+                    FieldMatch::Ternary {
+                        value: v32,
+                        mask: m32,
+                    },
+                    FieldMatch::Ternary {
+                        value: v16,
+                        mask: m16,
+                    },
+                ];
                 (key, [a & 0xffff_ffff, (a >> 32) & 0xffff])
             }
             MatchKind::Range => {
                 let lo = (a >> 16) & 0xff00;
-                let key = vec![FieldMatch::Exact(a & 0xffff), FieldMatch::Range { low: lo, high: lo + 0xff }];
+                let key = vec![
+                    FieldMatch::Exact(a & 0xffff),
+                    FieldMatch::Range {
+                        low: lo,
+                        high: lo + 0xff,
+                    },
+                ];
                 (key, [a & 0xffff, lo + 7])
             }
             MatchKind::Optional => {
                 let (v32, v16) = (a & 0xffff_ffff, (a >> 32) & 0xffff);
-                let o16 = if rng.range(0, 3) == 0 { FieldMatch::Optional(None) } else { FieldMatch::Optional(Some(v16)) };
+                let o16 = if rng.range(0, 3) == 0 {
+                    FieldMatch::Optional(None)
+                } else {
+                    FieldMatch::Optional(Some(v16))
+                };
                 (vec![FieldMatch::Optional(Some(v32)), o16], [v32, v16])
             }
         };
@@ -86,22 +134,34 @@ fn build(kind: MatchKind, n: usize, rng: &mut Rng) -> (MatchTable, Vec<[u128; 2]
 
 fn tables(c: &mut Criterion) {
     let mut g = c.benchmark_group("table");
-    g.measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500)).sample_size(30);
-    for kind in [MatchKind::Exact, MatchKind::Lpm, MatchKind::Ternary, MatchKind::Range, MatchKind::Optional] {
+    g.measurement_time(Duration::from_secs(2))
+        .warm_up_time(Duration::from_millis(500))
+        .sample_size(30);
+    for kind in [
+        MatchKind::Exact,
+        MatchKind::Lpm,
+        MatchKind::Ternary,
+        MatchKind::Range,
+        MatchKind::Optional,
+    ] {
         for n in [1_000usize, 100_000, 1_000_000] {
             let mut rng = Rng::new(n as u64);
             let (t, keys) = build(kind, n, &mut rng);
             let nf = t.fields().len();
             g.throughput(Throughput::Elements(keys.len() as u64));
-            g.bench_with_input(BenchmarkId::new(format!("{kind:?}").to_lowercase(), n), &keys, |b, keys| {
-                b.iter(|| {
-                    let mut hits = 0u32;
-                    for k in keys {
-                        hits += t.lookup(&k[..nf]).is_some() as u32;
-                    }
-                    hits
-                })
-            });
+            g.bench_with_input(
+                BenchmarkId::new(format!("{kind:?}").to_lowercase(), n),
+                &keys,
+                |b, keys| {
+                    b.iter(|| {
+                        let mut hits = 0u32;
+                        for k in keys {
+                            hits += t.lookup(&k[..nf]).is_some() as u32;
+                        }
+                        hits
+                    })
+                },
+            );
         }
     }
     g.finish();
@@ -139,8 +199,17 @@ fn basic(c: &mut Criterion) {
         })
     });
     g.finish();
-    let drops: u64 = pipe.control.drop_counts().iter().map(|(_, d)| d.packets).sum();
-    let rx: u64 = pipe.control.read_counters(None, None).map(|v| v.iter().map(|c| c.value.packets).sum()).unwrap_or(0);
+    let drops: u64 = pipe
+        .control
+        .drop_counts()
+        .iter()
+        .map(|(_, d)| d.packets)
+        .sum();
+    let rx: u64 = pipe
+        .control
+        .read_counters(None, None)
+        .map(|v| v.iter().map(|c| c.value.packets).sum())
+        .unwrap_or(0);
     eprintln!("basic: {drops} drops of {rx} counted packets (ACL hits and misses by design)");
 }
 
@@ -169,7 +238,10 @@ fn write_visibility(c: &mut Criterion) {
     });
     let schema = Arc::new(b.build().expect("schema"));
     let control = Control::new(schema.clone(), 1);
-    let action = TableAction::Action(ActionSpec { action_id: schema.actions[fwd].id, params: vec![(1, 1)] });
+    let action = TableAction::Action(ActionSpec {
+        action_id: schema.actions[fwd].id,
+        params: vec![(1, 1)],
+    });
     let entry = |t: usize, m: FieldMatch| TableEntry {
         table_id: schema.tables[t].id,
         matches: vec![(1, m)],
@@ -179,10 +251,22 @@ fn write_visibility(c: &mut Criterion) {
     let mut rng = Rng::new(3);
     let mut ups = Vec::with_capacity(1000);
     for i in 0..1_000_000u64 {
-        ups.push(Update { kind: UpdateKind::Insert, entity: Entity::TableEntry(entry(exact, FieldMatch::Exact(u128::from(i) << 8))) });
+        ups.push(Update {
+            kind: UpdateKind::Insert,
+            entity: Entity::TableEntry(entry(exact, FieldMatch::Exact(u128::from(i) << 8))),
+        });
         let len = rng.range(8, 32) as u8;
         let v = (rng.next_u64() as u32 & (u32::MAX << (32 - u32::from(len)))) as u128;
-        ups.push(Update { kind: UpdateKind::Insert, entity: Entity::TableEntry(entry(lpm, FieldMatch::Lpm { value: v, prefix_len: len })) });
+        ups.push(Update {
+            kind: UpdateKind::Insert,
+            entity: Entity::TableEntry(entry(
+                lpm,
+                FieldMatch::Lpm {
+                    value: v,
+                    prefix_len: len,
+                },
+            )),
+        });
         if ups.len() >= 2000 {
             // Duplicate random prefixes fail with ALREADY_EXISTS; that is fine here.
             let _ = control.write(&ups, Atomicity::ContinueOnError);
@@ -198,11 +282,21 @@ fn write_visibility(c: &mut Criterion) {
             for _ in 0..iters {
                 next += 1;
                 let key = (next << 8) | 1;
-                let up = Update { kind: UpdateKind::Insert, entity: Entity::TableEntry(entry(exact, FieldMatch::Exact(u128::from(key)))) };
+                let up = Update {
+                    kind: UpdateKind::Insert,
+                    entity: Entity::TableEntry(entry(exact, FieldMatch::Exact(u128::from(key)))),
+                };
                 let t0 = Instant::now();
-                control.write(std::slice::from_ref(&up), Atomicity::ContinueOnError)[0].clone().expect("insert");
+                control.write(std::slice::from_ref(&up), Atomicity::ContinueOnError)[0]
+                    .clone()
+                    .expect("insert");
                 let snap = control.snapshot();
-                assert!(snap.tables[exact].matcher.lookup(&[u128::from(key)]).is_some());
+                assert!(
+                    snap.tables[exact]
+                        .matcher
+                        .lookup(&[u128::from(key)])
+                        .is_some()
+                );
                 total += t0.elapsed();
             }
             total
@@ -215,7 +309,16 @@ fn write_visibility(c: &mut Criterion) {
                 next += 1;
                 // /32s in 240.0.0.0/4, which the random fill almost never covers with a /32.
                 let v = 0xf000_0000u32 | (next as u32 & 0x0fff_ffff);
-                let up = Update { kind: UpdateKind::Insert, entity: Entity::TableEntry(entry(lpm, FieldMatch::Lpm { value: u128::from(v), prefix_len: 32 })) };
+                let up = Update {
+                    kind: UpdateKind::Insert,
+                    entity: Entity::TableEntry(entry(
+                        lpm,
+                        FieldMatch::Lpm {
+                            value: u128::from(v),
+                            prefix_len: 32,
+                        },
+                    )),
+                };
                 let t0 = Instant::now();
                 let r = control.write(std::slice::from_ref(&up), Atomicity::ContinueOnError);
                 let snap = control.snapshot();

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use etherparse::PacketBuilder;
-use pipeline::control::{ActionSpec, Atomicity, Control, Entity, TableAction, TableEntry, Update, UpdateKind};
+use pipeline::control::{
+    ActionSpec, Atomicity, Control, Entity, TableAction, TableEntry, Update, UpdateKind,
+};
 use pipeline::externs::Rng;
 use pipeline::runtime::{Config, Pipeline};
 use pipeline::table::FieldMatch;
@@ -31,7 +33,13 @@ pub struct Workload {
 
 impl Default for Workload {
     fn default() -> Self {
-        Workload { v4_routes: 100_000, v6_routes: 10_000, acl_entries: 1_000, acl_masks: 20, ecmp_members: 64 }
+        Workload {
+            v4_routes: 100_000,
+            v6_routes: 10_000,
+            acl_entries: 1_000,
+            acl_masks: 20,
+            ecmp_members: 64,
+        }
     }
 }
 
@@ -58,18 +66,36 @@ pub fn basic_with(w: Workload, workers: usize) -> (Arc<Pipeline>, Vec<(u32, u8)>
     let action = |n: &str| s.actions[s.action_by_name(n).expect("action")].id;
     let profile = s.action_profiles[0].id;
     let mut ups = Vec::new();
-    let ins = |entity| Update { kind: UpdateKind::Insert, entity };
+    let ins = |entity| Update {
+        kind: UpdateKind::Insert,
+        entity,
+    };
     for m in 0..w.ecmp_members as u32 {
         let spec = ActionSpec {
             action_id: action("set_nhop"),
-            params: vec![(1, mac([2, 0, 0, 1, 0, m as u8])), (2, mac(ROUTER_MAC)), (3, u128::from(m % 32 + 1))],
+            params: vec![
+                (1, mac([2, 0, 0, 1, 0, m as u8])),
+                (2, mac(ROUTER_MAC)),
+                (3, u128::from(m % 32 + 1)),
+            ],
         };
-        ups.push(ins(Entity::Member { profile_id: profile, member_id: m + 1, action: Some(spec) }));
+        ups.push(ins(Entity::Member {
+            profile_id: profile,
+            member_id: m + 1,
+            action: Some(spec),
+        }));
     }
     let groups = 16u32;
     for g in 0..groups {
-        let members = (0..w.ecmp_members as u32).map(|m| ((m + g) % w.ecmp_members as u32 + 1, 1)).collect();
-        ups.push(ins(Entity::Group { profile_id: profile, group_id: g + 1, members, max_size: 0 }));
+        let members = (0..w.ecmp_members as u32)
+            .map(|m| ((m + g) % w.ecmp_members as u32 + 1, 1))
+            .collect();
+        ups.push(ins(Entity::Group {
+            profile_id: profile,
+            group_id: g + 1,
+            members,
+            max_size: 0,
+        }));
     }
     let mut rng = Rng::new(42);
     let mut prefixes = Vec::with_capacity(w.v4_routes);
@@ -89,7 +115,13 @@ pub fn basic_with(w: Workload, workers: usize) -> (Arc<Pipeline>, Vec<(u32, u8)>
         let a = TableAction::Group((prefixes.len() as u32 % groups) + 1);
         ups.push(ins(Entity::TableEntry(TableEntry {
             table_id: table("ipv4_lpm"),
-            matches: vec![(1, FieldMatch::Lpm { value: u128::from(v), prefix_len: len })],
+            matches: vec![(
+                1,
+                FieldMatch::Lpm {
+                    value: u128::from(v),
+                    prefix_len: len,
+                },
+            )],
             action: Some(a),
             ..TableEntry::default()
         })));
@@ -97,13 +129,20 @@ pub fn basic_with(w: Workload, workers: usize) -> (Arc<Pipeline>, Vec<(u32, u8)>
     let mut seen6 = std::collections::HashSet::new();
     while seen6.len() < w.v6_routes {
         let len = [32u8, 48, 56, 64][rng.range(0, 3) as usize];
-        let v = (u128::from(rng.next_u64()) << 64 | u128::from(rng.next_u64())) & (u128::MAX << (128 - u32::from(len)));
+        let v = (u128::from(rng.next_u64()) << 64 | u128::from(rng.next_u64()))
+            & (u128::MAX << (128 - u32::from(len)));
         if !seen6.insert((v, len)) {
             continue;
         }
         ups.push(ins(Entity::TableEntry(TableEntry {
             table_id: table("ipv6_lpm"),
-            matches: vec![(1, FieldMatch::Lpm { value: v, prefix_len: len })],
+            matches: vec![(
+                1,
+                FieldMatch::Lpm {
+                    value: v,
+                    prefix_len: len,
+                },
+            )],
             action: Some(TableAction::Group(seen6.len() as u32 % groups + 1)),
             ..TableEntry::default()
         })));
@@ -126,20 +165,41 @@ pub fn basic_with(w: Workload, workers: usize) -> (Arc<Pipeline>, Vec<(u32, u8)>
         let src = u128::from(0xc000_0000u32 | rng.next_u64() as u32) & sm;
         let dst = u128::from(rng.next_u64() as u32) & dm;
         let mut matches = vec![
-            (4, FieldMatch::Ternary { value: src, mask: sm }),
-            (5, FieldMatch::Ternary { value: dst, mask: dm }),
+            (
+                4,
+                FieldMatch::Ternary {
+                    value: src,
+                    mask: sm,
+                },
+            ),
+            (
+                5,
+                FieldMatch::Ternary {
+                    value: dst,
+                    mask: dm,
+                },
+            ),
         ];
         if pm != 0 {
             matches.push((6, FieldMatch::Ternary { value: 6, mask: pm }));
         }
         if portm != 0 {
-            matches.push((8, FieldMatch::Ternary { value: u128::from(rng.range(1, 1024) as u16), mask: portm }));
+            matches.push((
+                8,
+                FieldMatch::Ternary {
+                    value: u128::from(rng.range(1, 1024) as u16),
+                    mask: portm,
+                },
+            ));
         }
         ups.push(ins(Entity::TableEntry(TableEntry {
             table_id: table("acl"),
             matches,
             priority: e as u32 + 1,
-            action: Some(TableAction::Action(ActionSpec { action_id: action("ingress.drop"), params: vec![] })),
+            action: Some(TableAction::Action(ActionSpec {
+                action_id: action("ingress.drop"),
+                params: vec![],
+            })),
             ..TableEntry::default()
         })));
     }
@@ -164,8 +224,18 @@ pub fn traffic(prefixes: &[(u32, u8)], n: usize, len: usize) -> Vec<Vec<u8>> {
     (0..n)
         .map(|i| {
             let (v, l) = prefixes[rng.range(0, prefixes.len() as u64 - 1) as usize];
-            let host = if l >= 32 { 0 } else { (rng.next_u64() as u32) & (u32::MAX >> l) };
-            ipv4_tcp_frame(0x0a00_0001 + i as u32, v | host, 1024 + (i % 50_000) as u16, 80, len)
+            let host = if l >= 32 {
+                0
+            } else {
+                (rng.next_u64() as u32) & (u32::MAX >> l)
+            };
+            ipv4_tcp_frame(
+                0x0a00_0001 + i as u32,
+                v | host,
+                1024 + (i % 50_000) as u16,
+                80,
+                len,
+            )
         })
         .collect()
 }

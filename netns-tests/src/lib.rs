@@ -37,7 +37,10 @@ pub fn run(prog: &str, args: &[&str]) -> Result<Output, NetError> {
     let out = Command::new(prog)
         .args(args)
         .output()
-        .map_err(|source| NetError::Spawn { cmd: cmd.clone(), source })?;
+        .map_err(|source| NetError::Spawn {
+            cmd: cmd.clone(),
+            source,
+        })?;
     if !out.status.success() {
         return Err(NetError::Failed {
             cmd,
@@ -67,7 +70,9 @@ pub struct Netns {
 impl Netns {
     /// Creates a namespace with a unique name and brings its loopback up.
     pub fn new(tag: &str) -> Result<Self, NetError> {
-        let ns = Netns { name: unique_name(tag) };
+        let ns = Netns {
+            name: unique_name(tag),
+        };
         run("ip", &["netns", "add", &ns.name])?;
         ns.exec("ip", &["link", "set", "lo", "up"])?;
         Ok(ns)
@@ -97,7 +102,23 @@ impl Drop for Netns {
 /// two interface names.
 pub fn veth(a: &Netns, b: &Netns) -> Result<(String, String), NetError> {
     let (x, y) = (unique_name("va"), unique_name("vb"));
-    run("ip", &["link", "add", &x, "netns", a.name(), "type", "veth", "peer", "name", &y, "netns", b.name()])?;
+    run(
+        "ip",
+        &[
+            "link",
+            "add",
+            &x,
+            "netns",
+            a.name(),
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &y,
+            "netns",
+            b.name(),
+        ],
+    )?;
     a.exec("ip", &["link", "set", &x, "up"])?;
     b.exec("ip", &["link", "set", &y, "up"])?;
     Ok((x, y))
@@ -106,6 +127,10 @@ pub fn veth(a: &Netns, b: &Netns) -> Result<(String, String), NetError> {
 /// Whether a namespace named `name` exists.
 pub fn netns_exists(name: &str) -> bool {
     run("ip", &["netns", "list"])
-        .map(|o| String::from_utf8_lossy(&o.stdout).split_whitespace().any(|w| w == name))
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split_whitespace()
+                .any(|w| w == name)
+        })
         .unwrap_or(false)
 }

@@ -12,9 +12,13 @@ fn veth_pair_pings_and_cleans_up() {
         a_name = a.name().to_string();
         b_name = b.name().to_string();
         let (x, y) = veth(&a, &b).expect("veth");
-        a.exec("ip", &["addr", "add", "192.0.2.1/24", "dev", &x]).expect("addr a");
-        b.exec("ip", &["addr", "add", "192.0.2.2/24", "dev", &y]).expect("addr b");
-        let out = a.exec("ping", &["-c", "3", "-i", "0.2", "-W", "2", "192.0.2.2"]).expect("ping");
+        a.exec("ip", &["addr", "add", "192.0.2.1/24", "dev", &x])
+            .expect("addr a");
+        b.exec("ip", &["addr", "add", "192.0.2.2/24", "dev", &y])
+            .expect("addr b");
+        let out = a
+            .exec("ping", &["-c", "3", "-i", "0.2", "-W", "2", "192.0.2.2"])
+            .expect("ping");
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains("3 received"), "{text}");
         assert!(netns_exists(&a_name) && netns_exists(&b_name));
@@ -33,5 +37,8 @@ fn namespace_removed_after_panic() {
     })
     .expect_err("the closure panics");
     let name = name.downcast::<String>().expect("name");
-    assert!(!netns_exists(&name), "namespace {name} left behind after a panic");
+    assert!(
+        !netns_exists(&name),
+        "namespace {name} left behind after a panic"
+    );
 }

@@ -25,7 +25,9 @@ pub fn to_u128(bytes: &[u8], bitwidth: u32) -> Result<u128, BytestringError> {
     if significant.len() > 16 {
         return Err(BytestringError::TooWide(bitwidth));
     }
-    let v = significant.iter().fold(0u128, |acc, &b| (acc << 8) | u128::from(b));
+    let v = significant
+        .iter()
+        .fold(0u128, |acc, &b| (acc << 8) | u128::from(b));
     if bitwidth < 128 && v >> bitwidth != 0 {
         return Err(BytestringError::TooWide(bitwidth));
     }

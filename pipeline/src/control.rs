@@ -259,7 +259,11 @@ impl Externs {
             direct_counters: schema.direct_counters.iter().map(counter).collect(),
             meters: schema.meters.iter().map(meter).collect(),
             direct_meters: schema.direct_meters.iter().map(meter).collect(),
-            registers: schema.registers.iter().map(|r| Register::new(r.size, r.bitwidth)).collect(),
+            registers: schema
+                .registers
+                .iter()
+                .map(|r| Register::new(r.size, r.bitwidth))
+                .collect(),
             hit_times: schema
                 .tables
                 .iter()
@@ -277,13 +281,21 @@ impl Externs {
     /// The direct counter of table `table`.
     #[inline]
     pub fn direct_counter_of(&self, table: usize) -> Option<&Counter> {
-        self.table_direct_counter.get(table).copied().flatten().map(|c| &self.direct_counters[c])
+        self.table_direct_counter
+            .get(table)
+            .copied()
+            .flatten()
+            .map(|c| &self.direct_counters[c])
     }
 
     /// The direct meter of table `table`.
     #[inline]
     pub fn direct_meter_of(&self, table: usize) -> Option<&MeterArray> {
-        self.table_direct_meter.get(table).copied().flatten().map(|m| &self.direct_meters[m])
+        self.table_direct_meter
+            .get(table)
+            .copied()
+            .flatten()
+            .map(|m| &self.direct_meters[m])
     }
 
     /// Counts a drop.
@@ -296,11 +308,30 @@ impl Externs {
 /// An in-place extern write, deferred to the end of its batch.
 #[derive(Debug)]
 enum InPlace {
-    Counter { direct: bool, idx: usize, cells: std::ops::Range<usize>, data: CounterData },
-    Meter { direct: bool, idx: usize, cells: std::ops::Range<usize>, config: Option<MeterConfig> },
-    Register { idx: usize, cells: std::ops::Range<usize>, value: u64 },
+    Counter {
+        direct: bool,
+        idx: usize,
+        cells: std::ops::Range<usize>,
+        data: CounterData,
+    },
+    Meter {
+        direct: bool,
+        idx: usize,
+        cells: std::ops::Range<usize>,
+        config: Option<MeterConfig>,
+    },
+    Register {
+        idx: usize,
+        cells: std::ops::Range<usize>,
+        value: u64,
+    },
     /// A new entry: reset its direct resources and idle time, then apply the given values.
-    NewEntry { table: usize, id: EntryId, counter: Option<CounterData>, meter: Option<MeterConfig> },
+    NewEntry {
+        table: usize,
+        id: EntryId,
+        counter: Option<CounterData>,
+        meter: Option<MeterConfig>,
+    },
 }
 
 /// The writer's private side.
@@ -332,9 +363,9 @@ fn table_err(what: &str, e: TableError) -> WriteError {
         TableError::AlreadyExists => WriteError::AlreadyExists(format!("{what}: entry exists")),
         TableError::NotFound => WriteError::NotFound(format!("{what}: no such entry")),
         TableError::Full => WriteError::ResourceExhausted(format!("{what}: table full")),
-        TableError::InvalidKey(why) => WriteError::InvalidArgument(format!("{what}: {why}")),
-        #[allow(unreachable_patterns, reason = "TableError is non-exhaustive across modules")]
-        other => WriteError::InvalidArgument(format!("{what}: {other}")),
+        TableError::InvalidKey(why) | TableError::InvalidPriority(why) => {
+            WriteError::InvalidArgument(format!("{what}: {why}"))
+        }
     }
 }
 
@@ -342,11 +373,12 @@ fn profile_err(what: &str, e: ProfileError) -> WriteError {
     let msg = format!("{what}: {e}");
     match e {
         ProfileError::AlreadyExists => WriteError::AlreadyExists(msg),
-        ProfileError::NotFound => WriteError::NotFound(msg),
-        ProfileError::Full => WriteError::ResourceExhausted(msg),
+        ProfileError::NotFound | ProfileError::MemberNotFound(_) => WriteError::NotFound(msg),
+        ProfileError::Full | ProfileError::GroupTooLarge => WriteError::ResourceExhausted(msg),
         ProfileError::InUse => WriteError::FailedPrecondition(msg),
-        #[allow(unreachable_patterns, reason = "ProfileError may grow")]
-        _ => WriteError::InvalidArgument(msg),
+        ProfileError::DuplicateMember(_) | ProfileError::InvalidWeight(_) => {
+            WriteError::InvalidArgument(msg)
+        }
     }
 }
 
@@ -364,16 +396,26 @@ fn fits(value: u128, bitwidth: u8) -> bool {
 }
 
 fn mask(bitwidth: u8) -> u128 {
-    if bitwidth >= 128 { u128::MAX } else { (1u128 << bitwidth) - 1 }
+    if bitwidth >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << bitwidth) - 1
+    }
 }
 
-fn cells(index: Option<u64>, size: usize, what: &str) -> Result<std::ops::Range<usize>, WriteError> {
+fn cells(
+    index: Option<u64>,
+    size: usize,
+    what: &str,
+) -> Result<std::ops::Range<usize>, WriteError> {
     match index {
         None => Ok(0..size),
         Some(i) => {
             let i = usize::try_from(i).unwrap_or(usize::MAX);
             if i >= size {
-                return Err(WriteError::OutOfRange(format!("{what}: index {i} >= size {size}")));
+                return Err(WriteError::OutOfRange(format!(
+                    "{what}: index {i} >= size {size}"
+                )));
             }
             Ok(i..i + 1)
         }
@@ -387,7 +429,10 @@ impl Control {
         let externs = Arc::new(Externs::new(&schema, shards));
         Control {
             current: ArcSwap::from_pointee(state.clone()),
-            writer: Mutex::new(Writer { standby: Some(Arc::new(state)), lagging: None }),
+            writer: Mutex::new(Writer {
+                standby: Some(Arc::new(state)),
+                lagging: None,
+            }),
             schema,
             externs,
             now_ns: std::sync::atomic::AtomicU64::new(0),
@@ -412,7 +457,8 @@ impl Control {
 
     /// Tells the control plane the data plane's clock, for idle-time reads and new entries.
     pub fn set_now(&self, now_ns: u64) {
-        self.now_ns.store(now_ns, std::sync::atomic::Ordering::Relaxed);
+        self.now_ns
+            .store(now_ns, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Applies a batch. Returns one result per update, in order.
@@ -435,7 +481,9 @@ impl Control {
             *state = State::clone(&self.current.load());
             for r in &mut results {
                 if r.is_ok() {
-                    *r = Err(WriteError::Aborted("another update of the batch failed".into()));
+                    *r = Err(WriteError::Aborted(
+                        "another update of the batch failed".into(),
+                    ));
                 }
             }
             w.standby = Some(standby);
@@ -466,7 +514,9 @@ impl Control {
 
     /// Waits up to `patience` for the lagging copy's readers to leave, then replays its ops.
     fn catch_up(&self, w: &mut Writer, patience: Duration) {
-        let Some((mut old, ops)) = w.lagging.take() else { return };
+        let Some((mut old, ops)) = w.lagging.take() else {
+            return;
+        };
         let start = std::time::Instant::now();
         let mut spins = 0u32;
         loop {
@@ -502,21 +552,38 @@ impl Control {
     ) -> Result<(), WriteError> {
         let op = match &u.entity {
             Entity::TableEntry(e) => self.table_entry_op(state, u.kind, e, in_place)?,
-            Entity::Member { profile_id, member_id, action } => {
+            Entity::Member {
+                profile_id,
+                member_id,
+                action,
+            } => {
                 let p = self.profile(*profile_id)?;
                 match u.kind {
-                    UpdateKind::Delete => Op::DeleteMember { profile: p, id: *member_id },
+                    UpdateKind::Delete => Op::DeleteMember {
+                        profile: p,
+                        id: *member_id,
+                    },
                     kind => {
                         let spec = action.as_ref().ok_or_else(|| {
                             WriteError::InvalidArgument("member without an action".into())
                         })?;
                         let call = self.profile_action(p, spec)?;
                         let insert = kind == UpdateKind::Insert;
-                        Op::PutMember { profile: p, id: *member_id, call, insert }
+                        Op::PutMember {
+                            profile: p,
+                            id: *member_id,
+                            call,
+                            insert,
+                        }
                     }
                 }
             }
-            Entity::Group { profile_id, group_id, members, max_size } => {
+            Entity::Group {
+                profile_id,
+                group_id,
+                members,
+                max_size,
+            } => {
                 let p = self.profile(*profile_id)?;
                 let def = &self.schema.action_profiles[p];
                 if !def.selector && u.kind != UpdateKind::Delete {
@@ -526,12 +593,19 @@ impl Control {
                     )));
                 }
                 match u.kind {
-                    UpdateKind::Delete => Op::DeleteGroup { profile: p, id: *group_id },
+                    UpdateKind::Delete => Op::DeleteGroup {
+                        profile: p,
+                        id: *group_id,
+                    },
                     kind => {
                         if members.iter().any(|&(_, w)| w == 0) {
                             return Err(WriteError::InvalidArgument("member weight 0".into()));
                         }
-                        let max = if *max_size == 0 { def.max_group_size as u32 } else { *max_size };
+                        let max = if *max_size == 0 {
+                            def.max_group_size as u32
+                        } else {
+                            *max_size
+                        };
                         if max as usize > def.max_group_size {
                             return Err(WriteError::OutOfRange(format!(
                                 "max_group_size {max} > {}",
@@ -540,14 +614,26 @@ impl Control {
                         }
                         let insert = kind == UpdateKind::Insert;
                         let members = members.clone();
-                        Op::PutGroup { profile: p, id: *group_id, members, max_size: max, insert }
+                        Op::PutGroup {
+                            profile: p,
+                            id: *group_id,
+                            members,
+                            max_size: max,
+                            insert,
+                        }
                     }
                 }
             }
-            Entity::MulticastGroup { group_id, replicas, metadata } => {
+            Entity::MulticastGroup {
+                group_id,
+                replicas,
+                metadata,
+            } => {
                 let id = *group_id;
                 if id == 0 || id > pre::MAX_GROUP_ID {
-                    return Err(WriteError::InvalidArgument(format!("multicast group id {id}")));
+                    return Err(WriteError::InvalidArgument(format!(
+                        "multicast group id {id}"
+                    )));
                 }
                 check_replicas(replicas)?;
                 let exists = state.pre.groups.contains_key(&id);
@@ -555,16 +641,23 @@ impl Control {
                 match u.kind {
                     UpdateKind::Delete => Op::DeleteMulticast { id },
                     _ => {
-                        let group =
-                            MulticastGroup { replicas: replicas.clone(), metadata: metadata.clone() };
+                        let group = MulticastGroup {
+                            replicas: replicas.clone(),
+                            metadata: metadata.clone(),
+                        };
                         Op::PutMulticast { id, group }
                     }
                 }
             }
-            Entity::CloneSession { session_id, session } => {
+            Entity::CloneSession {
+                session_id,
+                session,
+            } => {
                 let id = *session_id;
                 if id == 0 || id > pre::MAX_SESSION_ID {
-                    return Err(WriteError::InvalidArgument(format!("clone session id {id}")));
+                    return Err(WriteError::InvalidArgument(format!(
+                        "clone session id {id}"
+                    )));
                 }
                 check_replicas(&session.replicas)?;
                 if session.class_of_service > 7 {
@@ -574,20 +667,37 @@ impl Control {
                 self.check_exists(u.kind, exists, &format!("clone session {id}"))?;
                 match u.kind {
                     UpdateKind::Delete => Op::DeleteCloneSession { id },
-                    _ => Op::PutCloneSession { id, session: session.clone() },
+                    _ => Op::PutCloneSession {
+                        id,
+                        session: session.clone(),
+                    },
                 }
             }
-            Entity::Counter { counter_id, index, data } => {
+            Entity::Counter {
+                counter_id,
+                index,
+                data,
+            } => {
                 self.modify_only(u.kind, "counter")?;
-                let idx = self.schema.counter_by_id(*counter_id).ok_or_else(|| {
-                    WriteError::NotFound(format!("counter id {counter_id}"))
-                })?;
+                let idx = self
+                    .schema
+                    .counter_by_id(*counter_id)
+                    .ok_or_else(|| WriteError::NotFound(format!("counter id {counter_id}")))?;
                 let c = &self.schema.counters[idx];
                 let cells = cells(*index, c.size, c.name)?;
-                in_place.push(InPlace::Counter { direct: false, idx, cells, data: *data });
+                in_place.push(InPlace::Counter {
+                    direct: false,
+                    idx,
+                    cells,
+                    data: *data,
+                });
                 return Ok(());
             }
-            Entity::Meter { meter_id, index, config } => {
+            Entity::Meter {
+                meter_id,
+                index,
+                config,
+            } => {
                 self.modify_only(u.kind, "meter")?;
                 let idx = self
                     .schema
@@ -595,31 +705,56 @@ impl Control {
                     .ok_or_else(|| WriteError::NotFound(format!("meter id {meter_id}")))?;
                 let m = &self.schema.meters[idx];
                 let cells = cells(*index, m.size, m.name)?;
-                check_meter(config.as_ref(), m.algorithm)?;
-                in_place.push(InPlace::Meter { direct: false, idx, cells, config: *config });
+                check_meter(config.as_ref(), &self.externs.meters[idx])?;
+                in_place.push(InPlace::Meter {
+                    direct: false,
+                    idx,
+                    cells,
+                    config: *config,
+                });
                 return Ok(());
             }
-            Entity::Register { register_id, index, value } => {
+            Entity::Register {
+                register_id,
+                index,
+                value,
+            } => {
                 self.modify_only(u.kind, "register")?;
-                let idx = self.schema.register_by_id(*register_id).ok_or_else(|| {
-                    WriteError::NotFound(format!("register id {register_id}"))
-                })?;
+                let idx = self
+                    .schema
+                    .register_by_id(*register_id)
+                    .ok_or_else(|| WriteError::NotFound(format!("register id {register_id}")))?;
                 let r = &self.schema.registers[idx];
                 let cells = cells(*index, r.size, r.name)?;
                 if !fits(*value, r.bitwidth) {
-                    return Err(WriteError::OutOfRange(format!("{}: value too wide", r.name)));
+                    return Err(WriteError::OutOfRange(format!(
+                        "{}: value too wide",
+                        r.name
+                    )));
                 }
-                in_place.push(InPlace::Register { idx, cells, value: *value as u64 });
+                in_place.push(InPlace::Register {
+                    idx,
+                    cells,
+                    value: *value as u64,
+                });
                 return Ok(());
             }
             Entity::DirectCounter { entry, data } => {
                 self.modify_only(u.kind, "direct counter")?;
                 let (table, id) = self.existing_entry(state, entry)?;
                 let idx = self.schema.tables[table].direct_counter.ok_or_else(|| {
-                    WriteError::NotFound(format!("{}: no direct counter", self.schema.tables[table].name))
+                    WriteError::NotFound(format!(
+                        "{}: no direct counter",
+                        self.schema.tables[table].name
+                    ))
                 })?;
                 let cells = id as usize..id as usize + 1;
-                in_place.push(InPlace::Counter { direct: true, idx, cells, data: *data });
+                in_place.push(InPlace::Counter {
+                    direct: true,
+                    idx,
+                    cells,
+                    data: *data,
+                });
                 return Ok(());
             }
             Entity::DirectMeter { entry, config } => {
@@ -629,16 +764,32 @@ impl Control {
                 let idx = t
                     .direct_meter
                     .ok_or_else(|| WriteError::NotFound(format!("{}: no direct meter", t.name)))?;
-                check_meter(config.as_ref(), self.schema.direct_meters[idx].algorithm)?;
+                check_meter(config.as_ref(), &self.externs.direct_meters[idx])?;
                 let cells = id as usize..id as usize + 1;
-                in_place.push(InPlace::Meter { direct: true, idx, cells, config: *config });
+                in_place.push(InPlace::Meter {
+                    direct: true,
+                    idx,
+                    cells,
+                    config: *config,
+                });
                 return Ok(());
             }
         };
         let what = format!("{:?}", u.kind);
-        let id = state.apply(&self.schema, &op).map_err(|e| apply_err(&what, e))?;
+        let id = state
+            .apply(&self.schema, &op)
+            .map_err(|e| apply_err(&what, e))?;
         let op = match (op, id) {
-            (Op::Insert { table, key, priority, entry, .. }, Some(id)) => {
+            (
+                Op::Insert {
+                    table,
+                    key,
+                    priority,
+                    entry,
+                    ..
+                },
+                Some(id),
+            ) => {
                 if let Entity::TableEntry(e) = &u.entity {
                     in_place.push(InPlace::NewEntry {
                         table,
@@ -647,7 +798,13 @@ impl Control {
                         meter: e.meter_config,
                     });
                 }
-                Op::Insert { table, key, priority, entry, id }
+                Op::Insert {
+                    table,
+                    key,
+                    priority,
+                    entry,
+                    id,
+                }
             }
             (op, _) => op,
         };
@@ -657,7 +814,9 @@ impl Control {
 
     fn modify_only(&self, kind: UpdateKind, what: &str) -> Result<(), WriteError> {
         if kind != UpdateKind::Modify {
-            return Err(WriteError::InvalidArgument(format!("{what}: only MODIFY is allowed")));
+            return Err(WriteError::InvalidArgument(format!(
+                "{what}: only MODIFY is allowed"
+            )));
         }
         Ok(())
     }
@@ -712,7 +871,11 @@ impl Control {
                 return Err(WriteError::PermissionDenied(format!(
                     "{} may not be used {} in {}",
                     def.name,
-                    if as_default { "as the default" } else { "in entries" },
+                    if as_default {
+                        "as the default"
+                    } else {
+                        "in entries"
+                    },
                     t.name
                 )));
             }
@@ -759,9 +922,13 @@ impl Control {
             })?;
             let f = &t.fields[i];
             if key[i].is_some() {
-                return Err(WriteError::InvalidArgument(format!("{}: field {} twice", t.name, f.name)));
+                return Err(WriteError::InvalidArgument(format!(
+                    "{}: field {} twice",
+                    t.name, f.name
+                )));
             }
-            let bad = |why: &str| WriteError::InvalidArgument(format!("{}.{}: {why}", t.name, f.name));
+            let bad =
+                |why: &str| WriteError::InvalidArgument(format!("{}.{}: {why}", t.name, f.name));
             let wide = || WriteError::OutOfRange(format!("{}.{}: value too wide", t.name, f.name));
             match (f.kind, m) {
                 (MatchKind::Exact, FieldMatch::Exact(v)) => {
@@ -824,9 +991,15 @@ impl Control {
                     "{}: exact field {} omitted",
                     t.name, f.name
                 ))),
-                (None, MatchKind::Lpm) => Ok(FieldMatch::Lpm { value: 0, prefix_len: 0 }),
+                (None, MatchKind::Lpm) => Ok(FieldMatch::Lpm {
+                    value: 0,
+                    prefix_len: 0,
+                }),
                 (None, MatchKind::Ternary) => Ok(FieldMatch::Ternary { value: 0, mask: 0 }),
-                (None, MatchKind::Range) => Ok(FieldMatch::Range { low: 0, high: mask(f.bitwidth) }),
+                (None, MatchKind::Range) => Ok(FieldMatch::Range {
+                    low: 0,
+                    high: mask(f.bitwidth),
+                }),
                 (None, MatchKind::Optional) => Ok(FieldMatch::Optional(None)),
             })
             .collect()
@@ -841,22 +1014,33 @@ impl Control {
     fn check_priority(&self, table: usize, priority: u32) -> Result<(), WriteError> {
         let t = &self.schema.tables[table];
         match (t.needs_priority(), priority) {
-            (true, 0) => Err(WriteError::InvalidArgument(format!("{}: priority required", t.name))),
-            (false, p) if p != 0 => {
-                Err(WriteError::InvalidArgument(format!("{}: priority must be 0", t.name)))
-            }
+            (true, 0) => Err(WriteError::InvalidArgument(format!(
+                "{}: priority required",
+                t.name
+            ))),
+            (false, p) if p != 0 => Err(WriteError::InvalidArgument(format!(
+                "{}: priority must be 0",
+                t.name
+            ))),
             _ => Ok(()),
         }
     }
 
     /// The table index and entry id of an existing entry named by its key.
-    fn existing_entry(&self, state: &State, e: &TableEntry) -> Result<(usize, EntryId), WriteError> {
+    fn existing_entry(
+        &self,
+        state: &State,
+        e: &TableEntry,
+    ) -> Result<(usize, EntryId), WriteError> {
         let table = self.table_index(e.table_id)?;
         self.check_priority(table, e.priority)?;
         let key = self.full_key(table, e)?;
-        let id = state.tables[table].matcher.find(&key, e.priority).ok_or_else(|| {
-            WriteError::NotFound(format!("{}: no such entry", self.schema.tables[table].name))
-        })?;
+        let id = state.tables[table]
+            .matcher
+            .find(&key, e.priority)
+            .ok_or_else(|| {
+                WriteError::NotFound(format!("{}: no such entry", self.schema.tables[table].name))
+            })?;
         Ok((table, id))
     }
 
@@ -864,7 +1048,10 @@ impl Control {
         let t = &self.schema.tables[table];
         let action = match (&e.action, t.implementation) {
             (None, _) => {
-                return Err(WriteError::InvalidArgument(format!("{}: entry without action", t.name)));
+                return Err(WriteError::InvalidArgument(format!(
+                    "{}: entry without action",
+                    t.name
+                )));
             }
             (Some(TableAction::Action(spec)), None) => {
                 EntryAction::Action(self.action_call(table, spec, false)?)
@@ -878,7 +1065,10 @@ impl Control {
             (Some(TableAction::Member(m)), Some(_)) => EntryAction::Member(*m),
             (Some(TableAction::Group(g)), Some(p)) => {
                 if !self.schema.action_profiles[p].selector {
-                    return Err(WriteError::InvalidArgument(format!("{}: no selector", t.name)));
+                    return Err(WriteError::InvalidArgument(format!(
+                        "{}: no selector",
+                        t.name
+                    )));
                 }
                 EntryAction::Group(*g)
             }
@@ -890,18 +1080,28 @@ impl Control {
             }
         };
         if e.idle_timeout_ns != 0 && !t.idle_timeout {
-            return Err(WriteError::InvalidArgument(format!("{}: no idle timeout support", t.name)));
+            return Err(WriteError::InvalidArgument(format!(
+                "{}: no idle timeout support",
+                t.name
+            )));
         }
         if e.counter_data.is_some() && t.direct_counter.is_none() {
-            return Err(WriteError::InvalidArgument(format!("{}: no direct counter", t.name)));
+            return Err(WriteError::InvalidArgument(format!(
+                "{}: no direct counter",
+                t.name
+            )));
         }
         if let Some(c) = &e.meter_config {
-            let m = t
-                .direct_meter
-                .ok_or_else(|| WriteError::InvalidArgument(format!("{}: no direct meter", t.name)))?;
-            check_meter(Some(c), self.schema.direct_meters[m].algorithm)?;
+            let m = t.direct_meter.ok_or_else(|| {
+                WriteError::InvalidArgument(format!("{}: no direct meter", t.name))
+            })?;
+            check_meter(Some(c), &self.externs.direct_meters[m])?;
         }
-        Ok(Entry { action, idle_timeout_ns: e.idle_timeout_ns, metadata: e.metadata.clone() })
+        Ok(Entry {
+            action,
+            idle_timeout_ns: e.idle_timeout_ns,
+            metadata: e.metadata.clone(),
+        })
     }
 
     fn table_entry_op(
@@ -927,7 +1127,10 @@ impl Control {
                 )));
             }
             if t.const_default {
-                return Err(WriteError::PermissionDenied(format!("{}: const default action", t.name)));
+                return Err(WriteError::PermissionDenied(format!(
+                    "{}: const default action",
+                    t.name
+                )));
             }
             let call = match &e.action {
                 None => ActionCall::new(t.default_action.0, &t.default_action.1),
@@ -942,14 +1145,23 @@ impl Control {
             return Ok(Op::SetDefault { table, call });
         }
         if t.is_const {
-            return Err(WriteError::PermissionDenied(format!("{}: const table", t.name)));
+            return Err(WriteError::PermissionDenied(format!(
+                "{}: const table",
+                t.name
+            )));
         }
         self.check_priority(table, e.priority)?;
         let key = self.full_key(table, e)?;
         match kind {
             UpdateKind::Insert => {
                 let entry = self.entry_data(table, e)?;
-                Ok(Op::Insert { table, key, priority: e.priority, entry, id: 0 })
+                Ok(Op::Insert {
+                    table,
+                    key,
+                    priority: e.priority,
+                    entry,
+                    id: 0,
+                })
             }
             UpdateKind::Modify => {
                 let entry = self.entry_data(table, e)?;
@@ -961,30 +1173,62 @@ impl Control {
                 if let Some(c) = t.direct_counter.filter(|_| e.counter_data.is_some()) {
                     let data = e.counter_data.unwrap_or_default();
                     let cells = id as usize..id as usize + 1;
-                    in_place.push(InPlace::Counter { direct: true, idx: c, cells, data });
+                    in_place.push(InPlace::Counter {
+                        direct: true,
+                        idx: c,
+                        cells,
+                        data,
+                    });
                 }
                 if let Some(m) = t.direct_meter.filter(|_| e.meter_config.is_some()) {
                     let cells = id as usize..id as usize + 1;
                     let config = e.meter_config;
-                    in_place.push(InPlace::Meter { direct: true, idx: m, cells, config });
+                    in_place.push(InPlace::Meter {
+                        direct: true,
+                        idx: m,
+                        cells,
+                        config,
+                    });
                 }
                 Ok(Op::Modify { table, id, entry })
             }
-            UpdateKind::Delete => Ok(Op::Delete { table, key, priority: e.priority }),
+            UpdateKind::Delete => Ok(Op::Delete {
+                table,
+                key,
+                priority: e.priority,
+            }),
         }
     }
 
     fn apply_in_place(&self, p: InPlace) {
         let x = &self.externs;
         match p {
-            InPlace::Counter { direct, idx, cells, data } => {
-                let c = if direct { &x.direct_counters[idx] } else { &x.counters[idx] };
+            InPlace::Counter {
+                direct,
+                idx,
+                cells,
+                data,
+            } => {
+                let c = if direct {
+                    &x.direct_counters[idx]
+                } else {
+                    &x.counters[idx]
+                };
                 for i in cells {
                     c.write(i, data);
                 }
             }
-            InPlace::Meter { direct, idx, cells, config } => {
-                let m = if direct { &x.direct_meters[idx] } else { &x.meters[idx] };
+            InPlace::Meter {
+                direct,
+                idx,
+                cells,
+                config,
+            } => {
+                let m = if direct {
+                    &x.direct_meters[idx]
+                } else {
+                    &x.meters[idx]
+                };
                 for i in cells {
                     // Validated before: cannot fail.
                     let _ = m.configure(i, config);
@@ -995,7 +1239,12 @@ impl Control {
                     x.registers[idx].write(i, value);
                 }
             }
-            InPlace::NewEntry { table, id, counter, meter } => {
+            InPlace::NewEntry {
+                table,
+                id,
+                counter,
+                meter,
+            } => {
                 let t = &self.schema.tables[table];
                 let i = id as usize;
                 if let Some(c) = t.direct_counter {
@@ -1022,7 +1271,10 @@ impl Control {
         w.lagging = Some((old, vec![Op::Clear]));
         self.catch_up(&mut w, Duration::from_micros(200));
         let x = &self.externs;
-        x.counters.iter().chain(&x.direct_counters).for_each(Counter::reset_all);
+        x.counters
+            .iter()
+            .chain(&x.direct_counters)
+            .for_each(Counter::reset_all);
         for m in x.meters.iter().chain(&x.direct_meters) {
             for i in 0..m.size() {
                 let _ = m.configure(i, None);
@@ -1055,16 +1307,17 @@ fn check_replicas(replicas: &[Replica]) -> Result<(), WriteError> {
     Ok(())
 }
 
-fn check_meter(
-    config: Option<&MeterConfig>,
-    algorithm: crate::externs::MeterAlgorithm,
-) -> Result<(), WriteError> {
+fn check_meter(config: Option<&MeterConfig>, meter: &MeterArray) -> Result<(), WriteError> {
     if let Some(c) = config {
-        crate::externs::validate_meter_config(c, algorithm)
+        meter
+            .validate(c)
             .map_err(|e| WriteError::InvalidArgument(format!("meter config: {e}")))?;
     }
     Ok(())
 }
+
+/// A group as read: (profile id, group id, (member id, weight)s).
+pub type GroupRead = (u32, u32, Vec<(u32, u32)>);
 
 /// One cell of an indexed extern, as read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1099,7 +1352,12 @@ impl Control {
         let def = &self.schema.actions[usize::from(call.action)];
         ActionSpec {
             action_id: def.id,
-            params: def.params.iter().zip(call.params.iter()).map(|(p, v)| (p.id, *v)).collect(),
+            params: def
+                .params
+                .iter()
+                .zip(call.params.iter())
+                .map(|(p, v)| (p.id, *v))
+                .collect(),
         }
     }
 
@@ -1133,14 +1391,14 @@ impl Control {
             counter_data: t
                 .direct_counter
                 .filter(|_| with_counter)
-                .map(|c| x.direct_counters[c].read(id as usize)),
+                .map(|c| x.direct_counters[c].read(id as usize).unwrap_or_default()),
             meter_config: t
                 .direct_meter
                 .filter(|_| with_meter)
                 .and_then(|m| x.direct_meters[m].config(id as usize)),
             elapsed_since_hit_ns: x.hit_times[table]
                 .as_ref()
-                .map(|h| now.saturating_sub(h.last_hit(id))),
+                .map(|h| now.saturating_sub(h.last_hit(id).unwrap_or(now))),
         })
     }
 
@@ -1208,10 +1466,7 @@ impl Control {
     }
 
     /// Groups of profile `profile_id` (None = all): (profile id, group id, (member, weight)s).
-    pub fn read_groups(
-        &self,
-        profile_id: Option<u32>,
-    ) -> Result<Vec<(u32, u32, Vec<(u32, u32)>)>, WriteError> {
+    pub fn read_groups(&self, profile_id: Option<u32>) -> Result<Vec<GroupRead>, WriteError> {
         let state = self.snapshot();
         let mut out = Vec::new();
         for p in self.profiles(profile_id)? {
@@ -1252,7 +1507,11 @@ impl Control {
         let mut out = Vec::new();
         for (k, (did, size)) in chosen {
             for i in cells(index, size, what)? {
-                out.push(Cell { id: did, index: i as u64, value: read(k, i) });
+                out.push(Cell {
+                    id: did,
+                    index: i as u64,
+                    value: read(k, i),
+                });
             }
         }
         Ok(out)
@@ -1265,7 +1524,9 @@ impl Control {
         index: Option<u64>,
     ) -> Result<Vec<Cell<CounterData>>, WriteError> {
         let defs = self.schema.counters.iter().map(|c| (c.id, c.size));
-        self.cells_of(defs, id, index, "counter", |k, i| self.externs.counters[k].read(i))
+        self.cells_of(defs, id, index, "counter", |k, i| {
+            self.externs.counters[k].read(i).unwrap_or_default()
+        })
     }
 
     /// Meter cells and their configs.
@@ -1275,7 +1536,9 @@ impl Control {
         index: Option<u64>,
     ) -> Result<Vec<Cell<Option<MeterConfig>>>, WriteError> {
         let defs = self.schema.meters.iter().map(|m| (m.id, m.size));
-        self.cells_of(defs, id, index, "meter", |k, i| self.externs.meters[k].config(i))
+        self.cells_of(defs, id, index, "meter", |k, i| {
+            self.externs.meters[k].config(i)
+        })
     }
 
     /// Register cells.
@@ -1291,7 +1554,10 @@ impl Control {
     }
 
     /// Multicast groups (id None or 0 = all).
-    pub fn read_multicast_groups(&self, id: Option<u32>) -> Result<Vec<(u32, MulticastGroup)>, WriteError> {
+    pub fn read_multicast_groups(
+        &self,
+        id: Option<u32>,
+    ) -> Result<Vec<(u32, MulticastGroup)>, WriteError> {
         let state = self.snapshot();
         let mut out: Vec<_> = match id.filter(|&i| i != 0) {
             Some(i) => {
@@ -1302,14 +1568,22 @@ impl Control {
                     .ok_or_else(|| WriteError::NotFound(format!("multicast group {i}")))?;
                 vec![(i, g.clone())]
             }
-            None => state.pre.groups.iter().map(|(k, v)| (*k, v.clone())).collect(),
+            None => state
+                .pre
+                .groups
+                .iter()
+                .map(|(k, v)| (*k, v.clone()))
+                .collect(),
         };
         out.sort_by_key(|(k, _)| *k);
         Ok(out)
     }
 
     /// Clone sessions (id None or 0 = all).
-    pub fn read_clone_sessions(&self, id: Option<u32>) -> Result<Vec<(u32, CloneSession)>, WriteError> {
+    pub fn read_clone_sessions(
+        &self,
+        id: Option<u32>,
+    ) -> Result<Vec<(u32, CloneSession)>, WriteError> {
         let state = self.snapshot();
         let mut out: Vec<_> = match id.filter(|&i| i != 0) {
             Some(i) => {
@@ -1320,7 +1594,12 @@ impl Control {
                     .ok_or_else(|| WriteError::NotFound(format!("clone session {i}")))?;
                 vec![(i, s.clone())]
             }
-            None => state.pre.sessions.iter().map(|(k, v)| (*k, v.clone())).collect(),
+            None => state
+                .pre
+                .sessions
+                .iter()
+                .map(|(k, v)| (*k, v.clone()))
+                .collect(),
         };
         out.sort_by_key(|(k, _)| *k);
         Ok(out)
@@ -1331,7 +1610,7 @@ impl Control {
         DropReason::NAMES
             .iter()
             .enumerate()
-            .map(|(i, n)| (*n, self.externs.drops.read(i)))
+            .map(|(i, n)| (*n, self.externs.drops.read(i).unwrap_or_default()))
             .collect()
     }
 }

@@ -41,12 +41,20 @@ pub struct DigestQueue {
 impl DigestQueue {
     /// A queue of `capacity` messages.
     pub fn new(capacity: usize) -> Self {
-        DigestQueue { queue: ArrayQueue::new(capacity.max(1)), dropped: AtomicU64::new(0) }
+        DigestQueue {
+            queue: ArrayQueue::new(capacity.max(1)),
+            dropped: AtomicU64::new(0),
+        }
     }
 
     /// Sends a digest; returns false (and counts it) when the queue is full.
     pub fn push(&self, digest: u16, values: &[u128], timestamp: u64) -> bool {
-        let mut msg = DigestMsg { digest, len: 0, values: [0; MAX_DIGEST_FIELDS], timestamp };
+        let mut msg = DigestMsg {
+            digest,
+            len: 0,
+            values: [0; MAX_DIGEST_FIELDS],
+            timestamp,
+        };
         let n = values.len().min(MAX_DIGEST_FIELDS);
         msg.values[..n].copy_from_slice(&values[..n]);
         msg.len = n as u8; // n <= MAX_DIGEST_FIELDS = 8

@@ -97,7 +97,11 @@ impl OwnedFrame {
     pub fn from_bytes(bytes: &[u8]) -> Self {
         let mut buf = vec![0; Self::HEADROOM + bytes.len()];
         buf[Self::HEADROOM..].copy_from_slice(bytes);
-        OwnedFrame { buf, start: Self::HEADROOM, end: Self::HEADROOM + bytes.len() }
+        OwnedFrame {
+            buf,
+            start: Self::HEADROOM,
+            end: Self::HEADROOM + bytes.len(),
+        }
     }
 
     /// The frame's bytes.
@@ -107,7 +111,11 @@ impl OwnedFrame {
 
     /// A borrowed view; after using it, call [`OwnedFrame::sync`] with its bounds.
     pub fn with_frame<R>(&mut self, f: impl FnOnce(&mut Frame<'_>) -> R) -> R {
-        let mut frame = Frame { buf: &mut self.buf, start: self.start, end: self.end };
+        let mut frame = Frame {
+            buf: &mut self.buf,
+            start: self.start,
+            end: self.end,
+        };
         let r = f(&mut frame);
         let (start, end) = (frame.start, frame.end);
         self.start = start;

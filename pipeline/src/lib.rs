@@ -5,6 +5,17 @@
 //! byte-for-byte without a kernel, and lets `dataplane` own all of the system interaction.
 #![forbid(unsafe_code)]
 
+pub mod control;
+pub mod digest;
 pub mod externs;
+pub mod frame;
+pub mod metadata;
+pub mod p4info;
+pub mod pre;
+pub mod program;
+pub mod runtime;
+pub mod schema;
+pub mod sim;
+pub mod state;
 pub mod table;
 pub mod wire;

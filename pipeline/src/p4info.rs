@@ -95,7 +95,10 @@ fn meter_unit(unit: MeterUnit) -> &'static str {
 
 /// The P4Info of `schema` in protobuf text format.
 pub fn to_text(schema: &Schema) -> String {
-    let mut t = Text { out: String::new(), depth: 0 };
+    let mut t = Text {
+        out: String::new(),
+        depth: 0,
+    };
     t.open("pkg_info");
     t.string("name", schema.name);
     t.string("version", schema.version);
@@ -129,7 +132,10 @@ pub fn to_text(schema: &Schema) -> String {
             t.close();
         }
         if table.const_default {
-            t.field("const_default_action_id", schema.actions[table.default_action.0].id);
+            t.field(
+                "const_default_action_id",
+                schema.actions[table.default_action.0].id,
+            );
         }
         if let Some(p) = table.implementation {
             t.field("implementation_id", schema.action_profiles[p].id);
@@ -216,7 +222,11 @@ pub fn to_text(schema: &Schema) -> String {
     }
     for h in &schema.controller_headers {
         t.open("controller_packet_metadata");
-        t.preamble(h.id, h.name, &[format!("@controller_header(\"{}\")", h.name)]);
+        t.preamble(
+            h.id,
+            h.name,
+            &[format!("@controller_header(\"{}\")", h.name)],
+        );
         for &(id, name, bitwidth) in &h.fields {
             t.open("metadata");
             t.field("id", id);

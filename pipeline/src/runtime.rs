@@ -28,7 +28,11 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config { cpu_port: 510, recirc_port: 68, max_recirculations: 8 }
+        Config {
+            cpu_port: 510,
+            recirc_port: 68,
+            max_recirculations: 8,
+        }
     }
 }
 
@@ -47,7 +51,11 @@ impl Pipeline {
     /// `program` with empty tables, for `workers` workers.
     pub fn new(program: Arc<dyn Program>, workers: usize, config: Config) -> Arc<Self> {
         let control = Arc::new(Control::new(program.schema().clone(), workers.max(1)));
-        Arc::new(Pipeline { program, control, config })
+        Arc::new(Pipeline {
+            program,
+            control,
+            config,
+        })
     }
 }
 
@@ -119,7 +127,13 @@ pub struct Worker {
 impl Worker {
     /// Worker number `shard` (its counter shard) with a random seed.
     pub fn new(pipeline: Arc<Pipeline>, shard: usize, seed: u64) -> Self {
-        Worker { pipeline, shard, rng: Rng::new(seed), snapshot: None, trace: None }
+        Worker {
+            pipeline,
+            shard,
+            rng: Rng::new(seed),
+            snapshot: None,
+            trace: None,
+        }
     }
 
     /// The pipeline.
@@ -160,7 +174,9 @@ impl Worker {
             self.begin_batch();
         }
         let p = &*self.pipeline;
-        let Some(state) = self.snapshot.as_deref() else { return };
+        let Some(state) = self.snapshot.as_deref() else {
+            return;
+        };
         let mut cx = Ctx {
             state,
             externs: p.control.externs(),
@@ -175,7 +191,12 @@ impl Worker {
     }
 
     /// Runs ingress on `pkt`, which arrived as `md` says.
-    pub fn ingress(&mut self, now_ns: u64, pkt: &mut Frame<'_>, md: &mut StdMeta) -> IngressVerdict {
+    pub fn ingress(
+        &mut self,
+        now_ns: u64,
+        pkt: &mut Frame<'_>,
+        md: &mut StdMeta,
+    ) -> IngressVerdict {
         md.ingress_global_timestamp = now_ns;
         md.packet_length = u32::try_from(pkt.len()).unwrap_or(u32::MAX);
         self.run(now_ns, pkt, md, |p, cx, f, m| p.ingress(cx, f, m));
@@ -189,7 +210,10 @@ impl Worker {
                 Dest::Resubmit
             }
         } else if md.mcast_grp != 0 {
-            Dest::Multicast { group: md.mcast_grp, qid: md.qid }
+            Dest::Multicast {
+                group: md.mcast_grp,
+                qid: md.qid,
+            }
         } else if let Some(port) = md.egress_spec {
             Dest::Port { port, qid: md.qid }
         } else {
@@ -218,14 +242,22 @@ impl Worker {
     /// The copies an ingress verdict asks for (multicast replicas and clones). Unknown groups and
     /// sessions yield none and are counted as drops.
     pub fn ingress_copies(&self, verdict: &IngressVerdict, mut out: impl FnMut(Copy)) {
-        let Some(state) = self.snapshot.as_deref() else { return };
+        let Some(state) = self.snapshot.as_deref() else {
+            return;
+        };
         if let Dest::Multicast { group, qid } = verdict.dest {
             match state.pre.multicast(group, qid) {
                 Some(copies) => copies.for_each(&mut out),
                 None => self.count_drop(DropReason::NoSuchGroup, 0),
             }
         } else if let Dest::Port { port, qid } = verdict.dest {
-            out(Copy { port, rid: 0, instance_type: InstanceType::Normal, qid, truncate: 0 });
+            out(Copy {
+                port,
+                rid: 0,
+                instance_type: InstanceType::Normal,
+                qid,
+                truncate: 0,
+            });
         }
         if let Some(session) = verdict.clone {
             self.clone_copies(session, InstanceType::IngressClone, out);
@@ -234,7 +266,9 @@ impl Worker {
 
     /// The copies of clone session `session`.
     pub fn clone_copies(&self, session: u32, kind: InstanceType, out: impl FnMut(Copy)) {
-        let Some(state) = self.snapshot.as_deref() else { return };
+        let Some(state) = self.snapshot.as_deref() else {
+            return;
+        };
         match state.pre.clone_copies(session, kind) {
             Some(copies) => copies.for_each(out),
             None => self.count_drop(DropReason::NoSuchGroup, 0),
@@ -250,7 +284,10 @@ impl Worker {
             EgressVerdict::Drop { reason, clone }
         } else if md.recirculate {
             if md.recirc_count >= self.pipeline.config.max_recirculations {
-                EgressVerdict::Drop { reason: DropReason::RecircLimit, clone }
+                EgressVerdict::Drop {
+                    reason: DropReason::RecircLimit,
+                    clone,
+                }
             } else {
                 EgressVerdict::Recirculate { clone }
             }
@@ -261,7 +298,10 @@ impl Worker {
             self.count_drop(reason, u32::try_from(pkt.len()).unwrap_or(u32::MAX));
         }
         if let Some(t) = self.trace.as_mut() {
-            t.push(format!("stage=egress port={} verdict={verdict:?}", md.egress_port));
+            t.push(format!(
+                "stage=egress port={} verdict={verdict:?}",
+                md.egress_port
+            ));
         }
         verdict
     }
@@ -278,6 +318,9 @@ impl Worker {
 
     /// Counts a drop decided outside the program (e.g. by the traffic manager).
     pub fn count_drop(&self, reason: DropReason, bytes: u32) {
-        self.pipeline.control.externs().count_drop(self.shard, reason, bytes);
+        self.pipeline
+            .control
+            .externs()
+            .count_drop(self.shard, reason, bytes);
     }
 }

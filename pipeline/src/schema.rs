@@ -122,14 +122,23 @@ pub struct TableDef {
 impl TableDef {
     /// The key layout for [`crate::table::MatchTable`].
     pub fn key_fields(&self) -> Vec<KeyField> {
-        self.fields.iter().map(|f| KeyField { bitwidth: f.bitwidth, kind: f.kind }).collect()
+        self.fields
+            .iter()
+            .map(|f| KeyField {
+                bitwidth: f.bitwidth,
+                kind: f.kind,
+            })
+            .collect()
     }
 
     /// Whether entries carry a priority (a ternary, range or optional field).
     pub fn needs_priority(&self) -> bool {
-        self.fields
-            .iter()
-            .any(|f| matches!(f.kind, MatchKind::Ternary | MatchKind::Range | MatchKind::Optional))
+        self.fields.iter().any(|f| {
+            matches!(
+                f.kind,
+                MatchKind::Ternary | MatchKind::Range | MatchKind::Optional
+            )
+        })
     }
 
     /// Whether `action` (an index into the schema's actions) is allowed with `scope` use.
@@ -284,7 +293,10 @@ pub fn object_id(prefix: u8, name: &str) -> u32 {
 impl Schema {
     /// Checks a schema assembled by a program: unique ids, valid indices and widths.
     pub fn check(self) -> Result<Self, SchemaError> {
-        let err = |what: String| SchemaError { program: self.name, what };
+        let err = |what: String| SchemaError {
+            program: self.name,
+            what,
+        };
         let mut ids = std::collections::HashSet::new();
         for (id, name) in self.all_objects() {
             if !ids.insert(id) {
@@ -303,11 +315,17 @@ impl Schema {
                 return Err(err(format!("{}: default action arity", t.name)));
             }
             if t.allows(t.default_action.0, true) != Some(true) {
-                return Err(err(format!("{}: default action not allowed as default", t.name)));
+                return Err(err(format!(
+                    "{}: default action not allowed as default",
+                    t.name
+                )));
             }
-            if t.implementation.is_some_and(|p| p >= self.action_profiles.len())
-                || t.direct_counter.is_some_and(|c| c >= self.direct_counters.len())
-                || t.direct_meter.is_some_and(|m| m >= self.direct_meters.len())
+            if t.implementation
+                .is_some_and(|p| p >= self.action_profiles.len())
+                || t.direct_counter
+                    .is_some_and(|c| c >= self.direct_counters.len())
+                || t.direct_meter
+                    .is_some_and(|m| m >= self.direct_meters.len())
             {
                 return Err(err(format!("{}: unknown resource", t.name)));
             }
@@ -319,12 +337,26 @@ impl Schema {
         let t = self.tables.iter().map(|x| (x.id, x.name));
         let a = self.actions.iter().map(|x| (x.id, x.name));
         let p = self.action_profiles.iter().map(|x| (x.id, x.name));
-        let c = self.counters.iter().chain(&self.direct_counters).map(|x| (x.id, x.name));
-        let m = self.meters.iter().chain(&self.direct_meters).map(|x| (x.id, x.name));
+        let c = self
+            .counters
+            .iter()
+            .chain(&self.direct_counters)
+            .map(|x| (x.id, x.name));
+        let m = self
+            .meters
+            .iter()
+            .chain(&self.direct_meters)
+            .map(|x| (x.id, x.name));
         let r = self.registers.iter().map(|x| (x.id, x.name));
         let d = self.digests.iter().map(|x| (x.id, x.name));
         let h = self.controller_headers.iter().map(|x| (x.id, x.name));
-        t.chain(a).chain(p).chain(c).chain(m).chain(r).chain(d).chain(h)
+        t.chain(a)
+            .chain(p)
+            .chain(c)
+            .chain(m)
+            .chain(r)
+            .chain(d)
+            .chain(h)
     }
 
     /// Index of the table with P4Info id `id`.
@@ -451,7 +483,11 @@ impl SchemaBuilder {
             .zip(params)
             .map(|(id, &(name, bitwidth))| ParamDef { id, name, bitwidth })
             .collect();
-        self.schema.actions.push(ActionDef { id: object_id(prefix::ACTION, name), name, params });
+        self.schema.actions.push(ActionDef {
+            id: object_id(prefix::ACTION, name),
+            name,
+            params,
+        });
         self.schema.actions.len() - 1
     }
 
@@ -459,10 +495,18 @@ impl SchemaBuilder {
     pub fn table(&mut self, spec: TableSpec) -> usize {
         let fields = (1..)
             .zip(spec.fields)
-            .map(|(id, (name, bitwidth, kind))| MatchFieldDef { id, name, bitwidth, kind })
+            .map(|(id, (name, bitwidth, kind))| MatchFieldDef {
+                id,
+                name,
+                bitwidth,
+                kind,
+            })
             .collect();
-        let actions =
-            spec.actions.into_iter().map(|(action, scope)| ActionRefDef { action, scope }).collect();
+        let actions = spec
+            .actions
+            .into_iter()
+            .map(|(action, scope)| ActionRefDef { action, scope })
+            .collect();
         self.schema.tables.push(TableDef {
             id: object_id(prefix::TABLE, spec.name),
             name: spec.name,
@@ -507,7 +551,13 @@ impl SchemaBuilder {
     /// Adds an indexed counter; returns its index.
     pub fn counter(&mut self, name: &'static str, kind: CounterKind, size: usize) -> usize {
         let id = object_id(prefix::COUNTER, name);
-        self.schema.counters.push(CounterDef { id, name, kind, size, direct_table: None });
+        self.schema.counters.push(CounterDef {
+            id,
+            name,
+            kind,
+            size,
+            direct_table: None,
+        });
         self.schema.counters.len() - 1
     }
 
@@ -517,7 +567,13 @@ impl SchemaBuilder {
         let size = self.schema.tables[table].size;
         let idx = self.schema.direct_counters.len();
         self.schema.tables[table].direct_counter = Some(idx);
-        self.schema.direct_counters.push(CounterDef { id, name, kind, size, direct_table: Some(table) });
+        self.schema.direct_counters.push(CounterDef {
+            id,
+            name,
+            kind,
+            size,
+            direct_table: Some(table),
+        });
         idx
     }
 
@@ -530,7 +586,14 @@ impl SchemaBuilder {
         size: usize,
     ) -> usize {
         let id = object_id(prefix::METER, name);
-        self.schema.meters.push(MeterDef { id, name, unit, algorithm, size, direct_table: None });
+        self.schema.meters.push(MeterDef {
+            id,
+            name,
+            unit,
+            algorithm,
+            size,
+            direct_table: None,
+        });
         self.schema.meters.len() - 1
     }
 
@@ -546,7 +609,14 @@ impl SchemaBuilder {
         let size = self.schema.tables[table].size;
         let idx = self.schema.direct_meters.len();
         self.schema.tables[table].direct_meter = Some(idx);
-        let def = MeterDef { id, name, unit, algorithm, size, direct_table: Some(table) };
+        let def = MeterDef {
+            id,
+            name,
+            unit,
+            algorithm,
+            size,
+            direct_table: Some(table),
+        };
         self.schema.direct_meters.push(def);
         idx
     }
@@ -554,14 +624,23 @@ impl SchemaBuilder {
     /// Adds a register array; returns its index.
     pub fn register(&mut self, name: &'static str, bitwidth: u8, size: usize) -> usize {
         let id = object_id(prefix::REGISTER, name);
-        self.schema.registers.push(RegisterDef { id, name, bitwidth, size });
+        self.schema.registers.push(RegisterDef {
+            id,
+            name,
+            bitwidth,
+            size,
+        });
         self.schema.registers.len() - 1
     }
 
     /// Adds a digest of (name, width) fields; returns its index.
     pub fn digest(&mut self, name: &'static str, fields: &[(&'static str, u8)]) -> usize {
         let id = object_id(prefix::DIGEST, name);
-        self.schema.digests.push(DigestDef { id, name, fields: fields.to_vec() });
+        self.schema.digests.push(DigestDef {
+            id,
+            name,
+            fields: fields.to_vec(),
+        });
         self.schema.digests.len() - 1
     }
 
@@ -569,7 +648,9 @@ impl SchemaBuilder {
     pub fn controller_header(&mut self, name: &'static str, fields: &[(&'static str, u8)]) {
         let fields = (1..).zip(fields).map(|(id, &(n, w))| (id, n, w)).collect();
         let id = object_id(prefix::CONTROLLER_HEADER, name);
-        self.schema.controller_headers.push(ControllerHeaderDef { id, name, fields });
+        self.schema
+            .controller_headers
+            .push(ControllerHeaderDef { id, name, fields });
     }
 
     /// Checks and returns the schema.

@@ -32,7 +32,9 @@ pub struct SimSwitch {
 impl SimSwitch {
     /// A switch running `pipeline` with one worker.
     pub fn new(pipeline: Arc<Pipeline>) -> Self {
-        SimSwitch { worker: Worker::new(pipeline, 0, 0x5eed) }
+        SimSwitch {
+            worker: Worker::new(pipeline, 0, 0x5eed),
+        }
     }
 
     /// The worker (for tracing).
@@ -43,7 +45,10 @@ impl SimSwitch {
     /// Sends `bytes` into `port` at `now_ns`; returns every frame that leaves, in order.
     pub fn inject(&mut self, port: PortId, bytes: &[u8], now_ns: u64) -> Vec<Output> {
         let mut outputs = Vec::new();
-        let mut arrivals = VecDeque::from([(OwnedFrame::from_bytes(bytes), StdMeta::new(port, bytes.len(), now_ns))]);
+        let mut arrivals = VecDeque::from([(
+            OwnedFrame::from_bytes(bytes),
+            StdMeta::new(port, bytes.len(), now_ns),
+        )]);
         self.worker.begin_batch();
         // Bounded: every pass increments recirc_count, which the runtime caps.
         while let Some((mut frame, mut md)) = arrivals.pop_front() {
@@ -103,22 +108,24 @@ impl SimSwitch {
                 clone
             }
             EgressVerdict::Recirculate { clone } => {
-                let rmd = self.worker.prepare_recirculate(&emd, copy.data().len(), now_ns);
+                let rmd = self
+                    .worker
+                    .prepare_recirculate(&emd, copy.data().len(), now_ns);
                 arrivals.push_back((copy.clone(), rmd));
                 clone
             }
             EgressVerdict::Drop { clone, .. } => clone,
         };
+        // An E2E clone does not clone itself again (no replication loops).
+        let clone = clone.filter(|_| emd.instance_type != InstanceType::EgressClone);
         if let Some(session) = clone {
             let mut copies = Vec::new();
-            self.worker.clone_copies(session, InstanceType::EgressClone, |c| copies.push(c));
+            self.worker
+                .clone_copies(session, InstanceType::EgressClone, |c| copies.push(c));
+            let mut cmd = emd;
+            cmd.instance_type = InstanceType::EgressClone;
             for c in copies {
-                // An E2E clone is not cloned again by the same session (no loops).
-                let mut cmd = emd;
-                cmd.instance_type = InstanceType::EgressClone;
-                if md.instance_type != InstanceType::EgressClone {
-                    self.egress_copy(&copy, &cmd, c, now_ns, outputs, arrivals);
-                }
+                self.egress_copy(&copy, &cmd, c, now_ns, outputs, arrivals);
             }
         }
     }

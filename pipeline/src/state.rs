@@ -29,7 +29,10 @@ pub struct ActionCall {
 impl ActionCall {
     /// `action` with `params`.
     pub fn new(action: usize, params: &[u128]) -> Self {
-        ActionCall { action: action as u16, params: params.into() }
+        ActionCall {
+            action: action as u16,
+            params: params.into(),
+        }
     }
 
     /// Argument `i` (0 if absent, which validation rules out).
@@ -84,19 +87,44 @@ impl TableState {
 #[derive(Clone, Debug)]
 pub enum Op {
     /// Insert an entry; `id` is the entry id it got on the first copy.
-    Insert { table: usize, key: Box<[FieldMatch]>, priority: u32, entry: Entry, id: EntryId },
+    Insert {
+        table: usize,
+        key: Box<[FieldMatch]>,
+        priority: u32,
+        entry: Entry,
+        id: EntryId,
+    },
     /// Replace the data of entry `id`.
-    Modify { table: usize, id: EntryId, entry: Entry },
+    Modify {
+        table: usize,
+        id: EntryId,
+        entry: Entry,
+    },
     /// Delete entry `id`.
-    Delete { table: usize, key: Box<[FieldMatch]>, priority: u32 },
+    Delete {
+        table: usize,
+        key: Box<[FieldMatch]>,
+        priority: u32,
+    },
     /// Set a table's default action.
     SetDefault { table: usize, call: ActionCall },
     /// Insert or replace a member.
-    PutMember { profile: usize, id: u32, call: ActionCall, insert: bool },
+    PutMember {
+        profile: usize,
+        id: u32,
+        call: ActionCall,
+        insert: bool,
+    },
     /// Delete a member.
     DeleteMember { profile: usize, id: u32 },
     /// Insert or replace a group.
-    PutGroup { profile: usize, id: u32, members: Vec<(u32, u32)>, max_size: u32, insert: bool },
+    PutGroup {
+        profile: usize,
+        id: u32,
+        members: Vec<(u32, u32)>,
+        max_size: u32,
+        insert: bool,
+    },
     /// Delete a group.
     DeleteGroup { profile: usize, id: u32 },
     /// Insert or replace a multicast group.
@@ -159,23 +187,38 @@ impl State {
             .map(|p| ActionProfile::new(p.size, p.size, p.max_group_size))
             .collect();
         let table_profile = schema.tables.iter().map(|t| t.implementation).collect();
-        State { tables, profiles, pre: Pre::default(), table_profile }
+        State {
+            tables,
+            profiles,
+            pre: Pre::default(),
+            table_profile,
+        }
     }
 
     /// The action profile of table `table`.
     #[inline]
     pub fn profile_of(&self, table: usize) -> Option<&ActionProfile<ActionCall>> {
-        self.table_profile.get(table).copied().flatten().map(|p| &self.profiles[p])
+        self.table_profile
+            .get(table)
+            .copied()
+            .flatten()
+            .map(|p| &self.profiles[p])
     }
 
     /// Applies one op. On error nothing changed. Returns the entry id of an insert.
     pub fn apply(&mut self, schema: &Schema, op: &Op) -> Result<Option<EntryId>, ApplyError> {
         match op {
-            Op::Insert { table, key, priority, entry, .. } => {
+            Op::Insert {
+                table,
+                key,
+                priority,
+                entry,
+                ..
+            } => {
                 let t = &mut self.tables[*table];
                 let prof = schema.tables[*table].implementation;
                 if let Some(p) = prof {
-                    self.profiles[p].check_ref(&entry.action)?;
+                    check_ref(&self.profiles[p], &entry.action)?;
                 }
                 let id = t.matcher.insert(key.clone(), *priority)?;
                 let slot = id as usize;
@@ -183,7 +226,7 @@ impl State {
                     t.entries.resize(slot + 1, None);
                 }
                 if let Some(p) = prof {
-                    self.profiles[p].add_entry_ref(&entry.action);
+                    add_ref(&mut self.profiles[p], &entry.action);
                 }
                 t.entries[slot] = Some(entry.clone());
                 Ok(Some(id))
@@ -191,22 +234,29 @@ impl State {
             Op::Modify { table, id, entry } => {
                 let prof = schema.tables[*table].implementation;
                 let t = &mut self.tables[*table];
-                let slot = t.entries.get_mut(*id as usize).ok_or(ApplyError::NotFound)?;
+                let slot = t
+                    .entries
+                    .get_mut(*id as usize)
+                    .ok_or(ApplyError::NotFound)?;
                 let old = slot.as_mut().ok_or(ApplyError::NotFound)?;
                 if let Some(p) = prof {
-                    self.profiles[p].check_ref(&entry.action)?;
-                    self.profiles[p].release_entry_ref(&old.action);
-                    self.profiles[p].add_entry_ref(&entry.action);
+                    check_ref(&self.profiles[p], &entry.action)?;
+                    release_ref(&mut self.profiles[p], &old.action);
+                    add_ref(&mut self.profiles[p], &entry.action);
                 }
                 *old = entry.clone();
                 Ok(None)
             }
-            Op::Delete { table, key, priority } => {
+            Op::Delete {
+                table,
+                key,
+                priority,
+            } => {
                 let t = &mut self.tables[*table];
                 let id = t.matcher.remove(key, *priority)?;
                 let old = t.entries.get_mut(id as usize).and_then(Option::take);
                 if let (Some(p), Some(old)) = (schema.tables[*table].implementation, old) {
-                    self.profiles[p].release_entry_ref(&old.action);
+                    release_ref(&mut self.profiles[p], &old.action);
                 }
                 Ok(None)
             }
@@ -214,7 +264,12 @@ impl State {
                 self.tables[*table].default = call.clone();
                 Ok(None)
             }
-            Op::PutMember { profile, id, call, insert } => {
+            Op::PutMember {
+                profile,
+                id,
+                call,
+                insert,
+            } => {
                 let p = &mut self.profiles[*profile];
                 if *insert {
                     p.insert_member(*id, call.clone())?;
@@ -227,7 +282,13 @@ impl State {
                 self.profiles[*profile].remove_member(*id)?;
                 Ok(None)
             }
-            Op::PutGroup { profile, id, members, max_size, insert } => {
+            Op::PutGroup {
+                profile,
+                id,
+                members,
+                max_size,
+                insert,
+            } => {
                 let p = &mut self.profiles[*profile];
                 if *insert {
                     p.insert_group(*id, members, *max_size)?;
@@ -244,20 +305,58 @@ impl State {
                 self.pre.groups.insert(*id, group.clone());
                 Ok(None)
             }
-            Op::DeleteMulticast { id } => {
-                self.pre.groups.remove(id).map(|_| None).ok_or(ApplyError::NotFound)
-            }
+            Op::DeleteMulticast { id } => self
+                .pre
+                .groups
+                .remove(id)
+                .map(|_| None)
+                .ok_or(ApplyError::NotFound),
             Op::PutCloneSession { id, session } => {
                 self.pre.sessions.insert(*id, session.clone());
                 Ok(None)
             }
-            Op::DeleteCloneSession { id } => {
-                self.pre.sessions.remove(id).map(|_| None).ok_or(ApplyError::NotFound)
-            }
+            Op::DeleteCloneSession { id } => self
+                .pre
+                .sessions
+                .remove(id)
+                .map(|_| None)
+                .ok_or(ApplyError::NotFound),
             Op::Clear => {
                 *self = State::new(schema);
                 Ok(None)
             }
         }
     }
+}
+
+/// An entry may refer only to a member or group that exists.
+fn check_ref(p: &ActionProfile<ActionCall>, a: &EntryAction) -> Result<(), ApplyError> {
+    let exists = match a {
+        EntryAction::Action(_) => true,
+        EntryAction::Member(m) => p.member(*m).is_some(),
+        EntryAction::Group(g) => p.group(*g).is_some(),
+    };
+    if exists {
+        Ok(())
+    } else {
+        Err(ApplyError::Profile(ProfileError::NotFound))
+    }
+}
+
+/// Counts a table entry's reference, so that a member or group in use cannot be deleted.
+fn add_ref(p: &mut ActionProfile<ActionCall>, a: &EntryAction) {
+    // check_ref ran first: the member or group exists.
+    let _ = match a {
+        EntryAction::Action(_) => return,
+        EntryAction::Member(m) => p.add_member_ref(*m),
+        EntryAction::Group(g) => p.add_group_ref(*g),
+    };
+}
+
+fn release_ref(p: &mut ActionProfile<ActionCall>, a: &EntryAction) {
+    let _ = match a {
+        EntryAction::Action(_) => return,
+        EntryAction::Member(m) => p.release_member(*m),
+        EntryAction::Group(g) => p.release_group(*g),
+    };
 }

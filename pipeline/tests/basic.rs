@@ -33,7 +33,15 @@ fn routed_v4(frame: &[u8], dmac: [u8; 6]) -> Vec<u8> {
 fn routes_ipv4_byte_for_byte() {
     let pipe = basic();
     let mut sw = SimSwitch::new(pipe.clone());
-    let f = tcp4(HOST1, ROUTER, [10, 0, 1, 1], [10, 0, 3, 7], 1234, 80, 64, b"hello");
+    let f = tcp4(
+        (HOST1, ROUTER),
+        [10, 0, 1, 1],
+        [10, 0, 3, 7],
+        1234,
+        80,
+        64,
+        b"hello",
+    );
     let out = sw.inject(1, &f, 1000);
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].port, 3);
@@ -48,7 +56,7 @@ fn routes_ipv4_with_options_and_keeps_padding() {
     let pipe = basic();
     let mut sw = SimSwitch::new(pipe);
     // IPv4 with a 4-byte option (router alert), and Ethernet padding after the IP packet.
-    let mut f = tcp4(HOST1, ROUTER, [10, 0, 1, 1], [10, 0, 3, 7], 1, 2, 9, b"");
+    let mut f = tcp4((HOST1, ROUTER), [10, 0, 1, 1], [10, 0, 3, 7], 1, 2, 9, b"");
     let mut ip: Vec<u8> = f[14..34].to_vec();
     ip[0] = 0x46;
     let total = u16::from_be_bytes([ip[2], ip[3]]) + 4;
@@ -61,7 +69,10 @@ fn routes_ipv4_with_options_and_keeps_padding() {
     // A correct header checksum for the new header.
     frame[24] = 0;
     frame[25] = 0;
-    let ck = etherparse::Ipv4HeaderSlice::from_slice(&frame[14..]).unwrap().to_header().calc_header_checksum();
+    let ck = etherparse::Ipv4HeaderSlice::from_slice(&frame[14..])
+        .unwrap()
+        .to_header()
+        .calc_header_checksum();
     frame[24..26].copy_from_slice(&ck.to_be_bytes());
     f = frame;
     let out = sw.inject(1, &f, 1000);
@@ -89,14 +100,22 @@ fn ttl_expiry_drops_and_counts() {
     let pipe = basic();
     let mut sw = SimSwitch::new(pipe.clone());
     for ttl in [0u8, 1] {
-        let f = tcp4(HOST1, ROUTER, [10, 0, 1, 1], [10, 0, 3, 7], 1, 2, ttl, b"");
+        let f = tcp4(
+            (HOST1, ROUTER),
+            [10, 0, 1, 1],
+            [10, 0, 3, 7],
+            1,
+            2,
+            ttl,
+            b"",
+        );
         assert!(sw.inject(1, &f, 1).is_empty());
     }
     let f = udp6(HOST1, ROUTER, "2001:db8:1::1", "2001:db8:2::9", 1, 2, 1);
     assert!(sw.inject(1, &f, 1).is_empty());
     assert_eq!(drops(&pipe.control, "ttl_expired"), 3);
     // TTL 2 still goes through, with TTL 1.
-    let f = tcp4(HOST1, ROUTER, [10, 0, 1, 1], [10, 0, 3, 7], 1, 2, 2, b"");
+    let f = tcp4((HOST1, ROUTER), [10, 0, 1, 1], [10, 0, 3, 7], 1, 2, 2, b"");
     let out = sw.inject(1, &f, 1);
     assert_eq!(out[0].bytes[22], 1);
 }
@@ -105,7 +124,15 @@ fn ttl_expiry_drops_and_counts() {
 fn no_route_drops_as_table_miss() {
     let pipe = basic();
     let mut sw = SimSwitch::new(pipe.clone());
-    let f = tcp4(HOST1, ROUTER, [10, 0, 1, 1], [192, 0, 2, 1], 1, 2, 64, b"");
+    let f = tcp4(
+        (HOST1, ROUTER),
+        [10, 0, 1, 1],
+        [192, 0, 2, 1],
+        1,
+        2,
+        64,
+        b"",
+    );
     assert!(sw.inject(1, &f, 1).is_empty());
     assert_eq!(drops(&pipe.control, "table_miss"), 1);
 }
@@ -114,12 +141,17 @@ fn no_route_drops_as_table_miss() {
 fn l2_switches_unchanged_and_learns_source() {
     let pipe = basic();
     let mut sw = SimSwitch::new(pipe.clone());
-    let f = tcp4(HOST1, HOST2, [10, 0, 1, 1], [10, 0, 1, 2], 1, 2, 64, b"x");
+    let f = tcp4((HOST1, HOST2), [10, 0, 1, 1], [10, 0, 1, 2], 1, 2, 64, b"x");
     let out = sw.inject(1, &f, 1);
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].port, 2);
     assert_eq!(out[0].bytes, f);
-    let d = pipe.control.externs().digests.pop().expect("mac_learn digest");
+    let d = pipe
+        .control
+        .externs()
+        .digests
+        .pop()
+        .expect("mac_learn digest");
     assert_eq!(d.values(), &[mac(HOST1), 1]);
 }
 
@@ -127,33 +159,137 @@ fn l2_switches_unchanged_and_learns_source() {
 fn multicast_replicates_to_each_port_with_rid() {
     let pipe = basic();
     let mut sw = SimSwitch::new(pipe);
-    let f = tcp4(HOST1, [0x01, 0, 0x5e, 0, 0, 1], [10, 0, 1, 1], [224, 0, 0, 1], 1, 2, 64, b"m");
+    let f = tcp4(
+        (HOST1, [0x01, 0, 0x5e, 0, 0, 1]),
+        [10, 0, 1, 1],
+        [224, 0, 0, 1],
+        1,
+        2,
+        64,
+        b"m",
+    );
     let out = sw.inject(1, &f, 1);
     let got: Vec<(u16, u16)> = out.iter().map(|o| (o.port, o.rid)).collect();
     assert_eq!(got, vec![(1, 1), (2, 2), (3, 3)]);
-    assert!(out.iter().all(|o| o.bytes == f && o.instance_type == InstanceType::Replicated));
+    assert!(
+        out.iter()
+            .all(|o| o.bytes == f && o.instance_type == InstanceType::Replicated)
+    );
 }
 
 #[test]
 fn acl_drop_punt_and_clone() {
     let pipe = basic();
     let c = &pipe.control;
-    write_ok(c, &[
-        acl(c, vec![(6, FieldMatch::Ternary { value: 6, mask: 0xff }), (8, FieldMatch::Ternary { value: 23, mask: 0xffff })], 10, "ingress.drop", vec![]),
-        acl(c, vec![(8, FieldMatch::Ternary { value: 179, mask: 0xffff })], 20, "punt_to_cpu", vec![]),
-        acl(c, vec![(8, FieldMatch::Ternary { value: 443, mask: 0xffff })], 30, "clone_to_session", vec![(1, 7)]),
-        // Overlaps the telnet drop with a higher priority: permit telnet from 10.0.1.9.
-        acl(c, vec![(4, FieldMatch::Ternary { value: 0x0a000109, mask: 0xffff_ffff }), (8, FieldMatch::Ternary { value: 23, mask: 0xffff })], 40, "NoAction", vec![]),
-    ]);
+    write_ok(
+        c,
+        &[
+            acl(
+                c,
+                vec![
+                    (
+                        6,
+                        FieldMatch::Ternary {
+                            value: 6,
+                            mask: 0xff,
+                        },
+                    ),
+                    (
+                        8,
+                        FieldMatch::Ternary {
+                            value: 23,
+                            mask: 0xffff,
+                        },
+                    ),
+                ],
+                10,
+                "ingress.drop",
+                vec![],
+            ),
+            acl(
+                c,
+                vec![(
+                    8,
+                    FieldMatch::Ternary {
+                        value: 179,
+                        mask: 0xffff,
+                    },
+                )],
+                20,
+                "punt_to_cpu",
+                vec![],
+            ),
+            acl(
+                c,
+                vec![(
+                    8,
+                    FieldMatch::Ternary {
+                        value: 443,
+                        mask: 0xffff,
+                    },
+                )],
+                30,
+                "clone_to_session",
+                vec![(1, 7)],
+            ),
+            // Overlaps the telnet drop with a higher priority: permit telnet from 10.0.1.9.
+            acl(
+                c,
+                vec![
+                    (
+                        4,
+                        FieldMatch::Ternary {
+                            value: 0x0a000109,
+                            mask: 0xffff_ffff,
+                        },
+                    ),
+                    (
+                        8,
+                        FieldMatch::Ternary {
+                            value: 23,
+                            mask: 0xffff,
+                        },
+                    ),
+                ],
+                40,
+                "NoAction",
+                vec![],
+            ),
+        ],
+    );
     let mut sw = SimSwitch::new(pipe.clone());
-    let telnet = tcp4(HOST1, ROUTER, [10, 0, 1, 1], [10, 0, 3, 7], 999, 23, 64, b"");
+    let telnet = tcp4(
+        (HOST1, ROUTER),
+        [10, 0, 1, 1],
+        [10, 0, 3, 7],
+        999,
+        23,
+        64,
+        b"",
+    );
     assert!(sw.inject(1, &telnet, 1).is_empty());
     assert_eq!(drops(c, "program"), 1);
-    let allowed = tcp4(HOST1, ROUTER, [10, 0, 1, 9], [10, 0, 3, 7], 999, 23, 64, b"");
+    let allowed = tcp4(
+        (HOST1, ROUTER),
+        [10, 0, 1, 9],
+        [10, 0, 3, 7],
+        999,
+        23,
+        64,
+        b"",
+    );
     assert_eq!(sw.inject(1, &allowed, 1).len(), 1);
 
     // Punt: the frame reaches the CPU port routed, with a packet_in header (ingress port 1).
-    let bgp = tcp4(HOST1, ROUTER, [10, 0, 1, 1], [10, 0, 3, 7], 999, 179, 64, b"open");
+    let bgp = tcp4(
+        (HOST1, ROUTER),
+        [10, 0, 1, 1],
+        [10, 0, 3, 7],
+        999,
+        179,
+        64,
+        b"open",
+    );
     let out = sw.inject(1, &bgp, 1);
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].port, CPU);
@@ -161,7 +297,15 @@ fn acl_drop_punt_and_clone() {
     assert_eq!(out[0].bytes[2..], routed_v4(&bgp, NH3)[..]);
 
     // Clone: the original goes to port 3, a copy truncated to 64 bytes to session 7's port 9.
-    let https = tcp4(HOST1, ROUTER, [10, 0, 1, 1], [10, 0, 3, 7], 999, 443, 64, &[7u8; 100]);
+    let https = tcp4(
+        (HOST1, ROUTER),
+        [10, 0, 1, 1],
+        [10, 0, 3, 7],
+        999,
+        443,
+        64,
+        &[7u8; 100],
+    );
     let out = sw.inject(1, &https, 1);
     assert_eq!(out.len(), 2);
     assert_eq!(out[0].port, 3);
@@ -172,7 +316,10 @@ fn acl_drop_punt_and_clone() {
 
     // Direct counters moved for the entries that matched.
     let entries = c.read_entries(Some(ids(c, "acl")), true, false).unwrap();
-    let hits: u64 = entries.iter().map(|e| e.counter_data.unwrap().packets).sum();
+    let hits: u64 = entries
+        .iter()
+        .map(|e| e.counter_data.unwrap().packets)
+        .sum();
     assert_eq!(hits, 4);
 }
 
@@ -180,20 +327,7 @@ fn acl_drop_punt_and_clone() {
 fn arp_and_ndp_are_punted_with_packet_in() {
     let pipe = basic();
     let mut sw = SimSwitch::new(pipe);
-    let arp = etherparse::PacketBuilder::ethernet2(HOST1, [0xff; 6]).arp(
-        etherparse::ArpPacket::new(
-            etherparse::ArpHardwareId::ETHERNET,
-            etherparse::EtherType::IPV4,
-            etherparse::ArpOperation::REQUEST,
-            &HOST1,
-            &[10, 0, 1, 1],
-            &[0; 6],
-            &[10, 0, 1, 254],
-        )
-        .unwrap(),
-    );
-    let mut f = Vec::new();
-    arp.write(&mut f).unwrap();
+    let f = arp_request(HOST1, [10, 0, 1, 1], [10, 0, 1, 254]);
     let out = sw.inject(5, &f, 1);
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].port, CPU);
@@ -201,8 +335,16 @@ fn arp_and_ndp_are_punted_with_packet_in() {
     assert_eq!(&out[0].bytes[2..], &f[..]);
 
     let ns = etherparse::PacketBuilder::ethernet2(HOST1, [0x33, 0x33, 0xff, 0, 0, 1])
-        .ipv6([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 1], 255)
-        .icmpv6(etherparse::Icmpv6Type::Unknown { type_u8: 135, code_u8: 0, bytes5to8: [0; 4] });
+        .ipv6(
+            [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+            [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 1],
+            255,
+        )
+        .icmpv6(etherparse::Icmpv6Type::Unknown {
+            type_u8: 135,
+            code_u8: 0,
+            bytes5to8: [0; 4],
+        });
     let mut f = Vec::new();
     ns.write(&mut f, &[0u8; 16]).unwrap();
     let out = sw.inject(5, &f, 1);
@@ -214,7 +356,15 @@ fn arp_and_ndp_are_punted_with_packet_in() {
 fn packet_out_goes_to_its_port_unchanged() {
     let pipe = basic();
     let mut sw = SimSwitch::new(pipe.clone());
-    let inner = tcp4(ROUTER, HOST2, [10, 0, 0, 1], [10, 0, 1, 2], 1, 2, 64, b"from controller");
+    let inner = tcp4(
+        (ROUTER, HOST2),
+        [10, 0, 0, 1],
+        [10, 0, 1, 2],
+        1,
+        2,
+        64,
+        b"from controller",
+    );
     let mut f = vec![0x01, 0x80]; // egress_port 3
     f.extend_from_slice(&inner);
     let out = sw.inject(CPU, &f, 1);
@@ -234,7 +384,15 @@ fn ecmp_spreads_flows_within_ten_percent() {
     let mut per_port = [0u32; 2];
     for i in 0..10_000u32 {
         let sip = (0x0a00_0100 + (i % 200)).to_be_bytes();
-        let f = tcp4(HOST1, ROUTER, sip, [10, 0, 2, (i % 250) as u8 + 1], 1024 + (i / 200) as u16, 80, 64, b"");
+        let f = tcp4(
+            (HOST1, ROUTER),
+            sip,
+            [10, 0, 2, (i % 250) as u8 + 1],
+            1024 + (i / 200) as u16,
+            80,
+            64,
+            b"",
+        );
         let out = sw.inject(1, &f, u64::from(i));
         assert_eq!(out.len(), 1);
         per_port[usize::from(out[0].port == 4)] += 1;
@@ -245,7 +403,10 @@ fn ecmp_spreads_flows_within_ten_percent() {
     }
     let expected = 5_000.0;
     for n in per_port {
-        assert!((f64::from(n) - expected).abs() / expected < 0.10, "split {per_port:?}");
+        assert!(
+            (f64::from(n) - expected).abs() / expected < 0.10,
+            "split {per_port:?}"
+        );
     }
 }
 
@@ -254,7 +415,15 @@ fn port_counters_count_rx_and_tx() {
     let pipe = basic();
     let c = &pipe.control;
     let mut sw = SimSwitch::new(pipe.clone());
-    let f = tcp4(HOST1, ROUTER, [10, 0, 1, 1], [10, 0, 3, 7], 1, 2, 64, b"abc");
+    let f = tcp4(
+        (HOST1, ROUTER),
+        [10, 0, 1, 1],
+        [10, 0, 3, 7],
+        1,
+        2,
+        64,
+        b"abc",
+    );
     for _ in 0..5 {
         sw.inject(1, &f, 1);
     }
@@ -271,11 +440,26 @@ fn port_meter_red_drops() {
     let c = &pipe.control;
     let s = c.schema();
     let meter = s.meters[0].id;
-    let cfg = pipeline::externs::MeterConfig { cir: 1000, cburst: 100, pir: 1000, pburst: 100 };
-    let r = c.write(&[Update { kind: UpdateKind::Modify, entity: Entity::Meter { meter_id: meter, index: Some(1), config: Some(cfg) } }], Default::default());
+    let cfg = pipeline::externs::MeterConfig {
+        cir: 1000,
+        cburst: 100,
+        pir: 1000,
+        pburst: 100,
+    };
+    let r = c.write(
+        &[Update {
+            kind: UpdateKind::Modify,
+            entity: Entity::Meter {
+                meter_id: meter,
+                index: Some(1),
+                config: Some(cfg),
+            },
+        }],
+        Default::default(),
+    );
     r[0].clone().unwrap();
     let mut sw = SimSwitch::new(pipe.clone());
-    let f = tcp4(HOST1, ROUTER, [10, 0, 1, 1], [10, 0, 3, 7], 1, 2, 64, b""); // 54 bytes
+    let f = tcp4((HOST1, ROUTER), [10, 0, 1, 1], [10, 0, 3, 7], 1, 2, 64, b""); // 54 bytes
     // Both buckets hold 100 bytes: the first frame is green, the second red (46 bytes left).
     assert_eq!(sw.inject(1, &f, 1).len(), 1);
     assert!(sw.inject(1, &f, 1).is_empty());
@@ -291,11 +475,14 @@ fn trace_names_tables_and_verdicts() {
     let pipe = basic();
     let mut sw = SimSwitch::new(pipe);
     sw.worker().set_tracing(true);
-    let f = tcp4(HOST1, ROUTER, [10, 0, 1, 1], [10, 0, 3, 7], 1, 2, 64, b"");
+    let f = tcp4((HOST1, ROUTER), [10, 0, 1, 1], [10, 0, 3, 7], 1, 2, 64, b"");
     sw.inject(1, &f, 1);
     let lines = sw.worker().take_trace();
     let text = lines.join("\n");
-    assert!(text.contains("table=ingress.l2_exact hit=false action=NoAction"), "{text}");
+    assert!(
+        text.contains("table=ingress.l2_exact hit=false action=NoAction"),
+        "{text}"
+    );
     assert!(text.contains("table=ingress.ipv4_lpm hit=true"), "{text}");
     assert!(text.contains("action=ingress.set_nhop"), "{text}");
     assert!(text.contains("stage=egress port=3 verdict=Emit"), "{text}");
@@ -306,13 +493,36 @@ fn modify_and_delete_take_effect() {
     let pipe = basic();
     let c = &pipe.control;
     let mut sw = SimSwitch::new(pipe.clone());
-    let f = tcp4(HOST1, ROUTER, [10, 0, 1, 1], [10, 0, 3, 7], 1, 2, 64, b"");
+    let f = tcp4((HOST1, ROUTER), [10, 0, 1, 1], [10, 0, 3, 7], 1, 2, 64, b"");
     assert_eq!(sw.inject(1, &f, 1)[0].port, 3);
-    let key = vec![(1, FieldMatch::Lpm { value: 0x0a000300, prefix_len: 24 })];
-    let e = TableEntry { table_id: ids(c, "ipv4_lpm"), matches: key, action: Some(pipeline::control::TableAction::Member(2)), ..TableEntry::default() };
-    write_ok(c, &[Update { kind: UpdateKind::Modify, entity: Entity::TableEntry(e.clone()) }]);
+    let key = vec![(
+        1,
+        FieldMatch::Lpm {
+            value: 0x0a000300,
+            prefix_len: 24,
+        },
+    )];
+    let e = TableEntry {
+        table_id: ids(c, "ipv4_lpm"),
+        matches: key,
+        action: Some(pipeline::control::TableAction::Member(2)),
+        ..TableEntry::default()
+    };
+    write_ok(
+        c,
+        &[Update {
+            kind: UpdateKind::Modify,
+            entity: Entity::TableEntry(e.clone()),
+        }],
+    );
     assert_eq!(sw.inject(1, &f, 1)[0].port, 4);
-    write_ok(c, &[Update { kind: UpdateKind::Delete, entity: Entity::TableEntry(e) }]);
+    write_ok(
+        c,
+        &[Update {
+            kind: UpdateKind::Delete,
+            entity: Entity::TableEntry(e),
+        }],
+    );
     assert!(sw.inject(1, &f, 1).is_empty());
 }
 
@@ -320,7 +530,15 @@ fn modify_and_delete_take_effect() {
 fn etherparse_reads_what_the_switch_sends() {
     let pipe = basic();
     let mut sw = SimSwitch::new(pipe);
-    let f = tcp4(HOST1, ROUTER, [10, 0, 1, 1], [10, 0, 3, 7], 4321, 80, 64, b"data");
+    let f = tcp4(
+        (HOST1, ROUTER),
+        [10, 0, 1, 1],
+        [10, 0, 3, 7],
+        4321,
+        80,
+        64,
+        b"data",
+    );
     let out = sw.inject(1, &f, 1);
     let p = SlicedPacket::from_ethernet(&out[0].bytes).unwrap();
     match p.transport {

@@ -15,7 +15,15 @@ fn truncated_at_every_offset_is_dropped_not_panicking() {
     let pipe = basic();
     let mut sw = SimSwitch::new(pipe.clone());
     let frames = [
-        tcp4(HOST1, ROUTER, [10, 0, 1, 1], [10, 0, 3, 7], 1, 2, 64, b"hello"),
+        tcp4(
+            (HOST1, ROUTER),
+            [10, 0, 1, 1],
+            [10, 0, 3, 7],
+            1,
+            2,
+            64,
+            b"hello",
+        ),
         udp6(HOST1, ROUTER, "2001:db8:1::1", "2001:db8:2::9", 1, 2, 64),
     ];
     for f in &frames {
@@ -35,7 +43,15 @@ fn truncated_at_every_offset_is_dropped_not_panicking() {
 fn bad_lengths_ihl_and_versions_are_dropped() {
     let pipe = basic();
     let mut sw = SimSwitch::new(pipe.clone());
-    let good = tcp4(HOST1, ROUTER, [10, 0, 1, 1], [10, 0, 3, 7], 1, 2, 64, b"hello");
+    let good = tcp4(
+        (HOST1, ROUTER),
+        [10, 0, 1, 1],
+        [10, 0, 3, 7],
+        1,
+        2,
+        64,
+        b"hello",
+    );
     let mut cases: Vec<(&str, Vec<u8>)> = Vec::new();
     let mut f = good.clone();
     f[14] = 0x44; // IHL 4
@@ -71,7 +87,11 @@ fn bad_lengths_ihl_and_versions_are_dropped() {
     for (name, f) in &cases {
         let before = malformed(&pipe.control);
         assert!(sw.inject(1, f, 1).is_empty(), "{name} forwarded");
-        assert_eq!(malformed(&pipe.control), before + 1, "{name} not counted as malformed");
+        assert_eq!(
+            malformed(&pipe.control),
+            before + 1,
+            "{name} not counted as malformed"
+        );
     }
     // State survived: a good frame still routes.
     assert_eq!(sw.inject(1, &good, 1).len(), 1);
@@ -96,7 +116,7 @@ proptest! {
     fn mutated_frames_never_panic(flips in proptest::collection::vec((0usize..59, any::<u8>()), 1..6)) {
         let pipe = basic();
         let mut sw = SimSwitch::new(pipe);
-        let mut f = tcp4(HOST1, ROUTER, [10, 0, 1, 1], [10, 0, 3, 7], 1, 2, 64, b"hello");
+        let mut f = tcp4((HOST1, ROUTER), [10, 0, 1, 1], [10, 0, 3, 7], 1, 2, 64, b"hello");
         for (i, x) in flips {
             f[i] ^= x;
         }

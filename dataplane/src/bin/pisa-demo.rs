@@ -13,7 +13,9 @@ use std::time::Instant;
 use clap::Parser;
 use dataplane::pcap::PcapWriter;
 use etherparse::PacketBuilder;
-use pipeline::control::{ActionSpec, Atomicity, Control, Entity, TableAction, TableEntry, Update, UpdateKind};
+use pipeline::control::{
+    ActionSpec, Atomicity, Control, Entity, TableAction, TableEntry, Update, UpdateKind,
+};
 use pipeline::runtime::{Config, Pipeline};
 use pipeline::sim::SimSwitch;
 use pipeline::table::FieldMatch;
@@ -37,7 +39,10 @@ fn mac(b: [u8; 6]) -> u128 {
 }
 
 fn insert(entity: Entity) -> Update {
-    Update { kind: UpdateKind::Insert, entity }
+    Update {
+        kind: UpdateKind::Insert,
+        entity,
+    }
 }
 
 fn install_entries(c: &Control) {
@@ -47,44 +52,103 @@ fn install_entries(c: &Control) {
     let profile = s.action_profiles[0].id;
     let nhop = |port: u128, last: u8| ActionSpec {
         action_id: action("set_nhop"),
-        params: vec![(1, mac([0x02, 0, 0, 0, 1, last])), (2, mac(ROUTER_MAC)), (3, port)],
+        params: vec![
+            (1, mac([0x02, 0, 0, 0, 1, last])),
+            (2, mac(ROUTER_MAC)),
+            (3, port),
+        ],
     };
     let mut ups = vec![
-        insert(Entity::Member { profile_id: profile, member_id: 1, action: Some(nhop(3, 3)) }),
-        insert(Entity::Member { profile_id: profile, member_id: 2, action: Some(nhop(4, 4)) }),
-        insert(Entity::Member { profile_id: profile, member_id: 3, action: Some(nhop(1, 1)) }),
-        insert(Entity::Group { profile_id: profile, group_id: 1, members: vec![(1, 1), (2, 1)], max_size: 0 }),
+        insert(Entity::Member {
+            profile_id: profile,
+            member_id: 1,
+            action: Some(nhop(3, 3)),
+        }),
+        insert(Entity::Member {
+            profile_id: profile,
+            member_id: 2,
+            action: Some(nhop(4, 4)),
+        }),
+        insert(Entity::Member {
+            profile_id: profile,
+            member_id: 3,
+            action: Some(nhop(1, 1)),
+        }),
+        insert(Entity::Group {
+            profile_id: profile,
+            group_id: 1,
+            members: vec![(1, 1), (2, 1)],
+            max_size: 0,
+        }),
     ];
     let route = |t: &str, value: u128, len: u8, a: TableAction| {
         insert(Entity::TableEntry(TableEntry {
             table_id: table(t),
-            matches: vec![(1, FieldMatch::Lpm { value, prefix_len: len })],
+            matches: vec![(
+                1,
+                FieldMatch::Lpm {
+                    value,
+                    prefix_len: len,
+                },
+            )],
             action: Some(a),
             ..TableEntry::default()
         }))
     };
-    ups.push(route("ipv4_lpm", u128::from(u32::from(Ipv4Addr::new(10, 0, 2, 0))), 24, TableAction::Group(1)));
-    ups.push(route("ipv4_lpm", u128::from(u32::from(Ipv4Addr::new(10, 0, 1, 0))), 24, TableAction::Member(3)));
+    ups.push(route(
+        "ipv4_lpm",
+        u128::from(u32::from(Ipv4Addr::new(10, 0, 2, 0))),
+        24,
+        TableAction::Group(1),
+    ));
+    ups.push(route(
+        "ipv4_lpm",
+        u128::from(u32::from(Ipv4Addr::new(10, 0, 1, 0))),
+        24,
+        TableAction::Member(3),
+    ));
     let v6: Ipv6Addr = "2001:db8:2::".parse().expect("address");
     ups.push(route("ipv6_lpm", u128::from(v6), 48, TableAction::Group(1)));
     ups.push(insert(Entity::TableEntry(TableEntry {
         table_id: table("l2_exact"),
         matches: vec![(1, FieldMatch::Exact(mac([0x02, 0, 0, 0, 0, 0x02])))],
-        action: Some(TableAction::Action(ActionSpec { action_id: action("l2_forward"), params: vec![(1, 2)] })),
+        action: Some(TableAction::Action(ActionSpec {
+            action_id: action("l2_forward"),
+            params: vec![(1, 2)],
+        })),
         ..TableEntry::default()
     })));
     // ACL: drop telnet (TCP port 23).
     ups.push(insert(Entity::TableEntry(TableEntry {
         table_id: table("acl"),
         matches: vec![
-            (6, FieldMatch::Ternary { value: 6, mask: 0xff }),
-            (8, FieldMatch::Ternary { value: 23, mask: 0xffff }),
+            (
+                6,
+                FieldMatch::Ternary {
+                    value: 6,
+                    mask: 0xff,
+                },
+            ),
+            (
+                8,
+                FieldMatch::Ternary {
+                    value: 23,
+                    mask: 0xffff,
+                },
+            ),
         ],
         priority: 10,
-        action: Some(TableAction::Action(ActionSpec { action_id: action("ingress.drop"), params: vec![] })),
+        action: Some(TableAction::Action(ActionSpec {
+            action_id: action("ingress.drop"),
+            params: vec![],
+        })),
         ..TableEntry::default()
     })));
-    for (i, r) in c.write(&ups, Atomicity::DataplaneAtomic).into_iter().enumerate() {
+    for (i, r) in c
+        .write(&ups, Atomicity::DataplaneAtomic)
+        .into_iter()
+        .enumerate()
+    {
         if let Err(e) = r {
             panic!("update {i} failed: {e}");
         }
@@ -110,33 +174,74 @@ fn main() {
     let mut frames: Vec<(&str, Vec<u8>)> = Vec::new();
     for f in 0..args.flows {
         let dst = Ipv4Addr::new(10, 0, 2, (f % 250) as u8 + 1);
-        frames.push(("tcp flow", ipv4_tcp(Ipv4Addr::new(10, 0, 1, 1), dst, 10_000 + (f % 50_000) as u16, 80, 64)));
+        frames.push((
+            "tcp flow",
+            ipv4_tcp(
+                Ipv4Addr::new(10, 0, 1, 1),
+                dst,
+                10_000 + (f % 50_000) as u16,
+                80,
+                64,
+            ),
+        ));
     }
-    frames.push(("telnet (ACL drop)", ipv4_tcp(Ipv4Addr::new(10, 0, 1, 1), Ipv4Addr::new(10, 0, 2, 9), 999, 23, 64)));
-    frames.push(("ttl 1 (expired)", ipv4_tcp(Ipv4Addr::new(10, 0, 1, 1), Ipv4Addr::new(10, 0, 2, 9), 999, 80, 1)));
-    frames.push(("no route", ipv4_tcp(Ipv4Addr::new(10, 0, 1, 1), Ipv4Addr::new(192, 0, 2, 1), 999, 80, 64)));
+    frames.push((
+        "telnet (ACL drop)",
+        ipv4_tcp(
+            Ipv4Addr::new(10, 0, 1, 1),
+            Ipv4Addr::new(10, 0, 2, 9),
+            999,
+            23,
+            64,
+        ),
+    ));
+    frames.push((
+        "ttl 1 (expired)",
+        ipv4_tcp(
+            Ipv4Addr::new(10, 0, 1, 1),
+            Ipv4Addr::new(10, 0, 2, 9),
+            999,
+            80,
+            1,
+        ),
+    ));
+    frames.push((
+        "no route",
+        ipv4_tcp(
+            Ipv4Addr::new(10, 0, 1, 1),
+            Ipv4Addr::new(192, 0, 2, 1),
+            999,
+            80,
+            64,
+        ),
+    ));
     let v6 = PacketBuilder::ethernet2(HOST_MAC, ROUTER_MAC)
-        .ipv6([0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], "2001:db8:2::5".parse::<Ipv6Addr>().expect("address").octets(), 64)
+        .ipv6(
+            [0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+            "2001:db8:2::5"
+                .parse::<Ipv6Addr>()
+                .expect("address")
+                .octets(),
+            64,
+        )
         .udp(5000, 53);
     let mut buf = Vec::new();
     v6.write(&mut buf, b"hello").expect("build");
     frames.push(("ipv6 udp", buf));
-    let arp = PacketBuilder::ethernet2(HOST_MAC, [0xff; 6]).arp(
-        etherparse::ArpPacket::new(
-            etherparse::ArpHardwareId::ETHERNET,
-            etherparse::EtherType::IPV4,
-            etherparse::ArpOperation::REQUEST,
-            &HOST_MAC,
-            &[10, 0, 1, 1],
-            &[0; 6],
-            &[10, 0, 1, 254],
-        )
-        .expect("arp"),
-    );
-    let mut buf = Vec::new();
-    arp.write(&mut buf).expect("build");
+    // An ARP request, by hand (etherparse 0.16 has no ARP builder).
+    let mut buf = vec![0xff; 6];
+    buf.extend_from_slice(&HOST_MAC);
+    buf.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1]);
+    buf.extend_from_slice(&HOST_MAC);
+    buf.extend_from_slice(&[10, 0, 1, 1, 0, 0, 0, 0, 0, 0, 10, 0, 1, 254]);
     frames.push(("arp (punt)", buf));
-    let mut l2 = ipv4_tcp(Ipv4Addr::new(10, 0, 1, 1), Ipv4Addr::new(10, 0, 1, 2), 1, 2, 64);
+    let mut l2 = ipv4_tcp(
+        Ipv4Addr::new(10, 0, 1, 1),
+        Ipv4Addr::new(10, 0, 1, 2),
+        1,
+        2,
+        64,
+    );
     l2[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
     frames.push(("l2 switched", l2));
     let good = frames[0].1.clone();
@@ -155,16 +260,31 @@ fn main() {
         }
     }
     let elapsed = start.elapsed();
-    println!("basic on in-memory ports: {} frames in {:?} ({:.0} ns/frame, one core, unbatched)",
-        frames.len(), elapsed, elapsed.as_nanos() as f64 / frames.len() as f64);
+    println!(
+        "basic on in-memory ports: {} frames in {:?} ({:.0} ns/frame, one core, unbatched)",
+        frames.len(),
+        elapsed,
+        elapsed.as_nanos() as f64 / frames.len() as f64
+    );
     println!("\nframes sent per port:");
     for (port, fs) in &per_port {
-        let name = if *port == cpu { " (CPU)".to_string() } else { String::new() };
+        let name = if *port == cpu {
+            " (CPU)".to_string()
+        } else {
+            String::new()
+        };
         println!("  port {port:>3}{name}: {}", fs.len());
     }
-    let (p3, p4) = (per_port.get(&3).map_or(0, Vec::len), per_port.get(&4).map_or(0, Vec::len));
+    let (p3, p4) = (
+        per_port.get(&3).map_or(0, Vec::len),
+        per_port.get(&4).map_or(0, Vec::len),
+    );
     if p3 + p4 > 0 {
-        println!("\nECMP split over uplinks 3/4: {:.1}% / {:.1}%", 100.0 * p3 as f64 / (p3 + p4) as f64, 100.0 * p4 as f64 / (p3 + p4) as f64);
+        println!(
+            "\nECMP split over uplinks 3/4: {:.1}% / {:.1}%",
+            100.0 * p3 as f64 / (p3 + p4) as f64,
+            100.0 * p4 as f64 / (p3 + p4) as f64
+        );
     }
     println!("\ndrops by reason:");
     for (name, d) in pipe.control.drop_counts() {
@@ -172,12 +292,19 @@ fn main() {
             println!("  {name:<14} {}", d.packets);
         }
     }
-    let rx = pipe.control.read_counters(Some(pipe.control.schema().counters[0].id), Some(1)).expect("counter");
-    println!("\ningress.port_rx[1] = {} packets, {} bytes", rx[0].value.packets, rx[0].value.bytes);
+    let rx = pipe
+        .control
+        .read_counters(Some(pipe.control.schema().counters[0].id), Some(1))
+        .expect("counter");
+    println!(
+        "\ningress.port_rx[1] = {} packets, {} bytes",
+        rx[0].value.packets, rx[0].value.bytes
+    );
     if let Some(dir) = &args.pcap {
         std::fs::create_dir_all(dir).expect("pcap directory");
         for (port, fs) in &per_port {
-            let file = std::fs::File::create(dir.join(format!("port{port}.pcap"))).expect("pcap file");
+            let file =
+                std::fs::File::create(dir.join(format!("port{port}.pcap"))).expect("pcap file");
             let mut w = PcapWriter::new(std::io::BufWriter::new(file)).expect("pcap header");
             for (i, f) in fs.iter().enumerate() {
                 w.write(i as u64 * 1_000, f).expect("pcap write");

@@ -80,7 +80,11 @@ impl Basic {
     /// The program with its schema.
     pub fn new() -> Self {
         let (schema, ids) = schema();
-        Basic { schema: Arc::new(schema), ids, ecmp_hash: HashFn::new(HashAlgorithm::Crc32, 0) }
+        Basic {
+            schema: Arc::new(schema),
+            ids,
+            ecmp_hash: HashFn::new(HashAlgorithm::Crc32, 0),
+        }
     }
 }
 
@@ -92,8 +96,10 @@ fn schema() -> (Schema, Ids) {
     let drop = b.action("ingress.drop", &[]);
     let l2_forward = b.action("ingress.l2_forward", &[("port", PORT_BITS)]);
     let l2_multicast = b.action("ingress.l2_multicast", &[("group", 16)]);
-    let set_nhop =
-        b.action("ingress.set_nhop", &[("dmac", 48), ("smac", 48), ("port", PORT_BITS)]);
+    let set_nhop = b.action(
+        "ingress.set_nhop",
+        &[("dmac", 48), ("smac", 48), ("port", PORT_BITS)],
+    );
     let punt = b.action("ingress.punt_to_cpu", &[]);
     let clone_to_session = b.action("ingress.clone_to_session", &[("session_id", 10)]);
     let learn = b.action("ingress.learn", &[]);
@@ -144,7 +150,13 @@ fn schema() -> (Schema, Ids) {
         size: 16_384,
         idle_timeout: false,
     });
-    b.action_profile("ingress.ecmp_selector", &[ipv4_lpm, ipv6_lpm], true, 4096, 128);
+    b.action_profile(
+        "ingress.ecmp_selector",
+        &[ipv4_lpm, ipv6_lpm],
+        true,
+        4096,
+        128,
+    );
     let acl = b.table(TableSpec {
         name: "ingress.acl",
         fields: vec![
@@ -169,14 +181,25 @@ fn schema() -> (Schema, Ids) {
         idle_timeout: false,
     });
     b.direct_counter("ingress.acl_counter", CounterKind::Both, acl);
-    b.direct_meter("ingress.acl_meter", MeterUnit::Bytes, MeterAlgorithm::TrTcm, acl);
+    b.direct_meter(
+        "ingress.acl_meter",
+        MeterUnit::Bytes,
+        MeterAlgorithm::TrTcm,
+        acl,
+    );
     let port_rx = b.counter("ingress.port_rx", CounterKind::Both, 512);
     let port_tx = b.counter("egress.port_tx", CounterKind::Both, 512);
-    let port_meter =
-        b.meter("ingress.port_meter", MeterUnit::Bytes, MeterAlgorithm::TrTcm, 512);
+    let port_meter = b.meter(
+        "ingress.port_meter",
+        MeterUnit::Bytes,
+        MeterAlgorithm::TrTcm,
+        512,
+    );
     let flow_last_seen = b.register("ingress.flow_last_seen", 48, FLOW_CELLS);
-    let mac_learn =
-        b.digest("ingress.mac_learn", &[("src_addr", 48), ("ingress_port", PORT_BITS)]);
+    let mac_learn = b.digest(
+        "ingress.mac_learn",
+        &[("src_addr", 48), ("ingress_port", PORT_BITS)],
+    );
     b.controller_header("packet_in", &[("ingress_port", PORT_BITS), ("_pad", 7)]);
     b.controller_header("packet_out", &[("egress_port", PORT_BITS), ("_pad", 7)]);
     let schema = b.build().expect("the basic schema is consistent");
@@ -227,7 +250,9 @@ struct Parsed {
 }
 
 fn mac_u64(b: &[u8]) -> u64 {
-    b.iter().take(6).fold(0u64, |acc, &x| (acc << 8) | u64::from(x))
+    b.iter()
+        .take(6)
+        .fold(0u64, |acc, &x| (acc << 8) | u64::from(x))
 }
 
 fn mac_bytes(v: u128) -> [u8; 6] {
@@ -279,7 +304,8 @@ fn parse(data: &[u8]) -> ParseResult {
             p.v6_src = u128::from(ip.src_addr());
             p.v6_dst = u128::from(ip.dst_addr());
             p.ttl = ip.hop_limit();
-            ip.payload()
+            let end = ip.header_len() + usize::from(ip.payload_len());
+            &rest[ip.header_len()..end]
         }
         _ => return Ok(p),
     };
@@ -455,7 +481,10 @@ impl Program for Basic {
             }
             let learned = cx.apply(ids.smac, &[u128::from(p.src_mac)], 0);
             if learned.entry.is_none() {
-                cx.digest(ids.mac_learn, &[u128::from(p.src_mac), u128::from(md.ingress_port)]);
+                cx.digest(
+                    ids.mac_learn,
+                    &[u128::from(p.src_mac), u128::from(md.ingress_port)],
+                );
             }
         } else if a == ids.drop {
             md.mark_to_drop(DropReason::Program);

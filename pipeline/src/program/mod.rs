@@ -90,9 +90,15 @@ impl<'a> Ctx<'a> {
     pub fn apply(&mut self, table: usize, key: &[u128], selector_hash: u64) -> Applied<'a> {
         let state: &'a State = self.state;
         let t = &state.tables[table];
-        let hit = t.matcher.lookup(key).and_then(|id| Some((id, t.entry(id)?)));
+        let hit = t
+            .matcher
+            .lookup(key)
+            .and_then(|id| Some((id, t.entry(id)?)));
         let applied = match hit {
-            None => Applied { entry: None, action: &t.default },
+            None => Applied {
+                entry: None,
+                action: &t.default,
+            },
             Some((id, e)) => {
                 let x = self.externs;
                 if let Some(c) = x.direct_counter_of(table) {
@@ -104,14 +110,20 @@ impl<'a> Ctx<'a> {
                 let action = match &e.action {
                     EntryAction::Action(call) => Some(call),
                     EntryAction::Member(m) => state.profile_of(table).and_then(|p| p.member(*m)),
-                    EntryAction::Group(g) => {
-                        state.profile_of(table).and_then(|p| p.select(*g, selector_hash))
-                    }
+                    EntryAction::Group(g) => state
+                        .profile_of(table)
+                        .and_then(|p| p.select(*g, selector_hash)),
                 };
                 match action {
-                    Some(action) => Applied { entry: Some(id), action },
+                    Some(action) => Applied {
+                        entry: Some(id),
+                        action,
+                    },
                     // An empty group: the default action runs.
-                    None => Applied { entry: None, action: &t.default },
+                    None => Applied {
+                        entry: None,
+                        action: &t.default,
+                    },
                 }
             }
         };
@@ -121,7 +133,9 @@ impl<'a> Ctx<'a> {
             let params = applied.action.params.clone();
             let entry = applied.entry;
             self.trace(|| match entry {
-                Some(id) => format!("table={name} hit=true entry={id} action={action} params={params:x?}"),
+                Some(id) => {
+                    format!("table={name} hit=true entry={id} action={action} params={params:x?}")
+                }
                 None => format!("table={name} hit=false action={action} params={params:x?}"),
             });
         }
@@ -153,6 +167,8 @@ impl<'a> Ctx<'a> {
     /// full).
     #[inline]
     pub fn digest(&self, digest: usize, values: &[u128]) {
-        self.externs.digests.push(digest as u16, values, self.now_ns);
+        self.externs
+            .digests
+            .push(digest as u16, values, self.now_ns);
     }
 }
