@@ -791,24 +791,3 @@ fn ternary_lookup_time() {
         println!("ternary 20 masks x 1k: {name} lookup {ns:.1} ns");
     }
 }
-
-#[test]
-#[ignore = "calibration"]
-fn calib_raw_probes() {
-    use std::hint::black_box;
-    let mut r = Rng(3);
-    let maps: Vec<hashbrown::HashMap<u128, u32, foldhash::fast::FixedState>> = (0..20)
-        .map(|_| (0..1000).map(|i| (r.u128(), i)).collect())
-        .collect();
-    let keys: Vec<u128> = (0..200_000).map(|_| r.u128()).collect();
-    let s = std::time::Instant::now();
-    for k in &keys {
-        for m in &maps {
-            black_box(m.get(black_box(k)));
-        }
-    }
-    println!(
-        "raw 20 probes: {:.1} ns",
-        s.elapsed().as_nanos() as f64 / keys.len() as f64
-    );
-}
