@@ -18,10 +18,10 @@ pub(crate) fn exact_value(m: &FieldMatch) -> u128 {
 
 impl ExactIndex {
     pub(crate) fn new(fields: &[KeyField], reserve: usize) -> Self {
-        let sel: Vec<(usize, u8, u128)> = fields
+        let sel: Vec<(usize, u128)> = fields
             .iter()
             .enumerate()
-            .map(|(i, f)| (i, f.bitwidth, ones(f.bitwidth)))
+            .map(|(i, f)| (i, ones(f.bitwidth)))
             .collect();
         Self {
             map: KeyMap::new(&sel, reserve),
@@ -38,6 +38,6 @@ impl ExactIndex {
 
     #[inline]
     pub(crate) fn lookup(&self, key: &[u128]) -> Option<EntryId> {
-        self.map.lookup(key).copied()
+        self.map.get(|p| key[p]).copied()
     }
 }

@@ -1,10 +1,13 @@
-//! A hash map keyed by a selection of key fields, packed into one `u64`/`u128` when their
-//! widths add up to at most 64/128 bits (the common case: no boxed keys, one cheap hash), and
-//! otherwise stored as a boxed slice hashed field by field (lookups still never allocate).
+//! A hash map keyed by a selection of masked key fields.
 //!
-//! Control-path methods read fields through a closure `f(position) -> u128`; the hot-path
-//! [`KeyMap::lookup`] reads a full lookup key and applies per-field masks (which is what the
-//! tuple-space index needs).
+//! Each field contributes `(value & mask) >> trailing_zeros(mask)`, i.e. only the bits between
+//! the mask's highest and lowest set bit. The pieces are packed into one `u64`/`u128` when
+//! they add up to at most 64/128 bits (the common case, e.g. IPv4 src/dst prefixes plus ports
+//! in an ACL tuple: one cheap hash, no boxed keys); otherwise the key is stored as a boxed
+//! slice hashed field by field (lookups still never allocate).
+//!
+//! All methods read fields through a closure `f(position) -> u128` returning the raw field
+//! value; masking happens here, which is what the tuple-space index needs.
 
 use std::hash::{BuildHasher, Hasher};
 
@@ -13,11 +16,6 @@ use hashbrown::{HashMap, HashTable};
 
 #[derive(Clone, Debug)]
 pub(crate) struct KeyMap<V> {
-    /// Key field positions, in packing order.
-    pos: Box<[u16]>,
-    /// Bit offset of each field in the packed key.
-    shift: Box<[u8]>,
-    /// The same fields with their masks, laid out for [`KeyMap::lookup`].
     sel: Box<[Sel]>,
     map: Map<V>,
 }
@@ -26,7 +24,17 @@ pub(crate) struct KeyMap<V> {
 struct Sel {
     mask: u128,
     pos: u16,
+    /// `trailing_zeros(mask)`.
+    tz: u8,
+    /// Bit offset in the packed key.
     shift: u8,
+}
+
+impl Sel {
+    #[inline(always)]
+    fn field(&self, f: &impl Fn(usize) -> u128) -> u128 {
+        (f(self.pos as usize) & self.mask) >> self.tz
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -36,16 +44,48 @@ enum Map<V> {
     Wide(HashTable<(Box<[u128]>, V)>, FixedState),
 }
 
+#[inline(always)]
+fn pack64(sel: &[Sel], f: impl Fn(usize) -> u128) -> u64 {
+    let mut k = 0u64;
+    for s in sel {
+        k |= (s.field(&f) as u64) << s.shift;
+    }
+    k
+}
+
+#[inline(always)]
+fn pack128(sel: &[Sel], f: impl Fn(usize) -> u128) -> u128 {
+    let mut k = 0u128;
+    for s in sel {
+        k |= s.field(&f) << s.shift;
+    }
+    k
+}
+
+#[inline(always)]
+fn hash_wide(st: &FixedState, vals: impl Iterator<Item = u128>) -> u64 {
+    let mut h = st.build_hasher();
+    for v in vals {
+        h.write_u128(v);
+    }
+    h.finish()
+}
+
 impl<V> KeyMap<V> {
-    /// `fields`: (position in the key, bitwidth, mask applied by [`KeyMap::lookup`]) of each
-    /// field that makes up the map key.
-    pub(crate) fn new(fields: &[(usize, u8, u128)], reserve: usize) -> Self {
-        let total: u32 = fields.iter().map(|&(_, w, _)| u32::from(w)).sum();
-        let mut shift = Vec::with_capacity(fields.len());
-        let mut s = 0u32;
-        for &(_, w, _) in fields {
-            shift.push(if total <= 128 { s as u8 } else { 0 });
-            s += u32::from(w);
+    /// `fields`: (position in the key, non-zero mask) of each field that makes up the map key.
+    pub(crate) fn new(fields: &[(usize, u128)], reserve: usize) -> Self {
+        let mut sel = Vec::with_capacity(fields.len());
+        let mut total = 0u32;
+        for &(pos, mask) in fields {
+            let tz = mask.trailing_zeros().min(127);
+            let width = (128 - mask.leading_zeros()).saturating_sub(tz);
+            sel.push(Sel {
+                mask,
+                pos: pos as u16,
+                tz: tz as u8,
+                shift: total.min(127) as u8,
+            });
+            total += width;
         }
         let st = FixedState::default();
         let map = if total <= 64 {
@@ -56,74 +96,35 @@ impl<V> KeyMap<V> {
             Map::Wide(HashTable::with_capacity(reserve), st)
         };
         Self {
-            pos: fields.iter().map(|&(p, _, _)| p as u16).collect(),
-            sel: fields
-                .iter()
-                .zip(&shift)
-                .map(|(&(pos, _, mask), &shift)| Sel {
-                    mask,
-                    pos: pos as u16,
-                    shift,
-                })
-                .collect(),
-            shift: shift.into(),
+            sel: sel.into(),
             map,
         }
     }
 
-    /// Hot path: the value for the masked fields of a full lookup key.
     #[inline]
-    pub(crate) fn lookup(&self, key: &[u128]) -> Option<&V> {
+    pub(crate) fn get(&self, f: impl Fn(usize) -> u128) -> Option<&V> {
         match &self.map {
-            Map::U64(m) => {
-                let mut k = 0u64;
-                for s in &*self.sel {
-                    k |= ((key[s.pos as usize] & s.mask) as u64) << s.shift;
-                }
-                m.get(&k)
-            }
-            Map::U128(m) => {
-                let mut k = 0u128;
-                for s in &*self.sel {
-                    k |= (key[s.pos as usize] & s.mask) << s.shift;
-                }
-                m.get(&k)
-            }
+            Map::U64(m) => m.get(&pack64(&self.sel, f)),
+            Map::U128(m) => m.get(&pack128(&self.sel, f)),
             Map::Wide(t, st) => {
-                let v = |s: &Sel| key[s.pos as usize] & s.mask;
-                let h = Self::hash_wide(st, self.sel.iter().map(v));
+                let h = hash_wide(st, self.sel.iter().map(|s| s.field(&f)));
                 t.find(h, |(k, _)| {
-                    k.iter().zip(&*self.sel).all(|(&x, s)| x == v(s))
+                    k.iter().zip(&*self.sel).all(|(&x, s)| x == s.field(&f))
                 })
                 .map(|(_, v)| v)
             }
         }
     }
 
-    #[inline(always)]
-    fn hash_wide(st: &FixedState, vals: impl Iterator<Item = u128>) -> u64 {
-        let mut h = st.build_hasher();
-        for v in vals {
-            h.write_u128(v);
-        }
-        h.finish()
-    }
-
     pub(crate) fn get_mut(&mut self, f: impl Fn(usize) -> u128) -> Option<&mut V> {
         match &mut self.map {
-            Map::U64(m) => {
-                let k = pack64(&self.pos, &self.shift, f);
-                m.get_mut(&k)
-            }
-            Map::U128(m) => {
-                let k = pack128(&self.pos, &self.shift, f);
-                m.get_mut(&k)
-            }
+            Map::U64(m) => m.get_mut(&pack64(&self.sel, f)),
+            Map::U128(m) => m.get_mut(&pack128(&self.sel, f)),
             Map::Wide(t, st) => {
-                let h = Self::hash_wide(st, self.pos.iter().map(|&p| f(p as usize)));
-                let pos = &self.pos;
+                let h = hash_wide(st, self.sel.iter().map(|s| s.field(&f)));
+                let sel = &self.sel;
                 t.find_mut(h, |(k, _)| {
-                    k.iter().zip(&**pos).all(|(&v, &p)| v == f(p as usize))
+                    k.iter().zip(&**sel).all(|(&x, s)| x == s.field(&f))
                 })
                 .map(|(_, v)| v)
             }
@@ -137,21 +138,17 @@ impl<V> KeyMap<V> {
         make: impl FnOnce() -> V,
     ) -> &mut V {
         match &mut self.map {
-            Map::U64(m) => m
-                .entry(pack64(&self.pos, &self.shift, f))
-                .or_insert_with(make),
-            Map::U128(m) => m
-                .entry(pack128(&self.pos, &self.shift, f))
-                .or_insert_with(make),
+            Map::U64(m) => m.entry(pack64(&self.sel, f)).or_insert_with(make),
+            Map::U128(m) => m.entry(pack128(&self.sel, f)).or_insert_with(make),
             Map::Wide(t, st) => {
-                let vals: Box<[u128]> = self.pos.iter().map(|&p| f(p as usize)).collect();
-                let h = Self::hash_wide(st, vals.iter().copied());
+                let vals: Box<[u128]> = self.sel.iter().map(|s| s.field(&f)).collect();
+                let h = hash_wide(st, vals.iter().copied());
                 let st = *st;
                 &mut t
                     .entry(
                         h,
                         |(k, _)| *k == vals,
-                        |(k, _)| Self::hash_wide(&st, k.iter().copied()),
+                        |(k, _)| hash_wide(&st, k.iter().copied()),
                     )
                     .or_insert_with(|| (vals.clone(), make()))
                     .into_mut()
@@ -162,35 +159,17 @@ impl<V> KeyMap<V> {
 
     pub(crate) fn remove(&mut self, f: impl Fn(usize) -> u128) -> Option<V> {
         match &mut self.map {
-            Map::U64(m) => m.remove(&pack64(&self.pos, &self.shift, f)),
-            Map::U128(m) => m.remove(&pack128(&self.pos, &self.shift, f)),
+            Map::U64(m) => m.remove(&pack64(&self.sel, f)),
+            Map::U128(m) => m.remove(&pack128(&self.sel, f)),
             Map::Wide(t, st) => {
-                let h = Self::hash_wide(st, self.pos.iter().map(|&p| f(p as usize)));
-                let pos = &self.pos;
+                let h = hash_wide(st, self.sel.iter().map(|s| s.field(&f)));
+                let sel = &self.sel;
                 t.find_entry(h, |(k, _)| {
-                    k.iter().zip(&**pos).all(|(&v, &p)| v == f(p as usize))
+                    k.iter().zip(&**sel).all(|(&x, s)| x == s.field(&f))
                 })
                 .ok()
                 .map(|e| e.remove().0.1)
             }
         }
     }
-}
-
-#[inline(always)]
-fn pack64(pos: &[u16], shift: &[u8], f: impl Fn(usize) -> u128) -> u64 {
-    let mut k = 0u64;
-    for (&p, &s) in pos.iter().zip(shift) {
-        k |= (f(p as usize) as u64) << s;
-    }
-    k
-}
-
-#[inline(always)]
-fn pack128(pos: &[u16], shift: &[u8], f: impl Fn(usize) -> u128) -> u128 {
-    let mut k = 0u128;
-    for (&p, &s) in pos.iter().zip(shift) {
-        k |= f(p as usize) << s;
-    }
-    k
 }

@@ -237,11 +237,11 @@ impl LpmIndex {
             .position(|f| f.kind == MatchKind::Lpm)
             .expect("one lpm field");
         let width = fields[lpm_pos].bitwidth;
-        let exact: Vec<(usize, u8, u128)> = fields
+        let exact: Vec<(usize, u128)> = fields
             .iter()
             .enumerate()
             .filter(|&(i, _)| i != lpm_pos)
-            .map(|(i, f)| (i, f.bitwidth, ones(f.bitwidth)))
+            .map(|(i, f)| (i, ones(f.bitwidth)))
             .collect();
         let tries = if exact.is_empty() {
             Tries::Single(Trie::new())
@@ -306,7 +306,7 @@ impl LpmIndex {
         let va = key[self.lpm_pos] << (self.aw - self.width);
         let t = match &self.tries {
             Tries::Single(t) => t,
-            Tries::Multi(m) => m.lookup(key)?,
+            Tries::Multi(m) => m.get(|p| key[p])?,
         };
         t.lookup(va, self.aw).checked_sub(1)
     }

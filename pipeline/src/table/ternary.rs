@@ -26,6 +26,55 @@ struct Cand {
     ranges: Box<[(u128, u128)]>,
 }
 
+/// The candidates for one masked value, sorted by descending priority then id. The single
+/// candidate case (by far the most common) is stored inline in the hash map slot.
+#[derive(Clone, Debug)]
+enum Bucket {
+    One(Cand),
+    Many(Vec<Cand>),
+}
+
+impl Bucket {
+    #[inline(always)]
+    fn as_slice(&self) -> &[Cand] {
+        match self {
+            Bucket::One(c) => std::slice::from_ref(c),
+            Bucket::Many(v) => v,
+        }
+    }
+
+    fn insert(&mut self, c: Cand) {
+        let mut v = match std::mem::replace(self, Bucket::Many(Vec::new())) {
+            Bucket::One(x) => vec![x],
+            Bucket::Many(v) => v,
+        };
+        let at = v.partition_point(|x| (Reverse(x.prio), x.id) < (Reverse(c.prio), c.id));
+        v.insert(at, c);
+        *self = Bucket::Many(v);
+    }
+
+    /// Removes candidate `id`; true if the bucket is now empty.
+    fn remove(&mut self, id: EntryId) -> bool {
+        match self {
+            Bucket::One(c) => {
+                debug_assert_eq!(c.id, id);
+                true
+            }
+            Bucket::Many(v) => {
+                let at = v
+                    .iter()
+                    .position(|c| c.id == id)
+                    .expect("candidate of a live entry");
+                v.remove(at);
+                if let [_] = &v[..] {
+                    *self = Bucket::One(v.pop().expect("one left"));
+                }
+                false
+            }
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Tuple {
     /// Highest priority in the tuple.
@@ -33,7 +82,7 @@ struct Tuple {
     /// Creation order, the tie-break between tuples of equal `max` (deterministic).
     seq: u64,
     mask: Box<[u128]>,
-    map: KeyMap<Vec<Cand>>,
+    map: KeyMap<Bucket>,
     /// Priority -> number of entries, to keep the maximum up to date on removal.
     prios: BTreeMap<u32, u32>,
 }
@@ -110,12 +159,12 @@ impl TernaryIndex {
         let ti = match self.by_mask.get(&*n.mask) {
             Some(&ti) => ti as usize,
             None => {
-                let sel: Vec<(usize, u8, u128)> = n
+                let sel: Vec<(usize, u128)> = n
                     .mask
                     .iter()
                     .enumerate()
                     .filter(|&(_, &m)| m != 0)
-                    .map(|(i, &m)| (i, self.widths[i], m))
+                    .map(|(i, &m)| (i, m))
                     .collect();
                 self.tuples.push(Tuple {
                     max: 0,
@@ -131,16 +180,17 @@ impl TernaryIndex {
             }
         };
         let t = &mut self.tuples[ti];
-        let bucket = t.map.get_or_insert_with(|p| n.value[p], Vec::new);
-        let at = bucket.partition_point(|c| (Reverse(c.prio), c.id) < (Reverse(prio), id));
-        bucket.insert(
-            at,
-            Cand {
-                prio,
-                id,
-                ranges: n.ranges,
-            },
-        );
+        let mut cand = Some(Cand {
+            prio,
+            id,
+            ranges: n.ranges,
+        });
+        let bucket = t
+            .map
+            .get_or_insert_with(|p| n.value[p], || Bucket::One(cand.take().expect("once")));
+        if let Some(c) = cand {
+            bucket.insert(c);
+        }
         *t.prios.entry(prio).or_insert(0) += 1;
         if prio > t.max {
             t.max = prio;
@@ -156,12 +206,7 @@ impl TernaryIndex {
             .map
             .get_mut(|p| n.value[p])
             .expect("bucket of a live entry");
-        let at = bucket
-            .iter()
-            .position(|c| c.id == id)
-            .expect("candidate of a live entry");
-        bucket.remove(at);
-        if bucket.is_empty() {
+        if bucket.remove(id) {
             t.map.remove(|p| n.value[p]);
         }
         let c = t.prios.get_mut(&prio).expect("priority count");
@@ -192,10 +237,10 @@ impl TernaryIndex {
             if t.max <= best_p {
                 break;
             }
-            let Some(bucket) = t.map.lookup(key) else {
+            let Some(bucket) = t.map.get(|p| key[p]) else {
                 continue;
             };
-            for c in bucket {
+            for c in bucket.as_slice() {
                 if c.prio <= best_p {
                     break;
                 }
