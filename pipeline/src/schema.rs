@@ -107,6 +107,9 @@ pub struct TableDef {
     pub const_default: bool,
     /// Entries cannot be written (P4 `const entries`).
     pub is_const: bool,
+    /// Entries present from the start (P4 `entries`/`const entries`): key, priority, action
+    /// index and arguments.
+    pub const_entries: Vec<ConstEntry>,
     /// Maximum number of entries.
     pub size: usize,
     /// Index in [`Schema::action_profiles`] when the table uses an action profile or selector.
@@ -150,6 +153,19 @@ impl TableDef {
             ActionScope::DefaultOnly => as_default,
         })
     }
+}
+
+/// An entry a program declares with its table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConstEntry {
+    /// The full key, one match per field.
+    pub key: Vec<crate::table::FieldMatch>,
+    /// Priority (0 for tables without ternary/range/optional fields).
+    pub priority: u32,
+    /// Index of the action in [`Schema::actions`].
+    pub action: usize,
+    /// Its arguments.
+    pub params: Vec<u128>,
 }
 
 /// An action profile, or an action selector when `selector` is set.
@@ -515,6 +531,7 @@ impl SchemaBuilder {
             default_action: spec.default_action,
             const_default: spec.const_default,
             is_const: false,
+            const_entries: Vec::new(),
             size: spec.size,
             implementation: None,
             direct_counter: None,
@@ -522,6 +539,13 @@ impl SchemaBuilder {
             idle_timeout: spec.idle_timeout,
         });
         self.schema.tables.len() - 1
+    }
+
+    /// Makes `table` a const table holding exactly `entries` (P4 `const entries`).
+    pub fn const_entries(&mut self, table: usize, entries: Vec<ConstEntry>) {
+        let t = &mut self.schema.tables[table];
+        t.is_const = true;
+        t.const_entries = entries;
     }
 
     /// Adds an action profile (or selector) shared by `tables`; returns its index.

@@ -175,10 +175,25 @@ impl State {
         let tables = schema
             .tables
             .iter()
-            .map(|t| TableState {
-                matcher: MatchTable::new(&t.key_fields(), t.size),
-                entries: Vec::new(),
-                default: ActionCall::new(t.default_action.0, &t.default_action.1),
+            .map(|t| {
+                let mut ts = TableState {
+                    matcher: MatchTable::new(&t.key_fields(), t.size.max(t.const_entries.len())),
+                    entries: Vec::new(),
+                    default: ActionCall::new(t.default_action.0, &t.default_action.1),
+                };
+                // Const entries were validated by `Schema::check`.
+                for e in &t.const_entries {
+                    if let Ok(id) = ts.matcher.insert(e.key.clone().into(), e.priority) {
+                        let slot = id as usize;
+                        ts.entries.resize(ts.entries.len().max(slot + 1), None);
+                        ts.entries[slot] = Some(Entry {
+                            action: EntryAction::Action(ActionCall::new(e.action, &e.params)),
+                            idle_timeout_ns: 0,
+                            metadata: Vec::new(),
+                        });
+                    }
+                }
+                ts
             })
             .collect();
         let profiles = schema
