@@ -298,6 +298,15 @@ fn write_visibility(c: &mut Criterion) {
                         .is_some()
                 );
                 total += t0.elapsed();
+                drop(snap);
+                // Untimed: keep the table at 1M entries.
+                let del = Update {
+                    kind: UpdateKind::Delete,
+                    entity: up.entity,
+                };
+                control.write(std::slice::from_ref(&del), Atomicity::ContinueOnError)[0]
+                    .clone()
+                    .expect("delete");
             }
             total
         })
@@ -325,6 +334,12 @@ fn write_visibility(c: &mut Criterion) {
                 let hit = snap.tables[lpm].matcher.lookup(&[u128::from(v)]);
                 total += t0.elapsed();
                 black_box((r, hit));
+                drop(snap);
+                let del = Update {
+                    kind: UpdateKind::Delete,
+                    entity: up.entity,
+                };
+                let _ = control.write(std::slice::from_ref(&del), Atomicity::ContinueOnError);
             }
             total
         })

@@ -64,12 +64,29 @@ pub struct Entry {
     pub metadata: Vec<u8>,
 }
 
+/// What the data plane needs of an entry, resolved to dense indices: kept apart from the rest of
+/// the entry so that a hit touches one small record.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Hot {
+    /// No entry at this id.
+    #[default]
+    Empty,
+    /// A direct action.
+    Action(ActionCall),
+    /// An action profile member, by its dense index in the profile.
+    Member(u32),
+    /// An action selector group, by its dense index in the profile.
+    Group(u32),
+}
+
 /// One table: its match structure, entry data by entry id, and its default action.
 #[derive(Clone, Debug)]
 pub struct TableState {
     /// Keys and lookup.
     pub matcher: MatchTable,
-    /// Entry data, indexed by [`EntryId`].
+    /// Per entry id: the action to run, for the data plane.
+    pub hot: Vec<Hot>,
+    /// Per entry id: the entry as the controller wrote it, for reads.
     pub entries: Vec<Option<Entry>>,
     /// The current default action.
     pub default: ActionCall,
@@ -80,6 +97,17 @@ impl TableState {
     #[inline]
     pub fn entry(&self, id: EntryId) -> Option<&Entry> {
         self.entries.get(id as usize).and_then(Option::as_ref)
+    }
+
+    /// Stores `entry` (and its hot form) at `id`.
+    fn put(&mut self, id: EntryId, entry: Entry, hot: Hot) {
+        let slot = id as usize;
+        if self.entries.len() <= slot {
+            self.entries.resize(slot + 1, None);
+            self.hot.resize(slot + 1, Hot::Empty);
+        }
+        self.entries[slot] = Some(entry);
+        self.hot[slot] = hot;
     }
 }
 
@@ -178,19 +206,20 @@ impl State {
             .map(|t| {
                 let mut ts = TableState {
                     matcher: MatchTable::new(&t.key_fields(), t.size.max(t.const_entries.len())),
+                    hot: Vec::new(),
                     entries: Vec::new(),
                     default: ActionCall::new(t.default_action.0, &t.default_action.1),
                 };
                 // Const entries were validated by `Schema::check`.
                 for e in &t.const_entries {
                     if let Ok(id) = ts.matcher.insert(e.key.clone().into(), e.priority) {
-                        let slot = id as usize;
-                        ts.entries.resize(ts.entries.len().max(slot + 1), None);
-                        ts.entries[slot] = Some(Entry {
-                            action: EntryAction::Action(ActionCall::new(e.action, &e.params)),
+                        let call = ActionCall::new(e.action, &e.params);
+                        let entry = Entry {
+                            action: EntryAction::Action(call.clone()),
                             idle_timeout_ns: 0,
                             metadata: Vec::new(),
-                        });
+                        };
+                        ts.put(id, entry, Hot::Action(call));
                     }
                 }
                 ts
@@ -230,36 +259,33 @@ impl State {
                 entry,
                 ..
             } => {
-                let t = &mut self.tables[*table];
                 let prof = schema.tables[*table].implementation;
                 if let Some(p) = prof {
                     check_ref(&self.profiles[p], &entry.action)?;
                 }
-                let id = t.matcher.insert(key.clone(), *priority)?;
-                let slot = id as usize;
-                if t.entries.len() <= slot {
-                    t.entries.resize(slot + 1, None);
-                }
-                if let Some(p) = prof {
-                    add_ref(&mut self.profiles[p], &entry.action);
-                }
-                t.entries[slot] = Some(entry.clone());
+                let id = self.tables[*table].matcher.insert(key.clone(), *priority)?;
+                let hot = match prof {
+                    Some(p) => add_ref(&mut self.profiles[p], &entry.action),
+                    None => hot_of(&entry.action),
+                };
+                self.tables[*table].put(id, entry.clone(), hot);
                 Ok(Some(id))
             }
             Op::Modify { table, id, entry } => {
                 let prof = schema.tables[*table].implementation;
-                let t = &mut self.tables[*table];
-                let slot = t
-                    .entries
-                    .get_mut(*id as usize)
-                    .ok_or(ApplyError::NotFound)?;
-                let old = slot.as_mut().ok_or(ApplyError::NotFound)?;
-                if let Some(p) = prof {
-                    check_ref(&self.profiles[p], &entry.action)?;
-                    release_ref(&mut self.profiles[p], &old.action);
-                    add_ref(&mut self.profiles[p], &entry.action);
-                }
-                *old = entry.clone();
+                let old = self.tables[*table]
+                    .entry(*id)
+                    .ok_or(ApplyError::NotFound)?
+                    .clone();
+                let hot = match prof {
+                    Some(p) => {
+                        check_ref(&self.profiles[p], &entry.action)?;
+                        release_ref(&mut self.profiles[p], &old.action);
+                        add_ref(&mut self.profiles[p], &entry.action)
+                    }
+                    None => hot_of(&entry.action),
+                };
+                self.tables[*table].put(*id, entry.clone(), hot);
                 Ok(None)
             }
             Op::Delete {
@@ -270,6 +296,9 @@ impl State {
                 let t = &mut self.tables[*table];
                 let id = t.matcher.remove(key, *priority)?;
                 let old = t.entries.get_mut(id as usize).and_then(Option::take);
+                if let Some(h) = t.hot.get_mut(id as usize) {
+                    *h = Hot::Empty;
+                }
                 if let (Some(p), Some(old)) = (schema.tables[*table].implementation, old) {
                     release_ref(&mut self.profiles[p], &old.action);
                 }
@@ -358,14 +387,24 @@ fn check_ref(p: &ActionProfile<ActionCall>, a: &EntryAction) -> Result<(), Apply
     }
 }
 
-/// Counts a table entry's reference, so that a member or group in use cannot be deleted.
-fn add_ref(p: &mut ActionProfile<ActionCall>, a: &EntryAction) {
+/// The hot form of a direct action.
+fn hot_of(a: &EntryAction) -> Hot {
+    match a {
+        EntryAction::Action(call) => Hot::Action(call.clone()),
+        // Unreachable for tables without a profile: validation refuses members and groups there.
+        EntryAction::Member(_) | EntryAction::Group(_) => Hot::Empty,
+    }
+}
+
+/// Counts a table entry's reference, so that a member or group in use cannot be deleted, and
+/// returns the entry's hot form with the member's or group's dense index.
+fn add_ref(p: &mut ActionProfile<ActionCall>, a: &EntryAction) -> Hot {
     // check_ref ran first: the member or group exists.
-    let _ = match a {
-        EntryAction::Action(_) => return,
-        EntryAction::Member(m) => p.add_member_ref(*m),
-        EntryAction::Group(g) => p.add_group_ref(*g),
-    };
+    match a {
+        EntryAction::Action(call) => Hot::Action(call.clone()),
+        EntryAction::Member(m) => p.add_member_ref(*m).map_or(Hot::Empty, Hot::Member),
+        EntryAction::Group(g) => p.add_group_ref(*g).map_or(Hot::Empty, Hot::Group),
+    }
 }
 
 fn release_ref(p: &mut ActionProfile<ActionCall>, a: &EntryAction) {

@@ -19,6 +19,8 @@
 //! data-plane updates and control-plane (re)configuration of a cell linearizable. Each cell is
 //! padded to its own cache line so different meters never false-share.
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
 use parking_lot::Mutex;
 
 /// Nano-tokens per token (and nanoseconds per second).
@@ -149,12 +151,17 @@ impl State {
 /// One cell on its own cache line.
 #[derive(Debug)]
 #[repr(align(64))]
-struct Cell(Mutex<Option<State>>);
+struct Cell(Mutex<Option<State>>, AtomicBool);
 
 /// An array of meters sharing a unit and an algorithm, configured per index.
 #[derive(Debug)]
 pub struct MeterArray {
     cells: Box<[Cell]>,
+    /// How many cells are configured: with none, `execute` answers GREEN without touching a
+    /// cell. Each cell's `AtomicBool` is the same hint per cell, so an unconfigured cell costs no
+    /// lock. Both are written under the cell's lock; `execute` reads them relaxed (a packet racing
+    /// a configuration change may see either the old or the new configuration).
+    configured: AtomicUsize,
     unit: MeterUnit,
     algorithm: MeterAlgorithm,
 }
@@ -163,7 +170,10 @@ impl MeterArray {
     /// Creates `size` unconfigured meters (an unconfigured meter marks everything green).
     pub fn new(size: usize, unit: MeterUnit, algorithm: MeterAlgorithm) -> Self {
         Self {
-            cells: (0..size).map(|_| Cell(Mutex::new(None))).collect(),
+            cells: (0..size)
+                .map(|_| Cell(Mutex::new(None), AtomicBool::new(false)))
+                .collect(),
+            configured: AtomicUsize::new(0),
             unit,
             algorithm,
         }
@@ -222,7 +232,18 @@ impl MeterArray {
             }
             None => None,
         };
-        *cell.0.lock() = state;
+        let mut guard = cell.0.lock();
+        match (guard.is_some(), state.is_some()) {
+            (false, true) => {
+                self.configured.fetch_add(1, Ordering::Relaxed);
+            }
+            (true, false) => {
+                self.configured.fetch_sub(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+        cell.1.store(state.is_some(), Ordering::Relaxed);
+        *guard = state;
         Ok(())
     }
 
@@ -260,9 +281,15 @@ impl MeterArray {
         len_bytes: u32,
         color_aware_input: Option<Color>,
     ) -> Color {
+        if self.configured.load(Ordering::Relaxed) == 0 {
+            return Color::Green;
+        }
         let Some(cell) = self.cells.get(index) else {
             return Color::Green;
         };
+        if !cell.1.load(Ordering::Relaxed) {
+            return Color::Green;
+        }
         let mut guard = cell.0.lock();
         let Some(s) = guard.as_mut() else {
             return Color::Green;

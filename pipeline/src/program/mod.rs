@@ -15,7 +15,7 @@ use crate::externs::{Color, Rng};
 use crate::frame::Frame;
 use crate::metadata::{PortId, StdMeta};
 use crate::schema::Schema;
-use crate::state::{ActionCall, EntryAction, State};
+use crate::state::{ActionCall, Hot, State};
 use crate::table::EntryId;
 
 /// A hard-wired P4 program.
@@ -93,13 +93,13 @@ impl<'a> Ctx<'a> {
         let hit = t
             .matcher
             .lookup(key)
-            .and_then(|id| Some((id, t.entry(id)?)));
+            .and_then(|id| Some((id, t.hot.get(id as usize)?)));
         let applied = match hit {
             None => Applied {
                 entry: None,
                 action: &t.default,
             },
-            Some((id, e)) => {
+            Some((id, hot)) => {
                 let x = self.externs;
                 if let Some(c) = x.direct_counter_of(table) {
                     c.count(self.shard, id as usize, self.packet_len);
@@ -107,12 +107,13 @@ impl<'a> Ctx<'a> {
                 if let Some(h) = &x.hit_times[table] {
                     h.touch(id, self.now_ns);
                 }
-                let action = match &e.action {
-                    EntryAction::Action(call) => Some(call),
-                    EntryAction::Member(m) => state.profile_of(table).and_then(|p| p.member(*m)),
-                    EntryAction::Group(g) => state
+                let action = match hot {
+                    Hot::Action(call) => Some(call),
+                    Hot::Member(m) => state.profile_of(table).and_then(|p| p.member_by_index(*m)),
+                    Hot::Group(g) => state
                         .profile_of(table)
-                        .and_then(|p| p.select(*g, selector_hash)),
+                        .and_then(|p| p.select_by_index(*g, selector_hash)),
+                    Hot::Empty => None,
                 };
                 match action {
                     Some(action) => Applied {
