@@ -4,3 +4,4 @@
 //! capture. So far it has the capture writer; the I/O and threads arrive with the data-plane work.
 
 pub mod pcap;
+pub mod tm;

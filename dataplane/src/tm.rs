@@ -1,0 +1,751 @@
+//! The traffic manager (design.md section 6): per egress port, up to 8 strict-priority FIFO queues
+//! with depth limits in packets and bytes and tail drop, optional ECN marking above a threshold,
+//! per-port shaping (bits/s or packets/s), a shared-buffer mode with per-ingress accounting and
+//! PFC (802.1Qbb) generation, and honouring of received pause frames.
+//!
+//! # Who calls what
+//!
+//! - Any worker calls [`TrafficManager::enqueue`] for any port: queue depths count every packet
+//!   bound for a port, whichever worker received it. Depth counters are atomics reserved *before*
+//!   the push, so a full queue never holds more than its limit; the queues themselves are
+//!   lock-free (crossbeam `SegQueue`).
+//! - Exactly one worker owns each port's transmit side and calls [`TrafficManager::dequeue`] for it
+//!   (it holds the port's [`TxState`]: shaper tokens and the head-of-line packets). No lock is taken
+//!   per packet.
+//! - Configuration (limits, rates, thresholds) lives in atomics and may change at run time.
+//!
+//! Time is an argument (`now_ns`), so everything here is testable without a clock.
+
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
+
+use crossbeam::queue::SegQueue;
+use pipeline::metadata::{PortId, StdMeta};
+
+/// Strict-priority queues per port (queue 7 is served first).
+pub const QUEUES: usize = 8;
+
+/// A packet waiting in a queue: its buffer handle, length and metadata.
+#[derive(Debug)]
+pub struct Queued<B> {
+    /// Where the frame is (a UMEM address, a pool index, an owned buffer...).
+    pub buf: B,
+    /// Frame length in bytes.
+    pub len: u32,
+    /// Metadata; the TM fills enqueue and dequeue fields.
+    pub meta: StdMeta,
+}
+
+/// Shaping of a port's transmit rate.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Shaping {
+    /// As fast as the port goes.
+    #[default]
+    None,
+    /// Bits per second (Ethernet frame bytes x 8; preamble and IFG not counted).
+    BitsPerSec(u64),
+    /// Packets per second.
+    PacketsPerSec(u64),
+}
+
+/// A port's settings; every field can change at run time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortConfig {
+    /// Queue depth limit in packets (per queue).
+    pub max_packets: u32,
+    /// Queue depth limit in bytes (per queue).
+    pub max_bytes: u64,
+    /// Mark ECN CE on ECN-capable packets when the queue holds at least this many packets.
+    pub ecn_threshold: Option<u32>,
+    /// Transmit rate.
+    pub shaping: Shaping,
+    /// Shaper burst in bytes (bits/s) or packets (packets/s); at least one packet always passes.
+    pub burst: u64,
+    /// Propagation delay added after transmission, ns.
+    pub delay_ns: u64,
+    /// Link speed for PFC quanta (512 bit times each), bits/s.
+    pub link_bps: u64,
+}
+
+impl Default for PortConfig {
+    fn default() -> Self {
+        PortConfig {
+            max_packets: 1024,
+            max_bytes: 4 << 20,
+            ecn_threshold: None,
+            shaping: Shaping::None,
+            burst: 0,
+            delay_ns: 0,
+            link_bps: 10_000_000_000,
+        }
+    }
+}
+
+/// Shared-buffer mode: one pool for every queue of the switch, accounted per ingress port and
+/// class, with PFC thresholds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SharedBuffer {
+    /// Pool size in bytes.
+    pub total_bytes: u64,
+    /// PFC: pause an ingress port's class when its occupancy reaches this many bytes.
+    pub xoff_bytes: Option<u64>,
+    /// PFC: resume when the occupancy falls to this many bytes.
+    pub xon_bytes: u64,
+    /// Pause time sent in XOFF frames, in quanta (512 bit times).
+    pub pause_quanta: u16,
+}
+
+/// Why the TM refused a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// The queue was at its packet or byte limit.
+    QueueFull,
+    /// The shared buffer was full.
+    BufferFull,
+    /// No such port or queue.
+    NoSuchPort,
+}
+
+/// What enqueue tells the caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Admitted {
+    /// Packets in the queue before this one.
+    pub depth: u32,
+    /// The packet should be marked CE (if it is ECN-capable).
+    pub mark_ecn: bool,
+    /// The port's owner should be woken (the queue was empty).
+    pub wake: bool,
+}
+
+#[derive(Debug, Default)]
+struct Queue<B> {
+    q: SegQueue<Queued<B>>,
+    packets: AtomicU32,
+    bytes: AtomicU64,
+    enqueued: AtomicU64,
+    dropped: AtomicU64,
+    marked: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Limits {
+    max_packets: AtomicU32,
+    max_bytes: AtomicU64,
+    ecn_threshold: AtomicU32,
+    /// 0 none, 1 bits/s, 2 packets/s.
+    shaping_kind: AtomicU8,
+    rate: AtomicU64,
+    burst: AtomicU64,
+    delay_ns: AtomicU64,
+    link_bps: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Port<B> {
+    queues: [Queue<B>; QUEUES],
+    limits: Limits,
+    /// Received PFC: per class, paused until this time (ns).
+    paused_until: [AtomicU64; QUEUES],
+    /// Shared buffer: bytes this port has in the pool as an ingress port, per class.
+    ingress_bytes: [AtomicU64; QUEUES],
+    /// PFC this port should send (as an ingress port): bit c = class c is in XOFF.
+    pfc_state: AtomicU8,
+    /// `pfc_state` changed and a frame should go out.
+    pfc_dirty: AtomicBool,
+}
+
+/// The owner-side state of one port: shaper tokens and the packets popped but not yet allowed out.
+#[derive(Debug)]
+pub struct TxState<B> {
+    port: PortId,
+    /// Shaper tokens in nano-units (bytes or packets x 1e9).
+    tokens: u128,
+    last_ns: u64,
+    head: [Option<Queued<B>>; QUEUES],
+}
+
+/// The result of a dequeue call.
+#[derive(Debug)]
+pub enum Dequeued<B> {
+    /// A packet to run egress on and send.
+    Packet(Queued<B>),
+    /// Nothing can go before `at` ns (shaping or pause).
+    Wait {
+        /// When to try again.
+        at: u64,
+    },
+    /// All queues are empty.
+    Empty,
+}
+
+/// The traffic manager of one switch.
+#[derive(Debug)]
+pub struct TrafficManager<B> {
+    ports: Vec<Port<B>>,
+    shared: Option<SharedBuffer>,
+    pool_bytes: AtomicU64,
+}
+
+const NANO: u128 = 1_000_000_000;
+
+impl<B> TrafficManager<B> {
+    /// A TM with ports `0..ports` configured as `config`, and optionally a shared buffer.
+    pub fn new(ports: usize, config: PortConfig, shared: Option<SharedBuffer>) -> Self {
+        let ports = (0..ports)
+            .map(|_| Port {
+                queues: std::array::from_fn(|_| Queue {
+                    q: SegQueue::new(),
+                    packets: AtomicU32::new(0),
+                    bytes: AtomicU64::new(0),
+                    enqueued: AtomicU64::new(0),
+                    dropped: AtomicU64::new(0),
+                    marked: AtomicU64::new(0),
+                }),
+                limits: Limits {
+                    max_packets: AtomicU32::new(0),
+                    max_bytes: AtomicU64::new(0),
+                    ecn_threshold: AtomicU32::new(u32::MAX),
+                    shaping_kind: AtomicU8::new(0),
+                    rate: AtomicU64::new(0),
+                    burst: AtomicU64::new(0),
+                    delay_ns: AtomicU64::new(0),
+                    link_bps: AtomicU64::new(0),
+                },
+                paused_until: std::array::from_fn(|_| AtomicU64::new(0)),
+                ingress_bytes: std::array::from_fn(|_| AtomicU64::new(0)),
+                pfc_state: AtomicU8::new(0),
+                pfc_dirty: AtomicBool::new(false),
+            })
+            .collect();
+        let tm = TrafficManager {
+            ports,
+            shared,
+            pool_bytes: AtomicU64::new(0),
+        };
+        for p in 0..tm.ports.len() {
+            tm.configure(p as PortId, config);
+        }
+        tm
+    }
+
+    /// Number of ports.
+    pub fn ports(&self) -> usize {
+        self.ports.len()
+    }
+
+    /// Changes a port's settings (takes effect for the next packets).
+    pub fn configure(&self, port: PortId, c: PortConfig) -> bool {
+        let Some(p) = self.ports.get(usize::from(port)) else {
+            return false;
+        };
+        let l = &p.limits;
+        l.max_packets.store(c.max_packets, Ordering::Relaxed);
+        l.max_bytes.store(c.max_bytes, Ordering::Relaxed);
+        l.ecn_threshold
+            .store(c.ecn_threshold.unwrap_or(u32::MAX), Ordering::Relaxed);
+        let (kind, rate) = match c.shaping {
+            Shaping::None => (0, 0),
+            Shaping::BitsPerSec(r) => (1, r),
+            Shaping::PacketsPerSec(r) => (2, r),
+        };
+        l.rate.store(rate, Ordering::Relaxed);
+        l.burst.store(c.burst, Ordering::Relaxed);
+        l.shaping_kind.store(kind, Ordering::Relaxed);
+        l.delay_ns.store(c.delay_ns, Ordering::Relaxed);
+        l.link_bps.store(c.link_bps.max(1), Ordering::Relaxed);
+        true
+    }
+
+    /// A port's current settings.
+    pub fn config(&self, port: PortId) -> Option<PortConfig> {
+        let l = &self.ports.get(usize::from(port))?.limits;
+        let rate = l.rate.load(Ordering::Relaxed);
+        let ecn = l.ecn_threshold.load(Ordering::Relaxed);
+        Some(PortConfig {
+            max_packets: l.max_packets.load(Ordering::Relaxed),
+            max_bytes: l.max_bytes.load(Ordering::Relaxed),
+            ecn_threshold: (ecn != u32::MAX).then_some(ecn),
+            shaping: match l.shaping_kind.load(Ordering::Relaxed) {
+                1 => Shaping::BitsPerSec(rate),
+                2 => Shaping::PacketsPerSec(rate),
+                _ => Shaping::None,
+            },
+            burst: l.burst.load(Ordering::Relaxed),
+            delay_ns: l.delay_ns.load(Ordering::Relaxed),
+            link_bps: l.link_bps.load(Ordering::Relaxed),
+        })
+    }
+
+    /// The owner-side state of `port`, held by the one worker that transmits on it.
+    pub fn tx_state(&self, port: PortId) -> TxState<B> {
+        TxState {
+            port,
+            tokens: 0,
+            last_ns: 0,
+            head: std::array::from_fn(|_| None),
+        }
+    }
+
+    /// Queues `pkt` for `port`, queue `pkt.meta.qid`, at `now_ns`; sets the enqueue metadata.
+    /// On refusal the packet comes back with the reason (the caller frees its buffer and counts
+    /// the drop).
+    pub fn enqueue(
+        &self,
+        port: PortId,
+        mut pkt: Queued<B>,
+        now_ns: u64,
+    ) -> Result<Admitted, (Queued<B>, Refused)> {
+        let qid = usize::from(pkt.meta.qid.min(QUEUES as u8 - 1));
+        let Some(p) = self.ports.get(usize::from(port)) else {
+            return Err((pkt, Refused::NoSuchPort));
+        };
+        let q = &p.queues[qid];
+        let len = u64::from(pkt.len);
+        let depth = q.packets.fetch_add(1, Ordering::AcqRel);
+        let bytes = q.bytes.fetch_add(len, Ordering::AcqRel);
+        let l = &p.limits;
+        if depth >= l.max_packets.load(Ordering::Relaxed)
+            || bytes + len > l.max_bytes.load(Ordering::Relaxed)
+        {
+            q.packets.fetch_sub(1, Ordering::AcqRel);
+            q.bytes.fetch_sub(len, Ordering::AcqRel);
+            q.dropped.fetch_add(1, Ordering::Relaxed);
+            return Err((pkt, Refused::QueueFull));
+        }
+        if let Some(sb) = &self.shared {
+            let used = self.pool_bytes.fetch_add(len, Ordering::AcqRel);
+            if used + len > sb.total_bytes {
+                self.pool_bytes.fetch_sub(len, Ordering::AcqRel);
+                q.packets.fetch_sub(1, Ordering::AcqRel);
+                q.bytes.fetch_sub(len, Ordering::AcqRel);
+                q.dropped.fetch_add(1, Ordering::Relaxed);
+                return Err((pkt, Refused::BufferFull));
+            }
+            if let Some(ing) = self.ports.get(usize::from(pkt.meta.ingress_port)) {
+                let occ = ing.ingress_bytes[qid].fetch_add(len, Ordering::AcqRel) + len;
+                if sb.xoff_bytes.is_some_and(|x| occ >= x) {
+                    let bit = 1u8 << qid;
+                    if ing.pfc_state.fetch_or(bit, Ordering::AcqRel) & bit == 0 {
+                        ing.pfc_dirty.store(true, Ordering::Release);
+                    }
+                }
+            }
+        }
+        let mark_ecn = depth >= l.ecn_threshold.load(Ordering::Relaxed);
+        if mark_ecn {
+            q.marked.fetch_add(1, Ordering::Relaxed);
+        }
+        pkt.meta.enq_qdepth = depth;
+        pkt.meta.enq_qdepth_bytes = u32::try_from(bytes).unwrap_or(u32::MAX);
+        pkt.meta.enq_timestamp = now_ns;
+        pkt.meta.egress_port = port;
+        q.enqueued.fetch_add(1, Ordering::Relaxed);
+        q.q.push(pkt);
+        Ok(Admitted {
+            depth,
+            mark_ecn,
+            wake: depth == 0,
+        })
+    }
+
+    /// The next packet `port` may send at `now_ns`, by strict priority, honouring shaping and
+    /// received pauses. Only the port's owner calls this, with the port's [`TxState`].
+    pub fn dequeue(&self, tx: &mut TxState<B>, now_ns: u64) -> Dequeued<B> {
+        let Some(p) = self.ports.get(usize::from(tx.port)) else {
+            return Dequeued::Empty;
+        };
+        let mut wait: Option<u64> = None;
+        let earliest = |w: &mut Option<u64>, at: u64| *w = Some(w.map_or(at, |x| x.min(at)));
+        for qid in (0..QUEUES).rev() {
+            let until = p.paused_until[qid].load(Ordering::Acquire);
+            if until > now_ns {
+                if tx.head[qid].is_some() || !p.queues[qid].q.is_empty() {
+                    earliest(&mut wait, until);
+                }
+                continue;
+            }
+            if tx.head[qid].is_none() {
+                tx.head[qid] = p.queues[qid].q.pop();
+            }
+            let Some(head) = &tx.head[qid] else { continue };
+            match self.shaper_admits(tx, &p.limits, head.len, now_ns) {
+                Ok(()) => {
+                    let Some(mut pkt) = tx.head[qid].take() else {
+                        continue;
+                    };
+                    let q = &p.queues[qid];
+                    let len = u64::from(pkt.len);
+                    let left = q.packets.fetch_sub(1, Ordering::AcqRel) - 1;
+                    let left_bytes = q.bytes.fetch_sub(len, Ordering::AcqRel) - len;
+                    self.release_shared(pkt.meta.ingress_port, qid, len);
+                    pkt.meta.deq_qdepth = left;
+                    pkt.meta.deq_qdepth_bytes = u32::try_from(left_bytes).unwrap_or(u32::MAX);
+                    pkt.meta.deq_timedelta = now_ns.saturating_sub(pkt.meta.enq_timestamp);
+                    return Dequeued::Packet(pkt);
+                }
+                Err(at) => {
+                    // Strict priority: a shaped-out port sends nothing else either.
+                    earliest(&mut wait, at);
+                    break;
+                }
+            }
+        }
+        match wait {
+            Some(at) => Dequeued::Wait { at },
+            None => Dequeued::Empty,
+        }
+    }
+
+    fn shaper_admits(
+        &self,
+        tx: &mut TxState<B>,
+        l: &Limits,
+        len: u32,
+        now: u64,
+    ) -> Result<(), u64> {
+        let rate = u128::from(l.rate.load(Ordering::Relaxed));
+        let kind = l.shaping_kind.load(Ordering::Relaxed);
+        if kind == 0 || rate == 0 {
+            return Ok(());
+        }
+        let cost = if kind == 1 { u128::from(len) * 8 } else { 1 };
+        let burst = u128::from(l.burst.load(Ordering::Relaxed));
+        let burst = if kind == 1 { burst * 8 } else { burst };
+        let cap = burst.max(cost) * NANO;
+        if tx.last_ns == 0 {
+            tx.tokens = cap;
+        } else {
+            let dt = u128::from(now.saturating_sub(tx.last_ns));
+            tx.tokens = (tx.tokens + dt * rate).min(cap);
+        }
+        tx.last_ns = now.max(tx.last_ns);
+        let need = cost * NANO;
+        if tx.tokens >= need {
+            tx.tokens -= need;
+            Ok(())
+        } else {
+            let missing = need - tx.tokens;
+            Err(now + u64::try_from(missing.div_ceil(rate)).unwrap_or(u64::MAX / 2))
+        }
+    }
+
+    fn release_shared(&self, ingress: PortId, qid: usize, len: u64) {
+        let Some(sb) = &self.shared else { return };
+        self.pool_bytes.fetch_sub(len, Ordering::AcqRel);
+        let Some(ing) = self.ports.get(usize::from(ingress)) else {
+            return;
+        };
+        let occ = ing.ingress_bytes[qid].fetch_sub(len, Ordering::AcqRel) - len;
+        let bit = 1u8 << qid;
+        if occ <= sb.xon_bytes && ing.pfc_state.load(Ordering::Acquire) & bit != 0 {
+            ing.pfc_state.fetch_and(!bit, Ordering::AcqRel);
+            ing.pfc_dirty.store(true, Ordering::Release);
+        }
+    }
+
+    /// A PFC frame `port` should send now (as an ingress port that is congesting the pool), as
+    /// (class enable vector, per-class quanta), or None. XOFF classes carry the configured pause
+    /// time, XON classes 0. The owner of `port` calls this and transmits the frame first.
+    pub fn pfc_to_send(&self, port: PortId) -> Option<(u16, [u16; 8])> {
+        let sb = self.shared.as_ref()?;
+        let p = self.ports.get(usize::from(port))?;
+        if !p.pfc_dirty.swap(false, Ordering::AcqRel) {
+            return None;
+        }
+        let state = p.pfc_state.load(Ordering::Acquire);
+        let mut quanta = [0u16; 8];
+        for (c, q) in quanta.iter_mut().enumerate() {
+            if state & (1 << c) != 0 {
+                *q = sb.pause_quanta;
+            }
+        }
+        // Every class is named: paused ones with their time, the others resume.
+        Some((0x00ff, quanta))
+    }
+
+    /// Whether `port` is sending XOFF for any class (for refreshing pauses before they expire).
+    pub fn pfc_paused_classes(&self, port: PortId) -> u8 {
+        self.ports
+            .get(usize::from(port))
+            .map_or(0, |p| p.pfc_state.load(Ordering::Acquire))
+    }
+
+    /// A PFC (or 802.3x PAUSE, as class vector 0xff) frame received on `port` at `now_ns`: pauses
+    /// or resumes the named classes of that port's transmit side.
+    pub fn pause_received(&self, port: PortId, class_enable: u16, quanta: [u16; 8], now_ns: u64) {
+        let Some(p) = self.ports.get(usize::from(port)) else {
+            return;
+        };
+        let bps = u128::from(p.limits.link_bps.load(Ordering::Relaxed).max(1));
+        for (c, &q) in quanta.iter().enumerate() {
+            if class_enable & (1 << c) == 0 {
+                continue;
+            }
+            let ns = u128::from(q) * 512 * NANO / bps;
+            let until = if q == 0 {
+                0
+            } else {
+                now_ns + u64::try_from(ns).unwrap_or(u64::MAX / 2)
+            };
+            p.paused_until[c].store(until, Ordering::Release);
+        }
+    }
+
+    /// Packets and bytes queued on `port`, queue `qid`.
+    pub fn depth(&self, port: PortId, qid: usize) -> (u32, u64) {
+        self.ports
+            .get(usize::from(port))
+            .and_then(|p| p.queues.get(qid))
+            .map_or((0, 0), |q| {
+                (
+                    q.packets.load(Ordering::Acquire),
+                    q.bytes.load(Ordering::Acquire),
+                )
+            })
+    }
+
+    /// Per-queue counters of `port`: (enqueued, tail-dropped, ECN-marked) for each queue.
+    pub fn stats(&self, port: PortId) -> Vec<(u64, u64, u64)> {
+        self.ports
+            .get(usize::from(port))
+            .map_or_else(Vec::new, |p| {
+                p.queues
+                    .iter()
+                    .map(|q| {
+                        (
+                            q.enqueued.load(Ordering::Relaxed),
+                            q.dropped.load(Ordering::Relaxed),
+                            q.marked.load(Ordering::Relaxed),
+                        )
+                    })
+                    .collect()
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pkt(len: u32, qid: u8, ingress: PortId) -> Queued<u32> {
+        let mut meta = StdMeta::new(ingress, len as usize, 0);
+        meta.qid = qid;
+        Queued { buf: 0, len, meta }
+    }
+
+    fn drain(tm: &TrafficManager<u32>, tx: &mut TxState<u32>, now: u64) -> Vec<Queued<u32>> {
+        let mut out = Vec::new();
+        while let Dequeued::Packet(p) = tm.dequeue(tx, now) {
+            out.push(p);
+        }
+        out
+    }
+
+    #[test]
+    fn tail_drop_at_the_packet_limit_and_depth_metadata() {
+        let cfg = PortConfig {
+            max_packets: 3,
+            ..PortConfig::default()
+        };
+        let tm = TrafficManager::new(2, cfg, None);
+        let mut depths = Vec::new();
+        for _ in 0..5 {
+            match tm.enqueue(1, pkt(100, 0, 0), 10) {
+                Ok(a) => depths.push(a.depth),
+                Err((_, r)) => assert_eq!(r, Refused::QueueFull),
+            }
+        }
+        assert_eq!(depths, vec![0, 1, 2]);
+        assert_eq!(tm.depth(1, 0), (3, 300));
+        assert_eq!(tm.stats(1)[0], (3, 2, 0));
+        let mut tx = tm.tx_state(1);
+        let out = drain(&tm, &mut tx, 25);
+        let md: Vec<(u32, u32, u64)> = out
+            .iter()
+            .map(|p| (p.meta.enq_qdepth, p.meta.deq_qdepth, p.meta.deq_timedelta))
+            .collect();
+        assert_eq!(md, vec![(0, 2, 15), (1, 1, 15), (2, 0, 15)]);
+        assert_eq!(tm.depth(1, 0), (0, 0));
+    }
+
+    #[test]
+    fn byte_limit_drops_too() {
+        let cfg = PortConfig {
+            max_bytes: 250,
+            ..PortConfig::default()
+        };
+        let tm = TrafficManager::new(1, cfg, None);
+        assert!(tm.enqueue(0, pkt(100, 0, 0), 0).is_ok());
+        assert!(tm.enqueue(0, pkt(100, 0, 0), 0).is_ok());
+        assert!(tm.enqueue(0, pkt(100, 0, 0), 0).is_err());
+        assert!(tm.enqueue(0, pkt(50, 0, 0), 0).is_ok());
+    }
+
+    #[test]
+    fn strict_priority_serves_the_highest_queue_first() {
+        let tm = TrafficManager::new(1, PortConfig::default(), None);
+        for (i, q) in [0u8, 3, 7, 3, 0].into_iter().enumerate() {
+            let mut p = pkt(64, q, 0);
+            p.buf = i as u32;
+            tm.enqueue(0, p, 0).unwrap();
+        }
+        let mut tx = tm.tx_state(0);
+        let order: Vec<u32> = drain(&tm, &mut tx, 1).iter().map(|p| p.buf).collect();
+        assert_eq!(order, vec![2, 1, 3, 0, 4]);
+    }
+
+    #[test]
+    fn packet_rate_shaping_spaces_departures() {
+        let cfg = PortConfig {
+            shaping: Shaping::PacketsPerSec(1000),
+            burst: 1,
+            ..PortConfig::default()
+        };
+        let tm = TrafficManager::new(1, cfg, None);
+        for _ in 0..10 {
+            tm.enqueue(0, pkt(64, 0, 0), 0).unwrap();
+        }
+        let mut tx = tm.tx_state(0);
+        let mut now = 1;
+        let mut sent_at = Vec::new();
+        while sent_at.len() < 10 {
+            match tm.dequeue(&mut tx, now) {
+                Dequeued::Packet(_) => sent_at.push(now),
+                Dequeued::Wait { at } => now = at,
+                Dequeued::Empty => panic!("lost packets"),
+            }
+        }
+        // One packet per ms after the first.
+        assert_eq!(sent_at.last().unwrap() - sent_at[0], 9_000_000);
+    }
+
+    #[test]
+    fn bit_rate_shaping_matches_the_configured_rate() {
+        let rate = 100_000_000u64; // 100 Mb/s
+        let cfg = PortConfig {
+            shaping: Shaping::BitsPerSec(rate),
+            burst: 1500,
+            max_packets: 10_000,
+            max_bytes: u64::MAX,
+            ..PortConfig::default()
+        };
+        let tm = TrafficManager::new(1, cfg, None);
+        for _ in 0..5000 {
+            tm.enqueue(0, pkt(1500, 0, 0), 0).unwrap();
+        }
+        let mut tx = tm.tx_state(0);
+        let (mut now, mut bytes, first) = (1u64, 0u64, 1u64);
+        loop {
+            match tm.dequeue(&mut tx, now) {
+                Dequeued::Packet(p) => bytes += u64::from(p.len),
+                Dequeued::Wait { at } => now = at,
+                Dequeued::Empty => break,
+            }
+        }
+        let measured = bytes as f64 * 8.0 / ((now - first) as f64 / 1e9);
+        assert!(
+            (measured / rate as f64 - 1.0).abs() < 0.01,
+            "{measured} b/s"
+        );
+    }
+
+    #[test]
+    fn ecn_marking_above_threshold() {
+        let cfg = PortConfig {
+            ecn_threshold: Some(2),
+            ..PortConfig::default()
+        };
+        let tm = TrafficManager::new(1, cfg, None);
+        let marks: Vec<bool> = (0..4)
+            .map(|_| tm.enqueue(0, pkt(64, 0, 0), 0).unwrap().mark_ecn)
+            .collect();
+        assert_eq!(marks, vec![false, false, true, true]);
+        assert_eq!(tm.stats(0)[0].2, 2);
+    }
+
+    #[test]
+    fn received_pause_stops_a_class_for_its_time() {
+        let cfg = PortConfig {
+            link_bps: 1_000_000_000,
+            ..PortConfig::default()
+        };
+        let tm = TrafficManager::new(1, cfg, None);
+        tm.enqueue(0, pkt(64, 3, 0), 0).unwrap();
+        tm.enqueue(0, pkt(64, 1, 0), 0).unwrap();
+        // 1000 quanta x 512 bits at 1 Gb/s = 512 us.
+        tm.pause_received(0, 1 << 3, [0, 0, 0, 1000, 0, 0, 0, 0], 1_000);
+        let mut tx = tm.tx_state(0);
+        match tm.dequeue(&mut tx, 2_000) {
+            Dequeued::Packet(p) => assert_eq!(p.meta.qid, 1, "class 1 is not paused"),
+            other => panic!("{other:?}"),
+        }
+        match tm.dequeue(&mut tx, 2_000) {
+            Dequeued::Wait { at } => assert_eq!(at, 1_000 + 512_000),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(tm.dequeue(&mut tx, 513_000), Dequeued::Packet(_)));
+        // XON (quanta 0) resumes at once.
+        tm.enqueue(0, pkt(64, 3, 0), 0).unwrap();
+        tm.pause_received(0, 1 << 3, [0, 0, 0, 5000, 0, 0, 0, 0], 600_000);
+        tm.pause_received(0, 1 << 3, [0; 8], 600_001);
+        assert!(matches!(tm.dequeue(&mut tx, 600_002), Dequeued::Packet(_)));
+    }
+
+    #[test]
+    fn shared_buffer_generates_pfc_xoff_and_xon() {
+        let sb = SharedBuffer {
+            total_bytes: 10_000,
+            xoff_bytes: Some(3_000),
+            xon_bytes: 1_000,
+            pause_quanta: 0xffff,
+        };
+        let tm = TrafficManager::new(3, PortConfig::default(), Some(sb));
+        // Ingress port 1, class 2, towards egress port 2.
+        for _ in 0..2 {
+            tm.enqueue(2, pkt(1000, 2, 1), 0).unwrap();
+        }
+        assert_eq!(tm.pfc_to_send(1), None);
+        tm.enqueue(2, pkt(1000, 2, 1), 0).unwrap();
+        let (vector, quanta) = tm.pfc_to_send(1).expect("xoff");
+        assert_eq!(vector, 0xff);
+        assert_eq!(quanta[2], 0xffff);
+        assert_eq!(tm.pfc_paused_classes(1), 1 << 2);
+        assert_eq!(tm.pfc_to_send(1), None, "sent once");
+        // Draining below XON resumes.
+        let mut tx = tm.tx_state(2);
+        drain(&tm, &mut tx, 1);
+        let (_, quanta) = tm.pfc_to_send(1).expect("xon");
+        assert_eq!(quanta, [0; 8]);
+        // The pool is bounded.
+        for _ in 0..10 {
+            tm.enqueue(2, pkt(1000, 0, 0), 0).unwrap();
+        }
+        assert!(matches!(
+            tm.enqueue(2, pkt(1000, 0, 0), 0),
+            Err((_, Refused::BufferFull))
+        ));
+    }
+
+    #[test]
+    fn depth_counts_packets_from_every_thread() {
+        let cfg = PortConfig {
+            max_packets: 100_000,
+            max_bytes: u64::MAX,
+            ..PortConfig::default()
+        };
+        let tm = std::sync::Arc::new(TrafficManager::<u32>::new(1, cfg, None));
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let tm = tm.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..10_000 {
+                        tm.enqueue(0, pkt(64, 0, 0), 0).unwrap();
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().for_each(|h| h.join().unwrap());
+        assert_eq!(tm.depth(0, 0), (40_000, 40_000 * 64));
+        let mut tx = tm.tx_state(0);
+        assert_eq!(drain(&tm, &mut tx, 1).len(), 40_000);
+    }
+}
