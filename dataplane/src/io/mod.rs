@@ -1,0 +1,24 @@
+//! Port I/O: AF_XDP and AF_PACKET sockets, and in-memory ports for tests.
+//!
+//! Every backend moves frames between the kernel (or a test) and [`crate::pool::Pool`] buffers in
+//! batches: receive fills buffers the worker owns, transmit takes them. A frame is a buffer plus
+//! the start and length of the frame inside it.
+
+pub mod mem;
+pub mod packet;
+
+use crate::pool::Buf;
+
+/// A frame in a pool buffer: `bytes[start..start + len]`.
+#[derive(Debug)]
+pub struct Frame {
+    /// The buffer.
+    pub buf: Buf,
+    /// Offset of the frame in the buffer.
+    pub start: usize,
+    /// Frame length.
+    pub len: usize,
+}
+
+/// Largest batch a port moves per call.
+pub const BATCH: usize = 32;

@@ -1,0 +1,205 @@
+//! AF_PACKET ports: a raw socket bound to one interface, moved in batches with recvmmsg/sendmmsg
+//! straight into and out of pool buffers (the kernel's copy is the only one).
+//!
+//! The socket ignores its own outgoing frames (PACKET_IGNORE_OUTGOING) and puts the interface in
+//! promiscuous mode, as a switch port must.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use super::{BATCH, Frame};
+use crate::pool::{HEADROOM, LocalCache, Pool};
+
+/// An AF_PACKET socket on one interface.
+#[derive(Debug)]
+pub struct PacketPort {
+    fd: OwnedFd,
+    ifindex: i32,
+    name: String,
+}
+
+fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 { Err(io::Error::last_os_error()) } else { Ok(ret) }
+}
+
+fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &T) -> io::Result<()> {
+    let len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: `value` points to a live `T` of `len` bytes for the duration of the call.
+    check(unsafe { libc::setsockopt(fd, level, name, (value as *const T).cast(), len) })?;
+    Ok(())
+}
+
+/// The interface index of `name`.
+pub fn ifindex(name: &str) -> io::Result<i32> {
+    let c = std::ffi::CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    i32::try_from(idx).map_err(|_| io::Error::from(io::ErrorKind::InvalidData))
+}
+
+impl PacketPort {
+    /// Opens a non-blocking raw socket on interface `name`.
+    pub fn open(name: &str) -> io::Result<Self> {
+        let ifindex = ifindex(name)?;
+        let proto = (libc::ETH_P_ALL as u16).to_be();
+        // SAFETY: plain syscall with constant arguments; the result is checked.
+        let raw = check(unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                libc::c_int::from(proto),
+            )
+        })?;
+        // SAFETY: `raw` is a freshly created descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: all-zero is a valid `sockaddr_ll`; the fields that matter are set below.
+        let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        addr.sll_family = libc::AF_PACKET as u16;
+        addr.sll_protocol = proto;
+        addr.sll_ifindex = ifindex;
+        let len = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+        // SAFETY: `addr` is a valid `sockaddr_ll` of `len` bytes.
+        check(unsafe { libc::bind(fd.as_raw_fd(), (&raw const addr).cast(), len) })?;
+        setsockopt(fd.as_raw_fd(), libc::SOL_PACKET, 23 /* PACKET_IGNORE_OUTGOING */, &1i32)?;
+        // SAFETY: all-zero is a valid `packet_mreq`.
+        let mut mreq: libc::packet_mreq = unsafe { std::mem::zeroed() };
+        mreq.mr_ifindex = ifindex;
+        mreq.mr_type = libc::PACKET_MR_PROMISC as u16;
+        setsockopt(fd.as_raw_fd(), libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mreq)?;
+        setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, &(4i32 << 20))?;
+        setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, &(4i32 << 20))?;
+        Ok(PacketPort { fd, ifindex, name: name.to_string() })
+    }
+
+    /// The interface name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The interface index.
+    pub fn ifindex(&self) -> i32 {
+        self.ifindex
+    }
+
+    /// The descriptor to poll for readability.
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Receives up to [`BATCH`] frames into `out`; returns how many arrived and how many were
+    /// too large for a buffer (dropped).
+    pub fn recv(
+        &mut self,
+        pool: &Pool,
+        cache: &mut LocalCache,
+        out: &mut Vec<Frame>,
+    ) -> io::Result<(usize, usize)> {
+        let mut held: [Option<crate::pool::Buf>; BATCH] = std::array::from_fn(|_| None);
+        // SAFETY: all-zero is a valid iovec / mmsghdr (null pointers, zero lengths).
+        let mut iov: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+        let room = pool.buf_size() - HEADROOM;
+        let mut n = 0;
+        while n < BATCH {
+            let Some(mut b) = cache.alloc(pool) else { break };
+            let bytes = pool.bytes_mut(&mut b);
+            iov[n].iov_base = bytes[HEADROOM..].as_mut_ptr().cast();
+            iov[n].iov_len = room;
+            msgs[n].msg_hdr.msg_iov = &raw mut iov[n];
+            msgs[n].msg_hdr.msg_iovlen = 1;
+            held[n] = Some(b);
+            n += 1;
+        }
+        if n == 0 {
+            return Ok((0, 0));
+        }
+        // SAFETY: `msgs[..n]` point at `iov[..n]`, which point at `room` writable bytes of
+        // buffers this function owns (`held`) and keeps alive across the call.
+        let got = unsafe {
+            libc::recvmmsg(
+                self.fd.as_raw_fd(),
+                msgs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        let got = if got < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::WouldBlock && e.kind() != io::ErrorKind::Interrupted {
+                held.iter_mut().flat_map(Option::take).for_each(|b| cache.free(pool, b));
+                return Err(e);
+            }
+            0
+        } else {
+            got as usize
+        };
+        let mut oversize = 0;
+        for (i, slot) in held.iter_mut().enumerate().take(n) {
+            let Some(b) = slot.take() else { continue };
+            let len = msgs[i].msg_len as usize;
+            if i >= got {
+                cache.free(pool, b);
+            } else if msgs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0 || len > room {
+                oversize += 1;
+                cache.free(pool, b);
+            } else {
+                out.push(Frame { buf: b, start: HEADROOM, len });
+            }
+        }
+        Ok((got - oversize, oversize))
+    }
+
+    /// Sends frames from the front of `frames`; returns how many the kernel took (the rest stay,
+    /// for a later try). Sent buffers go back to `cache`.
+    pub fn send(
+        &mut self,
+        pool: &Pool,
+        cache: &mut LocalCache,
+        frames: &mut std::collections::VecDeque<Frame>,
+    ) -> io::Result<usize> {
+        let n = frames.len().min(BATCH);
+        if n == 0 {
+            return Ok(0);
+        }
+        // SAFETY: all-zero is a valid iovec / mmsghdr.
+        let mut iov: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+        for (i, f) in frames.iter().take(n).enumerate() {
+            let bytes = pool.bytes(&f.buf);
+            let end = (f.start + f.len).min(bytes.len());
+            let data = &bytes[f.start.min(end)..end];
+            iov[i].iov_base = data.as_ptr().cast_mut().cast();
+            iov[i].iov_len = data.len();
+            msgs[i].msg_hdr.msg_iov = &raw mut iov[i];
+            msgs[i].msg_hdr.msg_iovlen = 1;
+        }
+        // SAFETY: `msgs[..n]` point at `iov[..n]`, which point into buffers owned by `frames`,
+        // alive and unmodified across the call (the kernel only reads them).
+        let sent = unsafe {
+            libc::sendmmsg(self.fd.as_raw_fd(), msgs.as_mut_ptr(), n as libc::c_uint, libc::MSG_DONTWAIT)
+        };
+        let sent = if sent < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted {
+                return Ok(0);
+            }
+            // Drop the frame that failed (e.g. too large for the MTU) so the queue moves on.
+            if let Some(f) = frames.pop_front() {
+                cache.free(pool, f.buf);
+            }
+            return Err(e);
+        } else {
+            sent as usize
+        };
+        for f in frames.drain(..sent) {
+            cache.free(pool, f.buf);
+        }
+        Ok(sent)
+    }
+}

@@ -1,0 +1,226 @@
+//! The switch's packet buffers: one region of fixed-size buffers shared by every port and worker.
+//!
+//! A buffer is owned through a [`Buf`] token: the pool hands out each index once, the token
+//! cannot be copied, and reading or writing a buffer's bytes needs the token (`&Buf` to read,
+//! `&mut Buf` to write). So at any time exactly one holder (a worker, a TM queue, a port's TX ring)
+//! can touch a buffer, which is what makes the shared region sound without locks. Each buffer
+//! keeps [`HEADROOM`] bytes in front of the frame for pushed headers.
+//!
+//! The free list is a lock-free bounded queue; workers keep a small local cache in front of it
+//! ([`LocalCache`]) so that allocation and release are not an atomic operation per packet.
+
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crossbeam::queue::ArrayQueue;
+
+/// Bytes reserved in front of each frame.
+pub const HEADROOM: usize = 256;
+
+/// An owned buffer of a [`Pool`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct Buf {
+    index: u32,
+    pool: u32,
+}
+
+impl Buf {
+    /// The buffer's index in its pool.
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+}
+
+static NEXT_POOL: AtomicU32 = AtomicU32::new(1);
+
+/// A region of `count` buffers of `size` bytes.
+pub struct Pool {
+    mem: Box<[UnsafeCell<u8>]>,
+    size: usize,
+    count: u32,
+    id: u32,
+    free: ArrayQueue<u32>,
+}
+
+// SAFETY: the bytes of buffer i are only reached through the unique `Buf` token of index i (see
+// `bytes`/`bytes_mut`), so threads never access the same bytes without the token moving between
+// them, which synchronises through the queues that carry it.
+unsafe impl Sync for Pool {}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("size", &self.size)
+            .field("count", &self.count)
+            .field("free", &self.free.len())
+            .finish()
+    }
+}
+
+impl Pool {
+    /// `count` buffers of `size` bytes (size must exceed [`HEADROOM`]).
+    pub fn new(count: u32, size: usize) -> Self {
+        assert!(size > HEADROOM, "buffers must be larger than the headroom");
+        let mem = (0..size * count as usize).map(|_| UnsafeCell::new(0)).collect();
+        let free = ArrayQueue::new(count.max(1) as usize);
+        for i in 0..count {
+            let _ = free.push(i);
+        }
+        Pool { mem, size, count, id: NEXT_POOL.fetch_add(1, Ordering::Relaxed), free }
+    }
+
+    /// Bytes per buffer.
+    pub fn buf_size(&self) -> usize {
+        self.size
+    }
+
+    /// Buffers in the pool.
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// Free buffers (approximate under concurrency).
+    pub fn available(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Takes a free buffer.
+    pub fn alloc(&self) -> Option<Buf> {
+        self.free.pop().map(|index| Buf { index, pool: self.id })
+    }
+
+    /// Returns a buffer.
+    pub fn free(&self, buf: Buf) {
+        debug_assert_eq!(buf.pool, self.id, "buffer of another pool");
+        // Cannot overflow: each index is out at most once and the queue holds `count`.
+        let _ = self.free.push(buf.index);
+    }
+
+    fn range(&self, buf: &Buf) -> std::ops::Range<usize> {
+        assert_eq!(buf.pool, self.id, "buffer of another pool");
+        let start = buf.index as usize * self.size;
+        start..start + self.size
+    }
+
+    /// The whole buffer, to read.
+    pub fn bytes(&self, buf: &Buf) -> &[u8] {
+        let cells = &self.mem[self.range(buf)];
+        // SAFETY: `UnsafeCell<u8>` has the layout of `u8`; the cells belong to the buffer whose
+        // token is borrowed shared for the lifetime of the result, and writes need `&mut Buf`,
+        // so no write can alias this read.
+        unsafe { std::slice::from_raw_parts(cells.as_ptr().cast::<u8>(), cells.len()) }
+    }
+
+    /// The whole buffer, to write.
+    #[allow(clippy::mut_from_ref, reason = "exclusivity comes from the unique &mut Buf token")]
+    pub fn bytes_mut(&self, buf: &mut Buf) -> &mut [u8] {
+        let cells = &self.mem[self.range(buf)];
+        // SAFETY: as in `bytes`; the token is borrowed mutably for the lifetime of the result and
+        // tokens are unique per index, so this is the only reference to these bytes.
+        unsafe { std::slice::from_raw_parts_mut(UnsafeCell::raw_get(cells.as_ptr()), cells.len()) }
+    }
+}
+
+/// A worker's cache of free buffers in front of the shared free list.
+#[derive(Debug, Default)]
+pub struct LocalCache {
+    bufs: Vec<Buf>,
+}
+
+const CACHE_MAX: usize = 256;
+const CACHE_MOVE: usize = 64;
+
+impl LocalCache {
+    /// Takes a buffer, refilling from the pool in bulk when empty.
+    pub fn alloc(&mut self, pool: &Pool) -> Option<Buf> {
+        if self.bufs.is_empty() {
+            for _ in 0..CACHE_MOVE {
+                match pool.alloc() {
+                    Some(b) => self.bufs.push(b),
+                    None => break,
+                }
+            }
+        }
+        self.bufs.pop()
+    }
+
+    /// Returns a buffer, spilling to the pool in bulk when full.
+    pub fn free(&mut self, pool: &Pool, buf: Buf) {
+        self.bufs.push(buf);
+        if self.bufs.len() >= CACHE_MAX {
+            for b in self.bufs.drain(CACHE_MAX - CACHE_MOVE..) {
+                pool.free(b);
+            }
+        }
+    }
+
+    /// Returns every cached buffer to the pool.
+    pub fn flush(&mut self, pool: &Pool) {
+        for b in self.bufs.drain(..) {
+            pool.free(b);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_are_disjoint_and_recycled() {
+        let pool = Pool::new(4, 512);
+        let mut a = pool.alloc().unwrap();
+        let mut b = pool.alloc().unwrap();
+        pool.bytes_mut(&mut a).fill(1);
+        pool.bytes_mut(&mut b).fill(2);
+        assert!(pool.bytes(&a).iter().all(|&x| x == 1));
+        assert!(pool.bytes(&b).iter().all(|&x| x == 2));
+        assert_eq!(pool.available(), 2);
+        pool.free(a);
+        pool.free(b);
+        assert_eq!(pool.available(), 4);
+        let all: Vec<Buf> = (0..4).map(|_| pool.alloc().unwrap()).collect();
+        assert!(pool.alloc().is_none());
+        all.into_iter().for_each(|b| pool.free(b));
+    }
+
+    #[test]
+    #[should_panic(expected = "another pool")]
+    fn a_buffer_of_another_pool_is_refused() {
+        let (p1, p2) = (Pool::new(1, 512), Pool::new(1, 512));
+        let b = p1.alloc().unwrap();
+        let _ = p2.bytes(&b);
+    }
+
+    #[test]
+    fn local_cache_moves_in_bulk() {
+        let pool = Pool::new(1000, 512);
+        let mut c = LocalCache::default();
+        let got: Vec<Buf> = (0..10).map(|_| c.alloc(&pool).unwrap()).collect();
+        assert_eq!(pool.available(), 1000 - CACHE_MOVE);
+        got.into_iter().for_each(|b| c.free(&pool, b));
+        c.flush(&pool);
+        assert_eq!(pool.available(), 1000);
+    }
+
+    #[test]
+    fn threads_share_the_pool() {
+        let pool = std::sync::Arc::new(Pool::new(64, 512));
+        let hs: Vec<_> = (0..4u8)
+            .map(|t| {
+                let pool = pool.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..10_000 {
+                        if let Some(mut b) = pool.alloc() {
+                            pool.bytes_mut(&mut b).fill(t);
+                            assert!(pool.bytes(&b).iter().all(|&x| x == t));
+                            pool.free(b);
+                        }
+                    }
+                })
+            })
+            .collect();
+        hs.into_iter().for_each(|h| h.join().unwrap());
+        assert_eq!(pool.available(), 64);
+    }
+}
