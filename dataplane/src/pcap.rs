@@ -41,6 +41,11 @@ impl<W: Write> PcapWriter<W> {
         self.out.write_all(&frame[..incl as usize])
     }
 
+    /// Flushes buffered records to the stream.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+
     /// Flushes and returns the underlying stream.
     pub fn into_inner(mut self) -> io::Result<W> {
         self.out.flush()?;

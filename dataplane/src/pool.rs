@@ -61,12 +61,20 @@ impl Pool {
     /// `count` buffers of `size` bytes (size must exceed [`HEADROOM`]).
     pub fn new(count: u32, size: usize) -> Self {
         assert!(size > HEADROOM, "buffers must be larger than the headroom");
-        let mem = (0..size * count as usize).map(|_| UnsafeCell::new(0)).collect();
+        let mem = (0..size * count as usize)
+            .map(|_| UnsafeCell::new(0))
+            .collect();
         let free = ArrayQueue::new(count.max(1) as usize);
         for i in 0..count {
             let _ = free.push(i);
         }
-        Pool { mem, size, count, id: NEXT_POOL.fetch_add(1, Ordering::Relaxed), free }
+        Pool {
+            mem,
+            size,
+            count,
+            id: NEXT_POOL.fetch_add(1, Ordering::Relaxed),
+            free,
+        }
     }
 
     /// Bytes per buffer.
@@ -86,7 +94,10 @@ impl Pool {
 
     /// Takes a free buffer.
     pub fn alloc(&self) -> Option<Buf> {
-        self.free.pop().map(|index| Buf { index, pool: self.id })
+        self.free.pop().map(|index| Buf {
+            index,
+            pool: self.id,
+        })
     }
 
     /// Returns a buffer.
@@ -112,7 +123,10 @@ impl Pool {
     }
 
     /// The whole buffer, to write.
-    #[allow(clippy::mut_from_ref, reason = "exclusivity comes from the unique &mut Buf token")]
+    #[allow(
+        clippy::mut_from_ref,
+        reason = "exclusivity comes from the unique &mut Buf token"
+    )]
     pub fn bytes_mut(&self, buf: &mut Buf) -> &mut [u8] {
         let cells = &self.mem[self.range(buf)];
         // SAFETY: as in `bytes`; the token is borrowed mutably for the lifetime of the result and

@@ -160,6 +160,9 @@ pub struct TxState<B> {
     /// Shaper tokens in nano-units (bytes or packets x 1e9).
     tokens: u128,
     last_ns: u64,
+    /// When the shaper last said "wait until": a worker that wakes up late is credited the
+    /// lateness (up to 1 ms), so scheduling jitter does not lower a backlogged port's rate.
+    wait_at: Option<u64>,
     head: [Option<Queued<B>>; QUEUES],
 }
 
@@ -281,6 +284,7 @@ impl<B> TrafficManager<B> {
             port,
             tokens: 0,
             last_ns: 0,
+            wait_at: None,
             head: std::array::from_fn(|_| None),
         }
     }
@@ -291,8 +295,20 @@ impl<B> TrafficManager<B> {
     pub fn enqueue(
         &self,
         port: PortId,
+        pkt: Queued<B>,
+        now_ns: u64,
+    ) -> Result<Admitted, (Queued<B>, Refused)> {
+        self.enqueue_marking(port, pkt, now_ns, |_| {})
+    }
+
+    /// [`TrafficManager::enqueue`], calling `mark` on the packet before it is queued when the
+    /// queue is at or above its ECN threshold (the caller sets CE on ECN-capable packets).
+    pub fn enqueue_marking(
+        &self,
+        port: PortId,
         mut pkt: Queued<B>,
         now_ns: u64,
+        mark: impl FnOnce(&mut Queued<B>),
     ) -> Result<Admitted, (Queued<B>, Refused)> {
         let qid = usize::from(pkt.meta.qid.min(QUEUES as u8 - 1));
         let Some(p) = self.ports.get(usize::from(port)) else {
@@ -333,6 +349,7 @@ impl<B> TrafficManager<B> {
         let mark_ecn = depth >= l.ecn_threshold.load(Ordering::Relaxed);
         if mark_ecn {
             q.marked.fetch_add(1, Ordering::Relaxed);
+            mark(&mut pkt);
         }
         pkt.meta.enq_qdepth = depth;
         pkt.meta.enq_qdepth_bytes = u32::try_from(bytes).unwrap_or(u32::MAX);
@@ -410,7 +427,10 @@ impl<B> TrafficManager<B> {
         let cost = if kind == 1 { u128::from(len) * 8 } else { 1 };
         let burst = u128::from(l.burst.load(Ordering::Relaxed));
         let burst = if kind == 1 { burst * 8 } else { burst };
-        let cap = burst.max(cost) * NANO;
+        let mut cap = burst.max(cost) * NANO;
+        if let Some(at) = tx.wait_at.take() {
+            cap += u128::from(now.saturating_sub(at).min(1_000_000)) * rate;
+        }
         if tx.last_ns == 0 {
             tx.tokens = cap;
         } else {
@@ -424,7 +444,9 @@ impl<B> TrafficManager<B> {
             Ok(())
         } else {
             let missing = need - tx.tokens;
-            Err(now + u64::try_from(missing.div_ceil(rate)).unwrap_or(u64::MAX / 2))
+            let at = now + u64::try_from(missing.div_ceil(rate)).unwrap_or(u64::MAX / 2);
+            tx.wait_at = Some(at);
+            Err(at)
         }
     }
 

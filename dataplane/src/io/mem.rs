@@ -39,8 +39,16 @@ pub fn pair() -> io::Result<(MemPort, MemLink)> {
     let (to_switch, from_link) = unbounded();
     let (to_link, from_switch) = unbounded();
     Ok((
-        MemPort { rx: from_link, tx: to_link, event: event.clone() },
-        MemLink { tx: to_switch, rx: from_switch, event },
+        MemPort {
+            rx: from_link,
+            tx: to_link,
+            event: event.clone(),
+        },
+        MemLink {
+            tx: to_switch,
+            rx: from_switch,
+            event,
+        },
     ))
 }
 
@@ -99,9 +107,15 @@ impl MemPort {
                 oversize += 1;
                 continue;
             }
-            let Some(mut b) = cache.alloc(pool) else { break };
+            let Some(mut b) = cache.alloc(pool) else {
+                break;
+            };
             pool.bytes_mut(&mut b)[HEADROOM..HEADROOM + bytes.len()].copy_from_slice(&bytes);
-            out.push(Frame { buf: b, start: HEADROOM, len: bytes.len() });
+            out.push(Frame {
+                buf: b,
+                start: HEADROOM,
+                len: bytes.len(),
+            });
             got += 1;
         }
         if !self.rx.is_empty() {

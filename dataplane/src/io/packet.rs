@@ -19,7 +19,11 @@ pub struct PacketPort {
 }
 
 fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
-    if ret < 0 { Err(io::Error::last_os_error()) } else { Ok(ret) }
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
 }
 
 fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &T) -> io::Result<()> {
@@ -31,7 +35,8 @@ fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &T) ->
 
 /// The interface index of `name`.
 pub fn ifindex(name: &str) -> io::Result<i32> {
-    let c = std::ffi::CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let c =
+        std::ffi::CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
     let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
     if idx == 0 {
@@ -63,15 +68,39 @@ impl PacketPort {
         let len = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
         // SAFETY: `addr` is a valid `sockaddr_ll` of `len` bytes.
         check(unsafe { libc::bind(fd.as_raw_fd(), (&raw const addr).cast(), len) })?;
-        setsockopt(fd.as_raw_fd(), libc::SOL_PACKET, 23 /* PACKET_IGNORE_OUTGOING */, &1i32)?;
+        setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            23, /* PACKET_IGNORE_OUTGOING */
+            &1i32,
+        )?;
         // SAFETY: all-zero is a valid `packet_mreq`.
         let mut mreq: libc::packet_mreq = unsafe { std::mem::zeroed() };
         mreq.mr_ifindex = ifindex;
         mreq.mr_type = libc::PACKET_MR_PROMISC as u16;
-        setsockopt(fd.as_raw_fd(), libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mreq)?;
-        setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, &(4i32 << 20))?;
-        setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, &(4i32 << 20))?;
-        Ok(PacketPort { fd, ifindex, name: name.to_string() })
+        setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_ADD_MEMBERSHIP,
+            &mreq,
+        )?;
+        setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            &(4i32 << 20),
+        )?;
+        setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            &(4i32 << 20),
+        )?;
+        Ok(PacketPort {
+            fd,
+            ifindex,
+            name: name.to_string(),
+        })
     }
 
     /// The interface name.
@@ -105,7 +134,9 @@ impl PacketPort {
         let room = pool.buf_size() - HEADROOM;
         let mut n = 0;
         while n < BATCH {
-            let Some(mut b) = cache.alloc(pool) else { break };
+            let Some(mut b) = cache.alloc(pool) else {
+                break;
+            };
             let bytes = pool.bytes_mut(&mut b);
             iov[n].iov_base = bytes[HEADROOM..].as_mut_ptr().cast();
             iov[n].iov_len = room;
@@ -131,7 +162,9 @@ impl PacketPort {
         let got = if got < 0 {
             let e = io::Error::last_os_error();
             if e.kind() != io::ErrorKind::WouldBlock && e.kind() != io::ErrorKind::Interrupted {
-                held.iter_mut().flat_map(Option::take).for_each(|b| cache.free(pool, b));
+                held.iter_mut()
+                    .flat_map(Option::take)
+                    .for_each(|b| cache.free(pool, b));
                 return Err(e);
             }
             0
@@ -148,7 +181,11 @@ impl PacketPort {
                 oversize += 1;
                 cache.free(pool, b);
             } else {
-                out.push(Frame { buf: b, start: HEADROOM, len });
+                out.push(Frame {
+                    buf: b,
+                    start: HEADROOM,
+                    len,
+                });
             }
         }
         Ok((got - oversize, oversize))
@@ -182,7 +219,12 @@ impl PacketPort {
         // SAFETY: `msgs[..n]` point at `iov[..n]`, which point into buffers owned by `frames`,
         // alive and unmodified across the call (the kernel only reads them).
         let sent = unsafe {
-            libc::sendmmsg(self.fd.as_raw_fd(), msgs.as_mut_ptr(), n as libc::c_uint, libc::MSG_DONTWAIT)
+            libc::sendmmsg(
+                self.fd.as_raw_fd(),
+                msgs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_DONTWAIT,
+            )
         };
         let sent = if sent < 0 {
             let e = io::Error::last_os_error();

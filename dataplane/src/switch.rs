@@ -1,0 +1,963 @@
+//! A running switch: ports, worker threads, the traffic manager, the CPU and recirculation paths.
+//!
+//! # Threads (design.md section 7)
+//!
+//! `workers` threads (one per core by default). Each port belongs to one worker, which receives
+//! on it, runs ingress, and queues the copies in the traffic manager for their egress ports
+//! (whichever worker owns those); and which transmits on it: dequeues by priority and shaping,
+//! runs egress, holds frames for the port's propagation delay, and sends. The CPU port and the
+//! recirculation path belong to worker 0. A worker with nothing to do sleeps in poll() on its
+//! ports' descriptors and its own eventfd, until the next traffic-manager deadline; a worker that
+//! queues a packet for an idle port of another worker writes that worker's eventfd.
+//!
+//! Per packet there is no allocation, lock or syscall beyond the batched port I/O: buffers come
+//! from a per-worker cache, the table snapshot is loaded once per batch, and the traffic manager's
+//! queues are lock-free.
+
+use std::collections::VecDeque;
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use crossbeam::channel::{Receiver, Sender};
+use pipeline::frame::Frame as PFrame;
+use pipeline::metadata::{DropReason, InstanceType, PortId, StdMeta};
+use pipeline::runtime::{Dest, EgressVerdict, Pipeline, Worker};
+use pipeline::wire::{EtherType, EthernetFrame, PfcFrame, PfcRepr};
+
+use crate::io::mem::MemPort;
+use crate::io::packet::PacketPort;
+use crate::io::{BATCH, Frame};
+use crate::pcap::PcapWriter;
+use crate::pool::{HEADROOM, LocalCache, Pool};
+use crate::tm::{Dequeued, PortConfig, Queued, SharedBuffer, TrafficManager, TxState};
+
+/// How a port moves frames.
+#[derive(Debug)]
+pub enum PortIo {
+    /// An AF_PACKET socket.
+    Packet(PacketPort),
+    /// An in-memory link (tests, generators).
+    Mem(MemPort),
+}
+
+impl PortIo {
+    fn fd(&self) -> RawFd {
+        match self {
+            PortIo::Packet(p) => p.fd(),
+            PortIo::Mem(m) => m.fd(),
+        }
+    }
+}
+
+/// A switch port: its number and its I/O.
+#[derive(Debug)]
+pub struct PortSpec {
+    /// Port number seen by the program.
+    pub id: PortId,
+    /// Its I/O.
+    pub io: PortIo,
+}
+
+/// Settings of a switch.
+#[derive(Clone, Debug)]
+pub struct SwitchConfig {
+    /// Worker threads.
+    pub workers: usize,
+    /// Spin instead of sleeping when idle (benchmarks).
+    pub busy_poll: bool,
+    /// Pin worker i to CPU i.
+    pub pin: bool,
+    /// Write `port<N>-in.pcap` / `port<N>-out.pcap` here.
+    pub pcap_dir: Option<PathBuf>,
+    /// Print a per-packet trace to stderr.
+    pub trace: bool,
+    /// Buffers in the pool.
+    pub buffers: u32,
+    /// Bytes per buffer.
+    pub buffer_size: usize,
+    /// Traffic manager settings of every port.
+    pub port_config: PortConfig,
+    /// Shared-buffer mode.
+    pub shared_buffer: Option<SharedBuffer>,
+}
+
+impl Default for SwitchConfig {
+    fn default() -> Self {
+        SwitchConfig {
+            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            busy_poll: false,
+            pin: false,
+            pcap_dir: None,
+            trace: false,
+            buffers: 8192,
+            buffer_size: 4096,
+            port_config: PortConfig::default(),
+            shared_buffer: None,
+        }
+    }
+}
+
+/// Counters of one port, kept by its worker.
+#[derive(Debug, Default)]
+pub struct PortCounters {
+    /// Frames received.
+    pub rx: AtomicU64,
+    /// Frames transmitted.
+    pub tx: AtomicU64,
+    /// Frames refused by the port (too large, send errors).
+    pub errors: AtomicU64,
+    /// PFC frames received.
+    pub pfc_rx: AtomicU64,
+    /// PFC frames sent.
+    pub pfc_tx: AtomicU64,
+}
+
+/// A capture file, written by the worker that owns the port (the lock is uncontended).
+type Capture = Mutex<PcapWriter<io::BufWriter<std::fs::File>>>;
+
+fn capture(c: &Capture, now: u64, bytes: &[u8]) {
+    if let Ok(mut w) = c.lock() {
+        let _ = w.write(now, bytes);
+    }
+}
+
+/// What is shared by the workers.
+#[derive(Debug)]
+struct Shared {
+    pipeline: Arc<Pipeline>,
+    tm: TrafficManager<Frame>,
+    pool: Pool,
+    stop: AtomicBool,
+    epoch: Instant,
+    /// Per port id: the worker that owns it (usize::MAX = none).
+    owner: Vec<usize>,
+    /// Per worker: its eventfd.
+    wake: Vec<OwnedFd>,
+    counters: Vec<PortCounters>,
+    packet_in: Sender<Vec<u8>>,
+    packet_out: Receiver<Vec<u8>>,
+    /// Per port: capture of what it received and what it sent.
+    pcap: Vec<Option<(Capture, Capture)>>,
+    trace: Option<Mutex<io::Stderr>>,
+    busy_poll: bool,
+    traced: AtomicU64,
+    shared_buffer: Option<SharedBuffer>,
+    /// Kernel thread ids of the workers.
+    tids: Mutex<Vec<libc::pid_t>>,
+}
+
+impl Shared {
+    fn now(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn wake(&self, worker: usize) {
+        if let Some(fd) = self.wake.get(worker) {
+            let one = 1u64.to_ne_bytes();
+            // SAFETY: writes 8 bytes from a live array to an eventfd.
+            let _ = unsafe { libc::write(fd.as_raw_fd(), one.as_ptr().cast(), 8) };
+        }
+    }
+}
+
+/// The controller side of the CPU port: packet-ins out, packet-outs in.
+#[derive(Debug, Clone)]
+pub struct CpuPort {
+    /// Frames the switch sent to the CPU port (with the program's packet_in header).
+    pub packet_in: Receiver<Vec<u8>>,
+    /// Frames to inject from the CPU port (with the program's packet_out header).
+    packet_out: Sender<Vec<u8>>,
+    shared: Arc<Shared>,
+}
+
+impl CpuPort {
+    /// Injects a frame as if the controller sent it (it enters ingress on the CPU port).
+    pub fn send(&self, frame: Vec<u8>) {
+        if self.packet_out.send(frame).is_ok() {
+            self.shared.wake(0);
+        }
+    }
+}
+
+/// A running switch.
+#[derive(Debug)]
+pub struct Switch {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    cpu: CpuPort,
+    ports: Vec<PortId>,
+}
+
+fn eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall; the result is checked before use.
+    let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a fresh descriptor owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+impl Switch {
+    /// Starts `pipeline` on `ports` with `config`.
+    pub fn start(
+        pipeline: Arc<Pipeline>,
+        ports: Vec<PortSpec>,
+        config: SwitchConfig,
+    ) -> io::Result<Switch> {
+        let workers = config.workers.max(1);
+        let cpu_port = pipeline.config.cpu_port;
+        let max_port = ports
+            .iter()
+            .map(|p| p.id)
+            .chain([cpu_port, pipeline.config.recirc_port])
+            .max()
+            .unwrap_or(0);
+        let nports = usize::from(max_port) + 1;
+        let mut owner = vec![usize::MAX; nports];
+        let mut per_worker: Vec<Vec<PortSpec>> = (0..workers).map(|_| Vec::new()).collect();
+        let mut ids = Vec::new();
+        for (i, p) in ports.into_iter().enumerate() {
+            if owner[usize::from(p.id)] != usize::MAX {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("port {} given twice", p.id),
+                ));
+            }
+            owner[usize::from(p.id)] = i % workers;
+            ids.push(p.id);
+            per_worker[i % workers].push(p);
+        }
+        owner[usize::from(cpu_port)] = 0;
+        let mut pcap = Vec::new();
+        pcap.resize_with(nports, || None);
+        if let Some(dir) = &config.pcap_dir {
+            std::fs::create_dir_all(dir)?;
+            for &id in &ids {
+                let open = |dir: &str| -> io::Result<_> {
+                    let f = std::fs::File::create(
+                        config
+                            .pcap_dir
+                            .as_ref()
+                            .map_or_else(PathBuf::new, |d| d.join(format!("port{id}-{dir}.pcap"))),
+                    )?;
+                    Ok(Mutex::new(PcapWriter::new(io::BufWriter::new(f))?))
+                };
+                pcap[usize::from(id)] = Some((open("in")?, open("out")?));
+            }
+        }
+        let (in_tx, in_rx) = crossbeam::channel::bounded(4096);
+        let (out_tx, out_rx) = crossbeam::channel::bounded(4096);
+        let shared = Arc::new(Shared {
+            tm: TrafficManager::new(nports, config.port_config, config.shared_buffer),
+            pool: Pool::new(config.buffers, config.buffer_size),
+            stop: AtomicBool::new(false),
+            epoch: Instant::now(),
+            owner,
+            wake: (0..workers).map(|_| eventfd()).collect::<io::Result<_>>()?,
+            counters: (0..nports).map(|_| PortCounters::default()).collect(),
+            packet_in: in_tx,
+            packet_out: out_rx,
+            pcap,
+            trace: config.trace.then(|| Mutex::new(io::stderr())),
+            busy_poll: config.busy_poll,
+            traced: AtomicU64::new(0),
+            shared_buffer: config.shared_buffer,
+            tids: Mutex::new(Vec::new()),
+            pipeline,
+        });
+        let mut threads = Vec::new();
+        for (w, ports) in per_worker.into_iter().enumerate() {
+            let shared = shared.clone();
+            let pin = config.pin;
+            let t = std::thread::Builder::new()
+                .name(format!("pisa-worker-{w}"))
+                .spawn(move || {
+                    if pin {
+                        pin_to_cpu(w);
+                    }
+                    // SAFETY: prctl with integer arguments; sets this thread's timer slack to
+                    // 1 ns so that shaping deadlines are met to the microsecond.
+                    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+                    // SAFETY: gettid takes no arguments and cannot fail.
+                    let tid = unsafe { libc::gettid() };
+                    if let Ok(mut t) = shared.tids.lock() {
+                        t.push(tid);
+                    }
+                    WorkerLoop::new(shared, w, ports).run();
+                })?;
+            threads.push(t);
+        }
+        let cpu = CpuPort {
+            packet_in: in_rx,
+            packet_out: out_tx,
+            shared: shared.clone(),
+        };
+        Ok(Switch {
+            shared,
+            threads,
+            cpu,
+            ports: ids,
+        })
+    }
+
+    /// The CPU port's controller side.
+    pub fn cpu_port(&self) -> &CpuPort {
+        &self.cpu
+    }
+
+    /// The pipeline (its control plane included).
+    pub fn pipeline(&self) -> &Arc<Pipeline> {
+        &self.shared.pipeline
+    }
+
+    /// The traffic manager (run-time queue settings and depths).
+    pub fn tm(&self) -> &TrafficManager<Frame> {
+        &self.shared.tm
+    }
+
+    /// Counters of port `id`.
+    pub fn counters(&self, id: PortId) -> Option<&PortCounters> {
+        self.shared.counters.get(usize::from(id))
+    }
+
+    /// CPU time the worker threads have used so far (from /proc; Linux only).
+    pub fn worker_cpu_time(&self) -> std::time::Duration {
+        // SAFETY: sysconf with a constant argument.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        let tids = self
+            .shared
+            .tids
+            .lock()
+            .map(|t| t.clone())
+            .unwrap_or_default();
+        let mut ticks = 0u64;
+        for tid in tids {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")) else {
+                continue;
+            };
+            // After the parenthesised name: utime and stime are the 12th and 13th fields.
+            let Some(rest) = stat.rsplit(") ").next() else {
+                continue;
+            };
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            ticks += f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+            ticks += f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        }
+        std::time::Duration::from_secs_f64(ticks as f64 / hz)
+    }
+
+    /// The data ports.
+    pub fn ports(&self) -> &[PortId] {
+        &self.ports
+    }
+
+    /// Stops the workers and flushes capture files.
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        for w in 0..self.shared.wake.len() {
+            self.shared.wake(w);
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        for (i, o) in self.shared.pcap.iter().enumerate() {
+            if let Some((a, b)) = o {
+                for w in [a, b] {
+                    if let Ok(mut w) = w.lock()
+                        && let Err(e) = w.flush()
+                    {
+                        eprintln!("pcap of port {i}: {e}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Switch {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+fn pin_to_cpu(cpu: usize) {
+    // SAFETY: `set` is a plain bit set initialised by CPU_ZERO; sched_setaffinity reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(cpu % libc::CPU_SETSIZE as usize, &mut set);
+        let _ = libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// A port as a worker holds it.
+#[derive(Debug)]
+struct OwnedPort {
+    id: PortId,
+    io: PortIo,
+    tx_state: TxState<Frame>,
+    /// Frames held for the propagation delay: (release time, frame).
+    delay: VecDeque<(u64, Frame)>,
+    /// Frames ready to send.
+    out: VecDeque<Frame>,
+    /// When this port last sent XOFF (to refresh it before it expires).
+    last_xoff: u64,
+}
+
+struct WorkerLoop {
+    sh: Arc<Shared>,
+    id: usize,
+    ports: Vec<OwnedPort>,
+    worker: Worker,
+    cache: LocalCache,
+    rx: Vec<Frame>,
+    /// Packets re-entering ingress (recirculated, resubmitted, from the CPU): frame and metadata.
+    again: VecDeque<(Frame, StdMeta)>,
+    copies: Vec<pipeline::pre::Copy>,
+    /// Worker 0: the CPU port's transmit state.
+    cpu_tx: Option<TxState<Frame>>,
+}
+
+impl WorkerLoop {
+    fn new(sh: Arc<Shared>, id: usize, ports: Vec<PortSpec>) -> Self {
+        let ports = ports
+            .into_iter()
+            .map(|p| OwnedPort {
+                tx_state: sh.tm.tx_state(p.id),
+                id: p.id,
+                io: p.io,
+                delay: VecDeque::new(),
+                out: VecDeque::new(),
+                last_xoff: 0,
+            })
+            .collect();
+        let mut worker = Worker::new(sh.pipeline.clone(), id, 0x9e37_79b9_7f4a_7c15 ^ id as u64);
+        worker.set_tracing(sh.trace.is_some());
+        WorkerLoop {
+            sh,
+            id,
+            ports,
+            worker,
+            cache: LocalCache::default(),
+            rx: Vec::with_capacity(BATCH),
+            again: VecDeque::new(),
+            copies: Vec::new(),
+            cpu_tx: None,
+        }
+    }
+
+    fn run(mut self) {
+        let cpu_port = self.sh.pipeline.config.cpu_port;
+        while !self.sh.stop.load(Ordering::Acquire) {
+            let now = self.sh.now();
+            self.worker.begin_batch();
+            let mut busy = false;
+            for i in 0..self.ports.len() {
+                busy |= self.receive(i, now);
+            }
+            if self.id == 0 {
+                for _ in 0..BATCH {
+                    let Ok(bytes) = self.sh.packet_out.try_recv() else {
+                        break;
+                    };
+                    busy = true;
+                    if let Some(mut b) = self.cache.alloc(&self.sh.pool) {
+                        let len = bytes.len().min(self.sh.pool.buf_size() - HEADROOM);
+                        self.sh.pool.bytes_mut(&mut b)[HEADROOM..HEADROOM + len]
+                            .copy_from_slice(&bytes[..len]);
+                        let md = StdMeta::new(cpu_port, len, now);
+                        self.again.push_back((
+                            Frame {
+                                buf: b,
+                                start: HEADROOM,
+                                len,
+                            },
+                            md,
+                        ));
+                    }
+                }
+            }
+            for _ in 0..BATCH {
+                let Some((f, md)) = self.again.pop_front() else {
+                    break;
+                };
+                busy = true;
+                self.ingress(f, md, now);
+            }
+            let mut next: Option<u64> = None;
+            for i in 0..self.ports.len() {
+                let (b, n) = self.transmit(i, now);
+                busy |= b;
+                next = match (next, n) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+            if self.id == 0 {
+                busy |= self.transmit_cpu(now);
+            }
+            self.worker.end_batch();
+            if !busy && self.again.is_empty() && !self.sh.busy_poll {
+                self.sleep(now, next);
+            }
+        }
+        // Give every buffer back (queued frames die with the switch).
+        for p in &mut self.ports {
+            for f in p.out.drain(..).chain(p.delay.drain(..).map(|(_, f)| f)) {
+                self.cache.free(&self.sh.pool, f.buf);
+            }
+        }
+        self.cache.flush(&self.sh.pool);
+    }
+
+    fn sleep(&mut self, now: u64, next: Option<u64>) {
+        let mut fds: Vec<libc::pollfd> = self
+            .ports
+            .iter()
+            .map(|p| libc::pollfd {
+                fd: p.io.fd(),
+                events: libc::POLLIN | if p.out.is_empty() { 0 } else { libc::POLLOUT },
+                revents: 0,
+            })
+            .collect();
+        fds.push(libc::pollfd {
+            fd: self.sh.wake[self.id].as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        // Sleep until the next traffic-manager deadline (ns precision: worker threads run with
+        // a 1 ns timer slack), at most 100 ms so that a stop is noticed.
+        let wait = next.map_or(100_000_000, |at| at.saturating_sub(now).min(100_000_000));
+        let ts = libc::timespec {
+            tv_sec: (wait / 1_000_000_000) as libc::time_t,
+            tv_nsec: (wait % 1_000_000_000) as libc::c_long,
+        };
+        // SAFETY: `fds` is a live array of `fds.len()` pollfd entries and `ts` a live timespec.
+        let _ = unsafe {
+            libc::ppoll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                &ts,
+                std::ptr::null(),
+            )
+        };
+        if fds.last().is_some_and(|f| f.revents & libc::POLLIN != 0) {
+            let mut b = [0u8; 8];
+            // SAFETY: reads at most 8 bytes into a live array.
+            let _ =
+                unsafe { libc::read(self.sh.wake[self.id].as_raw_fd(), b.as_mut_ptr().cast(), 8) };
+        }
+    }
+
+    /// Receives a batch on port `i` and runs ingress on it; returns whether anything arrived.
+    fn receive(&mut self, i: usize, now: u64) -> bool {
+        let sh = self.sh.clone();
+        let p = &mut self.ports[i];
+        let mut rx = std::mem::take(&mut self.rx);
+        let (got, oversize) = match &mut p.io {
+            PortIo::Packet(s) => s.recv(&sh.pool, &mut self.cache, &mut rx).unwrap_or((0, 0)),
+            PortIo::Mem(m) => m.recv(&sh.pool, &mut self.cache, &mut rx, BATCH),
+        };
+        let id = p.id;
+        let c = &sh.counters[usize::from(id)];
+        c.rx.fetch_add(got as u64, Ordering::Relaxed);
+        c.errors.fetch_add(oversize as u64, Ordering::Relaxed);
+        for f in rx.drain(..) {
+            if let Some((c, _)) = &sh.pcap[usize::from(id)] {
+                capture(c, now, &sh.pool.bytes(&f.buf)[f.start..f.start + f.len]);
+            }
+            if self.mac_control(id, &f, now) {
+                self.cache.free(&sh.pool, f.buf);
+                continue;
+            }
+            let md = StdMeta::new(id, f.len, now);
+            self.ingress(f, md, now);
+        }
+        self.rx = rx;
+        got > 0
+    }
+
+    /// Consumes received PAUSE / PFC frames (the MAC handles them, not the program).
+    fn mac_control(&mut self, port: PortId, f: &Frame, now: u64) -> bool {
+        let bytes = &self.sh.pool.bytes(&f.buf)[f.start..f.start + f.len];
+        let Ok(eth) = EthernetFrame::new_checked(bytes) else {
+            return false;
+        };
+        if eth.ethertype() != EtherType::MAC_CONTROL {
+            return false;
+        }
+        let Ok(pfc) = PfcFrame::new_checked(eth.payload()) else {
+            return true;
+        };
+        match PfcRepr::parse(&pfc) {
+            Ok(PfcRepr::Pfc {
+                class_enable_vector,
+                quanta,
+            }) => {
+                self.sh
+                    .tm
+                    .pause_received(port, class_enable_vector, quanta, now);
+            }
+            Ok(PfcRepr::Pause { quanta }) => {
+                self.sh.tm.pause_received(port, 0xff, [quanta; 8], now);
+            }
+            Err(_) => {}
+        }
+        self.sh.counters[usize::from(port)]
+            .pfc_rx
+            .fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    fn trace_flush(&mut self, port: PortId) {
+        let Some(t) = &self.sh.trace else { return };
+        let lines = self.worker.take_trace();
+        if lines.is_empty() {
+            return;
+        }
+        let n = self.sh.traced.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut out) = t.lock() {
+            for l in lines {
+                let _ = writeln!(out, "trace pkt={n} worker={} port={port} {l}", self.id);
+            }
+        }
+    }
+
+    fn ingress(&mut self, mut f: Frame, mut md: StdMeta, now: u64) {
+        let sh = self.sh.clone();
+        let verdict = {
+            let bytes = sh.pool.bytes_mut(&mut f.buf);
+            let mut pf = PFrame::new(bytes, f.start, f.len);
+            let v = self.worker.ingress(now, &mut pf, &mut md);
+            f.start = pf.start();
+            f.len = pf.len();
+            v
+        };
+        self.trace_flush(md.ingress_port);
+        if verdict.dest == Dest::Resubmit {
+            Worker::prepare_resubmit(&mut md);
+            self.again.push_back((f, md));
+            return;
+        }
+        self.copies.clear();
+        let mut copies = std::mem::take(&mut self.copies);
+        self.worker.ingress_copies(&verdict, |c| copies.push(c));
+        let mut original = Some(f);
+        let n = copies.len();
+        for (k, c) in copies.drain(..).enumerate() {
+            let frame = if k + 1 == n {
+                original.take()
+            } else {
+                original
+                    .as_ref()
+                    .and_then(|o| self.duplicate(o, c.truncate))
+            };
+            let Some(mut frame) = frame else {
+                self.worker.count_drop(DropReason::TailDrop, 0);
+                continue;
+            };
+            if c.truncate != 0 && k + 1 == n {
+                frame.len = frame.len.min(c.truncate as usize);
+            }
+            let mut cmd = md;
+            cmd.egress_port = c.port;
+            cmd.egress_rid = c.rid;
+            cmd.qid = c.qid;
+            if c.instance_type != InstanceType::Normal {
+                cmd.instance_type = c.instance_type;
+            }
+            self.enqueue(frame, cmd, now);
+        }
+        self.copies = copies;
+        if let Some(f) = original {
+            self.cache.free(&sh.pool, f.buf);
+        }
+    }
+
+    /// A copy of `f` in a new buffer (at most `truncate` bytes if non-zero).
+    fn duplicate(&mut self, f: &Frame, truncate: u32) -> Option<Frame> {
+        let sh = &self.sh;
+        let mut b = self.cache.alloc(&sh.pool)?;
+        let len = if truncate == 0 {
+            f.len
+        } else {
+            f.len.min(truncate as usize)
+        };
+        let src = &sh.pool.bytes(&f.buf)[f.start..f.start + len];
+        sh.pool.bytes_mut(&mut b)[HEADROOM..HEADROOM + len].copy_from_slice(src);
+        Some(Frame {
+            buf: b,
+            start: HEADROOM,
+            len,
+        })
+    }
+
+    fn enqueue(&mut self, f: Frame, md: StdMeta, now: u64) {
+        let sh = self.sh.clone();
+        let port = md.egress_port;
+        let len = u32::try_from(f.len).unwrap_or(u32::MAX);
+        let q = Queued {
+            buf: f,
+            len,
+            meta: md,
+        };
+        let pool = &sh.pool;
+        match sh.tm.enqueue_marking(port, q, now, |q| {
+            let bytes = pool.bytes_mut(&mut q.buf.buf);
+            let (s, l) = (q.buf.start, q.buf.len);
+            crate::ecn::mark_ce(&mut bytes[s..s + l]);
+        }) {
+            Ok(a) => {
+                let owner = sh
+                    .owner
+                    .get(usize::from(port))
+                    .copied()
+                    .unwrap_or(usize::MAX);
+                if a.wake && owner != self.id && owner != usize::MAX {
+                    sh.wake(owner);
+                }
+            }
+            Err((q, _)) => {
+                self.worker.count_drop(DropReason::TailDrop, len);
+                self.cache.free(&sh.pool, q.buf.buf);
+            }
+        }
+    }
+
+    /// Sends PFC, dequeues and runs egress for port `i`; returns (did work, next deadline).
+    fn transmit(&mut self, i: usize, now: u64) -> (bool, Option<u64>) {
+        let sh = self.sh.clone();
+        let mut busy = false;
+        let id = self.ports[i].id;
+        if let Some((vector, quanta)) = sh.tm.pfc_to_send(id) {
+            self.send_pfc(i, vector, quanta, now);
+            busy = true;
+        } else if sh.tm.pfc_paused_classes(id) != 0 {
+            // Refresh XOFF at half its pause time so the sender stays paused.
+            let cfg = sh.tm.config(id).unwrap_or_default();
+            let pause_ns = sh.shared_pause_ns(cfg.link_bps);
+            if now.saturating_sub(self.ports[i].last_xoff) > pause_ns / 2 {
+                let classes = sh.tm.pfc_paused_classes(id);
+                let q = sh.shared_quanta();
+                let quanta = std::array::from_fn(|c| if classes & (1 << c) != 0 { q } else { 0 });
+                self.send_pfc(i, u16::from(classes), quanta, now);
+            }
+        }
+        let mut next = None;
+        for _ in 0..BATCH {
+            let p = &mut self.ports[i];
+            match sh.tm.dequeue(&mut p.tx_state, now) {
+                Dequeued::Packet(q) => {
+                    busy = true;
+                    self.egress(i, q, now);
+                }
+                Dequeued::Wait { at } => {
+                    next = Some(at);
+                    break;
+                }
+                Dequeued::Empty => break,
+            }
+        }
+        let p = &mut self.ports[i];
+        while p.delay.front().is_some_and(|(t, _)| *t <= now) {
+            if let Some((_, f)) = p.delay.pop_front() {
+                p.out.push_back(f);
+            }
+        }
+        if let Some((t, _)) = p.delay.front() {
+            next = Some(next.map_or(*t, |n: u64| n.min(*t)));
+        }
+        if !p.out.is_empty() {
+            busy |= self.flush(i, now);
+        }
+        (busy, next)
+    }
+
+    fn send_pfc(&mut self, i: usize, vector: u16, quanta: [u16; 8], now: u64) {
+        let sh = self.sh.clone();
+        let Some(mut b) = self.cache.alloc(&sh.pool) else {
+            return;
+        };
+        let repr = PfcRepr::Pfc {
+            class_enable_vector: vector,
+            quanta,
+        };
+        let bytes = sh.pool.bytes_mut(&mut b);
+        let frame = &mut bytes[HEADROOM..HEADROOM + 14 + repr.buffer_len()];
+        frame[0..6].copy_from_slice(pipeline::wire::MacAddr::MAC_CONTROL.as_bytes());
+        frame[6..12].copy_from_slice(&[0x02, 0x50, 0x49, 0x53, 0x41, self.ports[i].id as u8]);
+        frame[12..14].copy_from_slice(&EtherType::MAC_CONTROL.0.to_be_bytes());
+        repr.emit(&mut PfcFrame::new_unchecked(&mut frame[14..]));
+        let len = 14 + repr.buffer_len();
+        let p = &mut self.ports[i];
+        p.out.push_front(Frame {
+            buf: b,
+            start: HEADROOM,
+            len,
+        });
+        if quanta.iter().any(|&q| q != 0) {
+            p.last_xoff = now;
+        }
+        sh.counters[usize::from(p.id)]
+            .pfc_tx
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn egress(&mut self, i: usize, q: Queued<Frame>, now: u64) {
+        let sh = self.sh.clone();
+        let Queued {
+            buf: mut f,
+            meta: mut md,
+            ..
+        } = q;
+        let verdict = {
+            let bytes = sh.pool.bytes_mut(&mut f.buf);
+            let mut pf = PFrame::new(bytes, f.start, f.len);
+            let v = self.worker.egress(now, &mut pf, &mut md);
+            f.start = pf.start();
+            f.len = pf.len();
+            v
+        };
+        self.trace_flush(md.egress_port);
+        let (EgressVerdict::Emit { clone }
+        | EgressVerdict::Recirculate { clone }
+        | EgressVerdict::Drop { clone, .. }) = verdict;
+        // E2E clones: copies of the packet as egress left it, queued for the session's ports. A
+        // clone does not clone itself again.
+        if let Some(session) = clone.filter(|_| md.instance_type != InstanceType::EgressClone) {
+            self.copies.clear();
+            let mut copies = std::mem::take(&mut self.copies);
+            self.worker
+                .clone_copies(session, InstanceType::EgressClone, |c| copies.push(c));
+            for c in copies.drain(..) {
+                let Some(d) = self.duplicate(&f, c.truncate) else {
+                    self.worker.count_drop(DropReason::TailDrop, 0);
+                    continue;
+                };
+                let mut cmd = md;
+                cmd.egress_port = c.port;
+                cmd.egress_rid = c.rid;
+                cmd.qid = c.qid;
+                cmd.instance_type = InstanceType::EgressClone;
+                self.enqueue(d, cmd, now);
+            }
+            self.copies = copies;
+        }
+        match verdict {
+            EgressVerdict::Emit { .. } => {
+                let p = &mut self.ports[i];
+                let delay = sh.tm.config(p.id).map_or(0, |c| c.delay_ns);
+                if delay == 0 {
+                    p.out.push_back(f);
+                } else {
+                    p.delay.push_back((now + delay, f));
+                }
+            }
+            EgressVerdict::Recirculate { .. } => {
+                let rmd = self.worker.prepare_recirculate(&md, f.len, now);
+                self.again.push_back((f, rmd));
+            }
+            EgressVerdict::Drop { .. } => self.cache.free(&sh.pool, f.buf),
+        }
+    }
+
+    /// Sends what port `i` has ready; returns whether anything went.
+    fn flush(&mut self, i: usize, now: u64) -> bool {
+        let sh = self.sh.clone();
+        let p = &mut self.ports[i];
+        let id = p.id;
+        if let Some((_, c)) = &sh.pcap[usize::from(id)] {
+            for f in &p.out {
+                capture(c, now, &sh.pool.bytes(&f.buf)[f.start..f.start + f.len]);
+            }
+        }
+        let c = &sh.counters[usize::from(id)];
+        let mut sent = 0usize;
+        match &mut p.io {
+            PortIo::Packet(s) => {
+                while !p.out.is_empty() {
+                    match s.send(&sh.pool, &mut self.cache, &mut p.out) {
+                        Ok(0) => break,
+                        Ok(n) => sent += n,
+                        Err(_) => {
+                            c.errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            }
+            PortIo::Mem(m) => {
+                for f in p.out.drain(..) {
+                    m.send(&sh.pool, &mut self.cache, f);
+                    sent += 1;
+                }
+            }
+        }
+        c.tx.fetch_add(sent as u64, Ordering::Relaxed);
+        sent > 0
+    }
+
+    /// Dequeues what is bound for the CPU port and hands it to the controller side.
+    fn transmit_cpu(&mut self, now: u64) -> bool {
+        let sh = self.sh.clone();
+        let cpu = sh.pipeline.config.cpu_port;
+        let mut tx = self.cpu_tx.take().unwrap_or_else(|| sh.tm.tx_state(cpu));
+        let mut busy = false;
+        for _ in 0..BATCH {
+            let Dequeued::Packet(q) = sh.tm.dequeue(&mut tx, now) else {
+                break;
+            };
+            busy = true;
+            let Queued {
+                buf: mut f,
+                meta: mut md,
+                ..
+            } = q;
+            let verdict = {
+                let bytes = sh.pool.bytes_mut(&mut f.buf);
+                let mut pf = PFrame::new(bytes, f.start, f.len);
+                let v = self.worker.egress(now, &mut pf, &mut md);
+                f.start = pf.start();
+                f.len = pf.len();
+                v
+            };
+            self.trace_flush(cpu);
+            if let EgressVerdict::Emit { .. } = verdict {
+                let bytes = sh.pool.bytes(&f.buf)[f.start..f.start + f.len].to_vec();
+                if sh.packet_in.try_send(bytes).is_err() {
+                    sh.counters[usize::from(cpu)]
+                        .errors
+                        .fetch_add(1, Ordering::Relaxed);
+                } else {
+                    sh.counters[usize::from(cpu)]
+                        .tx
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            self.cache.free(&sh.pool, f.buf);
+        }
+        self.cpu_tx = Some(tx);
+        busy
+    }
+}
+
+impl Shared {
+    /// How long an XOFF pause lasts on a link of `link_bps`, ns.
+    fn shared_pause_ns(&self, link_bps: u64) -> u64 {
+        let q = u128::from(self.shared_quanta());
+        u64::try_from(q * 512 * 1_000_000_000 / u128::from(link_bps.max(1))).unwrap_or(u64::MAX)
+    }
+
+    fn shared_quanta(&self) -> u16 {
+        self.shared_buffer.map_or(0xffff, |s| s.pause_quanta)
+    }
+}

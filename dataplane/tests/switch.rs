@@ -1,0 +1,326 @@
+//! The switch on in-memory ports: worker threads, the traffic manager on the packet path, the CPU
+//! port, PFC, shaping and idle CPU, all without a kernel.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dataplane::io::mem::{self, MemLink};
+use dataplane::switch::{PortIo, PortSpec, Switch, SwitchConfig};
+use dataplane::tm::{PortConfig, Shaping, SharedBuffer};
+use etherparse::PacketBuilder;
+use pipeline::control::{
+    ActionSpec, Atomicity, Control, Entity, TableAction, TableEntry, Update, UpdateKind,
+};
+use pipeline::runtime::{Config, Pipeline};
+use pipeline::table::FieldMatch;
+
+const ROUTER: [u8; 6] = [0x02, 0, 0, 0, 0, 0xfe];
+
+fn mac(b: [u8; 6]) -> u128 {
+    b.iter().fold(0u128, |a, &x| (a << 8) | u128::from(x))
+}
+
+/// basic routing 10.0.<p>.0/24 to port p for p in 1..=4.
+fn basic() -> Arc<Pipeline> {
+    let pipe = Pipeline::new(
+        pipeline::program::by_name("basic").unwrap(),
+        2,
+        Config::default(),
+    );
+    let c: &Control = &pipe.control;
+    let s = c.schema().clone();
+    let profile = s.action_profiles[0].id;
+    let nhop = s.actions[s.action_by_name("set_nhop").unwrap()].id;
+    let lpm = s.tables[s.table_by_name("ipv4_lpm").unwrap()].id;
+    let mut ups = Vec::new();
+    for p in 1..=4u32 {
+        let action = ActionSpec {
+            action_id: nhop,
+            params: vec![
+                (1, mac([2, 0, 0, 0, 1, p as u8])),
+                (2, mac(ROUTER)),
+                (3, u128::from(p)),
+            ],
+        };
+        ups.push(Update {
+            kind: UpdateKind::Insert,
+            entity: Entity::Member {
+                profile_id: profile,
+                member_id: p,
+                action: Some(action),
+            },
+        });
+        ups.push(Update {
+            kind: UpdateKind::Insert,
+            entity: Entity::TableEntry(TableEntry {
+                table_id: lpm,
+                matches: vec![(
+                    1,
+                    FieldMatch::Lpm {
+                        value: u128::from(0x0a00_0000u32 | (p << 8)),
+                        prefix_len: 24,
+                    },
+                )],
+                action: Some(TableAction::Member(p)),
+                ..TableEntry::default()
+            }),
+        });
+    }
+    assert!(
+        c.write(&ups, Atomicity::ContinueOnError)
+            .iter()
+            .all(Result::is_ok)
+    );
+    pipe
+}
+
+fn udp_to(port: u8, len: usize) -> Vec<u8> {
+    let b = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 9], ROUTER)
+        .ipv4([10, 0, 9, 1], [10, 0, port, 7], 64)
+        .udp(1000, 2000);
+    let mut f = Vec::new();
+    b.write(&mut f, &vec![0u8; len.saturating_sub(42)]).unwrap();
+    f
+}
+
+fn start(config: SwitchConfig) -> (Switch, Vec<MemLink>) {
+    let mut ports = Vec::new();
+    let mut links = Vec::new();
+    for id in 1..=4u16 {
+        let (p, l) = mem::pair().unwrap();
+        ports.push(PortSpec {
+            id,
+            io: PortIo::Mem(p),
+        });
+        links.push(l);
+    }
+    (Switch::start(basic(), ports, config).unwrap(), links)
+}
+
+fn recv_n(link: &MemLink, n: usize, within: Duration) -> Vec<(Instant, Vec<u8>)> {
+    let deadline = Instant::now() + within;
+    let mut out = Vec::new();
+    while out.len() < n {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match link.recv(left) {
+            Some(f) => out.push((Instant::now(), f)),
+            None => break,
+        }
+    }
+    out
+}
+
+#[test]
+fn routes_across_worker_threads() {
+    let (sw, links) = start(SwitchConfig {
+        workers: 2,
+        ..SwitchConfig::default()
+    });
+    for _ in 0..100 {
+        links[0].send(&udp_to(3, 100));
+        links[2].send(&udp_to(2, 100));
+    }
+    let to3 = recv_n(&links[2], 100, Duration::from_secs(5));
+    let to2 = recv_n(&links[1], 100, Duration::from_secs(5));
+    assert_eq!((to3.len(), to2.len()), (100, 100));
+    assert_eq!(&to3[0].1[0..6], &[2, 0, 0, 0, 1, 3]);
+    assert_eq!(to3[0].1[22], 63, "TTL decremented");
+    assert_eq!(
+        sw.counters(1)
+            .unwrap()
+            .rx
+            .load(std::sync::atomic::Ordering::Relaxed),
+        100
+    );
+    sw.stop();
+}
+
+#[test]
+fn packet_rate_shaping_is_accurate() {
+    let (sw, links) = start(SwitchConfig {
+        workers: 1,
+        ..SwitchConfig::default()
+    });
+    sw.tm().configure(
+        3,
+        PortConfig {
+            shaping: Shaping::PacketsPerSec(1000),
+            burst: 1,
+            ..PortConfig::default()
+        },
+    );
+    for _ in 0..300 {
+        links[0].send(&udp_to(3, 64));
+    }
+    let got = recv_n(&links[2], 300, Duration::from_secs(5));
+    assert_eq!(got.len(), 300);
+    // 299 gaps at 1 ms each.
+    let secs = got[299].0.duration_since(got[0].0).as_secs_f64();
+    let pps = 299.0 / secs;
+    assert!((pps / 1000.0 - 1.0).abs() < 0.05, "{pps} pps");
+    sw.stop();
+}
+
+#[test]
+fn a_congested_port_queues_then_tail_drops() {
+    let (sw, links) = start(SwitchConfig {
+        workers: 1,
+        ..SwitchConfig::default()
+    });
+    sw.tm().configure(
+        3,
+        PortConfig {
+            shaping: Shaping::PacketsPerSec(10),
+            burst: 1,
+            max_packets: 20,
+            ..PortConfig::default()
+        },
+    );
+    for _ in 0..100 {
+        links[0].send(&udp_to(3, 64));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let (depth, _) = sw.tm().depth(3, 0);
+    assert!(depth > 0 && depth <= 20, "depth {depth}");
+    let (enq, dropped, _) = sw.tm().stats(3)[0];
+    assert!(dropped >= 70, "enqueued {enq}, dropped {dropped}");
+    let drops = sw
+        .pipeline()
+        .control
+        .drop_counts()
+        .into_iter()
+        .find(|(n, _)| *n == "tail_drop")
+        .unwrap()
+        .1;
+    assert_eq!(drops.packets, dropped);
+    sw.stop();
+}
+
+#[test]
+fn shared_buffer_sends_pfc_and_honours_pause() {
+    let sb = SharedBuffer {
+        total_bytes: 1 << 20,
+        xoff_bytes: Some(20 * 1000),
+        xon_bytes: 5 * 1000,
+        pause_quanta: 0xffff,
+    };
+    let config = SwitchConfig {
+        workers: 1,
+        shared_buffer: Some(sb),
+        ..SwitchConfig::default()
+    };
+    let (sw, links) = start(config);
+    sw.tm().configure(
+        3,
+        PortConfig {
+            shaping: Shaping::PacketsPerSec(200),
+            burst: 1,
+            ..PortConfig::default()
+        },
+    );
+    for _ in 0..40 {
+        links[0].send(&udp_to(3, 1000));
+    }
+    // Port 1 (the ingress) receives an XOFF for class 0, later an XON.
+    let mut saw = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline && !saw.contains(&0) {
+        if let Some(f) = links[0].recv(Duration::from_millis(100)) {
+            assert_eq!(
+                &f[12..14],
+                &[0x88, 0x08],
+                "only MAC control comes back on port 1"
+            );
+            saw.push(u16::from_be_bytes([f[18], f[19]]));
+        }
+    }
+    assert_eq!(saw.first(), Some(&0xffff), "XOFF first: {saw:?}");
+    assert!(saw.contains(&0), "then XON: {saw:?}");
+
+    // A received pause stops port 4's transmission until it expires or is lifted (0xffff quanta
+    // of 512 bit times at 10 Mb/s: 3.4 s).
+    sw.tm().configure(
+        4,
+        PortConfig {
+            link_bps: 10_000_000,
+            ..PortConfig::default()
+        },
+    );
+    let mut pause = vec![
+        0x01, 0x80, 0xc2, 0, 0, 1, 2, 0, 0, 0, 0, 9, 0x88, 0x08, 0x01, 0x01, 0x00, 0x01,
+    ];
+    pause.extend_from_slice(&0xffffu16.to_be_bytes());
+    pause.extend_from_slice(&[0u8; 14]);
+    pause.resize(60, 0);
+    links[3].send(&pause);
+    std::thread::sleep(Duration::from_millis(50));
+    links[0].send(&udp_to(4, 100));
+    assert!(
+        links[3].recv(Duration::from_millis(300)).is_none(),
+        "paused port sent"
+    );
+    let mut resume = pause.clone();
+    resume[18..20].copy_from_slice(&[0, 0]);
+    links[3].send(&resume);
+    assert!(
+        links[3].recv(Duration::from_secs(2)).is_some(),
+        "resumed port did not send"
+    );
+    assert!(
+        sw.counters(4)
+            .unwrap()
+            .pfc_rx
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 2
+    );
+    sw.stop();
+}
+
+#[test]
+fn cpu_port_carries_packet_in_and_out() {
+    let (sw, links) = start(SwitchConfig {
+        workers: 2,
+        ..SwitchConfig::default()
+    });
+    // ARP is punted: it arrives at the controller with a packet_in header naming port 2.
+    let mut arp = vec![0xff; 6];
+    arp.extend_from_slice(&[
+        2, 0, 0, 0, 0, 9, 0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1, 2, 0, 0, 0, 0, 9, 10, 0, 9, 1, 0, 0,
+        0, 0, 0, 0, 10, 0, 9, 254,
+    ]);
+    links[1].send(&arp);
+    let pin = sw
+        .cpu_port()
+        .packet_in
+        .recv_timeout(Duration::from_secs(5))
+        .expect("packet-in");
+    assert_eq!(&pin[..2], &[0x01, 0x00]);
+    assert_eq!(&pin[2..], &arp[..]);
+    // A packet-out to port 4 leaves port 4 unchanged.
+    let mut out = vec![0x02, 0x00];
+    out.extend_from_slice(&arp);
+    sw.cpu_port().send(out);
+    assert_eq!(
+        links[3].recv(Duration::from_secs(5)).expect("packet-out"),
+        arp
+    );
+    sw.stop();
+}
+
+#[test]
+fn an_idle_switch_sleeps() {
+    let (sw, _links) = start(SwitchConfig {
+        workers: 2,
+        ..SwitchConfig::default()
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let (c0, t0) = (sw.worker_cpu_time(), Instant::now());
+    std::thread::sleep(Duration::from_secs(3));
+    let share = (sw.worker_cpu_time() - c0).as_secs_f64() / t0.elapsed().as_secs_f64();
+    assert!(
+        share < 0.01,
+        "idle switch used {:.2}% of a core",
+        share * 100.0
+    );
+    sw.stop();
+}
