@@ -1,0 +1,165 @@
+//! The switch's text commands: table writes in the BMv2-style language of
+//! [`pipeline::commands`], plus the traffic manager's settings and stats, as BMv2 users set queue
+//! rate and depth at run time. Used for `--entries FILE` at start and by the admin socket.
+//!
+//! ```text
+//! set_queue_depth <packets> [<port>]      set_queue_rate <pps> [<port>]
+//! set_port_rate <bits/s> [<port>]         set_port_delay <us> [<port>]
+//! set_ecn_threshold <packets> [<port>]    show_ports | show_drops | show_queues <port>
+//! register_read <register> <index>        counter_read <counter> <index>
+//! ```
+//! Without `<port>` a setting applies to every data port.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixListener;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use pipeline::commands::{Command, parse_line};
+use pipeline::control::Atomicity;
+use pipeline::metadata::PortId;
+
+use crate::switch::Switch;
+use crate::tm::{PortConfig, Shaping};
+
+fn arg<T: std::str::FromStr>(args: &[String], i: usize, what: &str) -> Result<T, String> {
+    args.get(i).ok_or_else(|| format!("missing {what}"))?.parse().map_err(|_| format!("bad {what}: {}", args[i]))
+}
+
+fn ports(sw: &Switch, args: &[String], i: usize) -> Result<Vec<PortId>, String> {
+    match args.get(i) {
+        Some(p) => Ok(vec![p.parse().map_err(|_| format!("bad port {p}"))?]),
+        None => Ok(sw.ports().to_vec()),
+    }
+}
+
+fn set_ports(sw: &Switch, args: &[String], f: impl Fn(&mut PortConfig)) -> Result<String, String> {
+    for p in ports(sw, args, 1)? {
+        let mut c = sw.tm().config(p).ok_or_else(|| format!("no port {p}"))?;
+        f(&mut c);
+        sw.tm().configure(p, c);
+    }
+    Ok(String::new())
+}
+
+/// Runs one command line; returns its output, or an error message.
+pub fn run(sw: &Switch, line: &str) -> Result<String, String> {
+    let control = &sw.pipeline().control;
+    match parse_line(control.schema(), line).map_err(|e| e.to_string())? {
+        Command::Nothing => Ok(String::new()),
+        Command::Write(updates) => {
+            for r in control.write(&updates, Atomicity::ContinueOnError) {
+                r.map_err(|e| e.to_string())?;
+            }
+            Ok(String::new())
+        }
+        Command::Other(verb, args) => match verb.as_str() {
+            "set_queue_depth" => {
+                let n: u32 = arg(&args, 0, "depth")?;
+                set_ports(sw, &args, |c| c.max_packets = n)
+            }
+            "set_queue_rate" => {
+                let n: u64 = arg(&args, 0, "rate")?;
+                set_ports(sw, &args, |c| {
+                    c.shaping = if n == 0 { Shaping::None } else { Shaping::PacketsPerSec(n) };
+                    c.burst = c.burst.max(1);
+                })
+            }
+            "set_port_rate" => {
+                let n: u64 = arg(&args, 0, "rate")?;
+                set_ports(sw, &args, |c| {
+                    c.shaping = if n == 0 { Shaping::None } else { Shaping::BitsPerSec(n) };
+                    c.burst = c.burst.max(1514);
+                    c.link_bps = if n == 0 { c.link_bps } else { n };
+                })
+            }
+            "set_port_delay" => {
+                let us: u64 = arg(&args, 0, "delay")?;
+                set_ports(sw, &args, |c| c.delay_ns = us * 1000)
+            }
+            "set_ecn_threshold" => {
+                let n: u32 = arg(&args, 0, "threshold")?;
+                set_ports(sw, &args, |c| c.ecn_threshold = (n != 0).then_some(n))
+            }
+            "show_ports" => {
+                let mut out = String::from("port rx tx errors pfc_rx pfc_tx\n");
+                for &p in sw.ports() {
+                    if let Some(c) = sw.counters(p) {
+                        let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+                        out += &format!("{p} {} {} {} {} {}\n", l(&c.rx), l(&c.tx), l(&c.errors), l(&c.pfc_rx), l(&c.pfc_tx));
+                    }
+                }
+                Ok(out)
+            }
+            "show_drops" => Ok(control
+                .drop_counts()
+                .into_iter()
+                .map(|(n, d)| format!("{n} {} {}\n", d.packets, d.bytes))
+                .collect()),
+            "show_queues" => {
+                let p: PortId = arg(&args, 0, "port")?;
+                let mut out = String::from("queue depth bytes enqueued dropped marked\n");
+                for (q, (e, d, m)) in sw.tm().stats(p).into_iter().enumerate() {
+                    let (depth, bytes) = sw.tm().depth(p, q);
+                    out += &format!("{q} {depth} {bytes} {e} {d} {m}\n");
+                }
+                Ok(out)
+            }
+            "register_read" | "counter_read" => {
+                let name = args.first().ok_or("missing name")?;
+                let index: u64 = arg(&args, 1, "index")?;
+                let s = control.schema();
+                let alias = |n: &str| n == name || pipeline::schema::alias(n) == name;
+                if verb == "register_read" {
+                    let r = s.registers.iter().find(|r| alias(r.name)).ok_or_else(|| format!("no register {name}"))?;
+                    let v = control.read_registers(Some(r.id), Some(index)).map_err(|e| e.to_string())?;
+                    Ok(format!("{}\n", v[0].value))
+                } else {
+                    let c = s.counters.iter().find(|c| alias(c.name)).ok_or_else(|| format!("no counter {name}"))?;
+                    let v = control.read_counters(Some(c.id), Some(index)).map_err(|e| e.to_string())?;
+                    Ok(format!("{} {}\n", v[0].value.packets, v[0].value.bytes))
+                }
+            }
+            other => Err(format!("unknown command {other}")),
+        },
+    }
+}
+
+/// Runs every line of `path`; stops at the first error, naming its line.
+pub fn run_file(sw: &Switch, path: &Path) -> Result<usize, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut n = 0;
+    for (i, line) in text.lines().enumerate() {
+        run(sw, line).map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))?;
+        n += usize::from(!line.split('#').next().unwrap_or("").trim().is_empty());
+    }
+    Ok(n)
+}
+
+/// Serves commands on a Unix socket, one per line, answering each with its output and a line
+/// `ok` or `error: <message>`. Runs until the process exits.
+pub fn serve(sw: Arc<Switch>, path: &Path) -> std::io::Result<()> {
+    let _ = std::fs::remove_file(path);
+    let listener = UnixListener::bind(path)?;
+    std::thread::Builder::new().name("pisa-admin".into()).spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            let sw = sw.clone();
+            let _ = std::thread::Builder::new().name("pisa-admin-conn".into()).spawn(move || {
+                let Ok(mut out) = conn.try_clone() else { return };
+                for line in BufReader::new(conn).lines() {
+                    let Ok(line) = line else { break };
+                    let reply = match run(&sw, &line) {
+                        Ok(text) => format!("{text}ok\n"),
+                        Err(e) => format!("error: {e}\n"),
+                    };
+                    if out.write_all(reply.as_bytes()).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    })?;
+    Ok(())
+}

@@ -1,0 +1,191 @@
+//! `pisa-switch`: one software switch, with BMv2's command-line habits.
+//!
+//! ```text
+//! pisa-switch --program basic -i 1@veth1 -i 2@veth2 --entries commands.txt --pcap /tmp/cap
+//! ```
+//! Runs until SIGINT or SIGTERM, then stops the workers, flushes captures and prints counters.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Parser;
+use dataplane::io::packet::PacketPort;
+use dataplane::switch::{PortIo, PortSpec, Switch, SwitchConfig};
+use dataplane::tm::{PortConfig, SharedBuffer, Shaping};
+use pipeline::metadata::PortId;
+use pipeline::runtime::{Config, Pipeline};
+
+/// How ports move frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Io {
+    /// AF_PACKET raw sockets.
+    AfPacket,
+}
+
+#[derive(Parser, Debug)]
+#[command(version, about = "A PISA software switch (one process = one switch)")]
+struct Args {
+    /// The program to run.
+    #[arg(long, default_value = "basic")]
+    program: String,
+    /// A port: NUMBER@INTERFACE (repeatable), e.g. -i 1@veth1.
+    #[arg(short = 'i', long = "interface", value_parser = parse_port)]
+    interfaces: Vec<(PortId, String)>,
+    /// Port I/O.
+    #[arg(long, value_enum, default_value = "af-packet")]
+    io: Io,
+    /// Worker threads (default: one per core).
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Spin instead of sleeping when idle (benchmarks).
+    #[arg(long)]
+    busy_poll: bool,
+    /// Pin worker i to CPU i.
+    #[arg(long)]
+    pin: bool,
+    /// The CPU port number.
+    #[arg(long, default_value_t = 510)]
+    cpu_port: PortId,
+    /// Most recirculations of one packet.
+    #[arg(long, default_value_t = 8)]
+    max_recirculations: u8,
+    /// Write per-port pcap files here.
+    #[arg(long)]
+    pcap: Option<PathBuf>,
+    /// Print a structured per-packet trace to stderr.
+    #[arg(long)]
+    trace: bool,
+    /// Commands (table entries, queue settings) to run at start, BMv2 commands.txt style.
+    #[arg(long)]
+    entries: Option<PathBuf>,
+    /// Serve the same commands on this Unix socket at run time.
+    #[arg(long)]
+    admin_socket: Option<PathBuf>,
+    /// Queue depth per queue, packets.
+    #[arg(long, default_value_t = 1024)]
+    queue_depth: u32,
+    /// Shape every port to this many packets/s.
+    #[arg(long)]
+    queue_rate: Option<u64>,
+    /// Shape every port to this many bits/s.
+    #[arg(long)]
+    port_rate: Option<u64>,
+    /// Propagation delay of every port, microseconds.
+    #[arg(long, default_value_t = 0)]
+    port_delay_us: u64,
+    /// Mark ECN CE above this queue depth (packets).
+    #[arg(long)]
+    ecn_threshold: Option<u32>,
+    /// Shared-buffer mode with a pool of this many bytes.
+    #[arg(long)]
+    shared_buffer: Option<u64>,
+    /// Shared buffer: send PFC XOFF when an ingress port holds this many bytes.
+    #[arg(long)]
+    pfc_xoff: Option<u64>,
+    /// Shared buffer: send PFC XON when it falls to this many bytes.
+    #[arg(long, default_value_t = 0)]
+    pfc_xon: u64,
+    /// Log level (error, warn, info, debug, trace).
+    #[arg(long, default_value = "info")]
+    log_level: String,
+}
+
+fn parse_port(s: &str) -> Result<(PortId, String), String> {
+    let (n, name) = s.split_once('@').ok_or("expected NUMBER@INTERFACE")?;
+    let n: PortId = n.parse().map_err(|_| format!("bad port number {n}"))?;
+    if n >= 511 {
+        return Err("port numbers are 0..=510 (9 bits, 511 is reserved)".into());
+    }
+    Ok((n, name.to_string()))
+}
+
+fn main() {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(&args.log_level))
+        .with_writer(std::io::stderr)
+        .init();
+    if let Err(e) = run(args) {
+        tracing::error!("{e}");
+        std::process::exit(1);
+    }
+}
+
+fn run(args: Args) -> Result<(), String> {
+    let program = pipeline::program::by_name(&args.program).ok_or_else(|| {
+        format!("no program {} (have: {})", args.program, pipeline::program::NAMES.join(", "))
+    })?;
+    let workers = args.workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let config = Config { cpu_port: args.cpu_port, max_recirculations: args.max_recirculations, ..Config::default() };
+    let pipe = Pipeline::new(program, workers, config);
+    let mut ports = Vec::new();
+    for (id, name) in &args.interfaces {
+        let io = match args.io {
+            Io::AfPacket => PortIo::Packet(PacketPort::open(name).map_err(|e| format!("port {id}@{name}: {e}"))?),
+        };
+        ports.push(PortSpec { id: *id, io });
+    }
+    let shaping = match (args.port_rate, args.queue_rate) {
+        (Some(bps), _) => Shaping::BitsPerSec(bps),
+        (None, Some(pps)) => Shaping::PacketsPerSec(pps),
+        (None, None) => Shaping::None,
+    };
+    let port_config = PortConfig {
+        max_packets: args.queue_depth,
+        max_bytes: u64::from(args.queue_depth) * 9216,
+        ecn_threshold: args.ecn_threshold,
+        shaping,
+        burst: match shaping {
+            Shaping::BitsPerSec(_) => 1514,
+            _ => 1,
+        },
+        delay_ns: args.port_delay_us * 1000,
+        link_bps: args.port_rate.unwrap_or(10_000_000_000),
+    };
+    let shared_buffer = args.shared_buffer.map(|total_bytes| SharedBuffer {
+        total_bytes,
+        xoff_bytes: args.pfc_xoff,
+        xon_bytes: args.pfc_xon,
+        pause_quanta: 0xffff,
+    });
+    dataplane::signals::block_termination();
+    let cfg = SwitchConfig {
+        workers,
+        busy_poll: args.busy_poll,
+        pin: args.pin,
+        pcap_dir: args.pcap.clone(),
+        trace: args.trace,
+        port_config,
+        shared_buffer,
+        ..SwitchConfig::default()
+    };
+    let sw = Arc::new(Switch::start(pipe, ports, cfg).map_err(|e| format!("start: {e}"))?);
+    if let Some(path) = &args.entries {
+        let n = dataplane::admin::run_file(&sw, path)?;
+        tracing::info!("{n} commands from {}", path.display());
+    }
+    if let Some(path) = &args.admin_socket {
+        dataplane::admin::serve(sw.clone(), path).map_err(|e| format!("admin socket {}: {e}", path.display()))?;
+    }
+    tracing::info!(
+        "{} running on {} port(s) with {workers} worker(s)",
+        args.program,
+        args.interfaces.len()
+    );
+    let sig = dataplane::signals::wait_for_termination();
+    tracing::info!("signal {sig}: stopping");
+    for cmd in ["show_ports", "show_drops"] {
+        if let Ok(text) = dataplane::admin::run(&sw, cmd) {
+            eprint!("{text}");
+        }
+    }
+    if let Some(path) = &args.admin_socket {
+        let _ = std::fs::remove_file(path);
+    }
+    match Arc::try_unwrap(sw) {
+        Ok(sw) => sw.stop(),
+        // The admin thread still holds it: dropping the last reference stops it at exit.
+        Err(_) => {}
+    }
+    Ok(())
+}
