@@ -7,6 +7,8 @@ need=()
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 command -v cc >/dev/null 2>&1 || need+=(build-essential)
+command -v ethtool >/dev/null 2>&1 || need+=(ethtool)
+command -v iperf3 >/dev/null 2>&1 || need+=(iperf3)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive

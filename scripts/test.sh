@@ -9,6 +9,8 @@ echo "== rustfmt"
 cargo fmt --all -- --check
 echo "== clippy"
 cargo clippy --workspace --all-targets --release -- -D warnings
+echo "== build (the namespace tests run the switch binaries)"
+cargo build --workspace --release --bins
 echo "== tests (release: the timing checks run only in optimised builds)"
 cargo test --workspace --release 2>&1 | tee target/test-output.txt
 # Guard against a silently empty run.

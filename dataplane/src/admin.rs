@@ -24,7 +24,10 @@ use crate::switch::Switch;
 use crate::tm::{PortConfig, Shaping};
 
 fn arg<T: std::str::FromStr>(args: &[String], i: usize, what: &str) -> Result<T, String> {
-    args.get(i).ok_or_else(|| format!("missing {what}"))?.parse().map_err(|_| format!("bad {what}: {}", args[i]))
+    args.get(i)
+        .ok_or_else(|| format!("missing {what}"))?
+        .parse()
+        .map_err(|_| format!("bad {what}: {}", args[i]))
 }
 
 fn ports(sw: &Switch, args: &[String], i: usize) -> Result<Vec<PortId>, String> {
@@ -62,15 +65,25 @@ pub fn run(sw: &Switch, line: &str) -> Result<String, String> {
             "set_queue_rate" => {
                 let n: u64 = arg(&args, 0, "rate")?;
                 set_ports(sw, &args, |c| {
-                    c.shaping = if n == 0 { Shaping::None } else { Shaping::PacketsPerSec(n) };
-                    c.burst = c.burst.max(1);
+                    c.shaping = if n == 0 {
+                        Shaping::None
+                    } else {
+                        Shaping::PacketsPerSec(n)
+                    };
+                    // The burst is in the shaping unit: one packet.
+                    c.burst = 1;
                 })
             }
             "set_port_rate" => {
                 let n: u64 = arg(&args, 0, "rate")?;
                 set_ports(sw, &args, |c| {
-                    c.shaping = if n == 0 { Shaping::None } else { Shaping::BitsPerSec(n) };
-                    c.burst = c.burst.max(1514);
+                    c.shaping = if n == 0 {
+                        Shaping::None
+                    } else {
+                        Shaping::BitsPerSec(n)
+                    };
+                    // The burst is in the shaping unit: one full-size frame.
+                    c.burst = 1514;
                     c.link_bps = if n == 0 { c.link_bps } else { n };
                 })
             }
@@ -87,7 +100,14 @@ pub fn run(sw: &Switch, line: &str) -> Result<String, String> {
                 for &p in sw.ports() {
                     if let Some(c) = sw.counters(p) {
                         let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-                        out += &format!("{p} {} {} {} {} {}\n", l(&c.rx), l(&c.tx), l(&c.errors), l(&c.pfc_rx), l(&c.pfc_tx));
+                        out += &format!(
+                            "{p} {} {} {} {} {}\n",
+                            l(&c.rx),
+                            l(&c.tx),
+                            l(&c.errors),
+                            l(&c.pfc_rx),
+                            l(&c.pfc_tx)
+                        );
                     }
                 }
                 Ok(out)
@@ -112,12 +132,24 @@ pub fn run(sw: &Switch, line: &str) -> Result<String, String> {
                 let s = control.schema();
                 let alias = |n: &str| n == name || pipeline::schema::alias(n) == name;
                 if verb == "register_read" {
-                    let r = s.registers.iter().find(|r| alias(r.name)).ok_or_else(|| format!("no register {name}"))?;
-                    let v = control.read_registers(Some(r.id), Some(index)).map_err(|e| e.to_string())?;
+                    let r = s
+                        .registers
+                        .iter()
+                        .find(|r| alias(r.name))
+                        .ok_or_else(|| format!("no register {name}"))?;
+                    let v = control
+                        .read_registers(Some(r.id), Some(index))
+                        .map_err(|e| e.to_string())?;
                     Ok(format!("{}\n", v[0].value))
                 } else {
-                    let c = s.counters.iter().find(|c| alias(c.name)).ok_or_else(|| format!("no counter {name}"))?;
-                    let v = control.read_counters(Some(c.id), Some(index)).map_err(|e| e.to_string())?;
+                    let c = s
+                        .counters
+                        .iter()
+                        .find(|c| alias(c.name))
+                        .ok_or_else(|| format!("no counter {name}"))?;
+                    let v = control
+                        .read_counters(Some(c.id), Some(index))
+                        .map_err(|e| e.to_string())?;
                     Ok(format!("{} {}\n", v[0].value.packets, v[0].value.bytes))
                 }
             }
@@ -138,28 +170,36 @@ pub fn run_file(sw: &Switch, path: &Path) -> Result<usize, String> {
 }
 
 /// Serves commands on a Unix socket, one per line, answering each with its output and a line
-/// `ok` or `error: <message>`. Runs until the process exits.
-pub fn serve(sw: Arc<Switch>, path: &Path) -> std::io::Result<()> {
+/// `ok` or `error: <message>`. Holds the switch weakly, so it never keeps a stopping switch alive.
+pub fn serve(sw: &Arc<Switch>, path: &Path) -> std::io::Result<()> {
     let _ = std::fs::remove_file(path);
     let listener = UnixListener::bind(path)?;
-    std::thread::Builder::new().name("pisa-admin".into()).spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(conn) = conn else { continue };
-            let sw = sw.clone();
-            let _ = std::thread::Builder::new().name("pisa-admin-conn".into()).spawn(move || {
-                let Ok(mut out) = conn.try_clone() else { return };
-                for line in BufReader::new(conn).lines() {
-                    let Ok(line) = line else { break };
-                    let reply = match run(&sw, &line) {
-                        Ok(text) => format!("{text}ok\n"),
-                        Err(e) => format!("error: {e}\n"),
-                    };
-                    if out.write_all(reply.as_bytes()).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-    })?;
+    let weak = Arc::downgrade(sw);
+    std::thread::Builder::new()
+        .name("pisa-admin".into())
+        .spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                let weak = weak.clone();
+                let _ = std::thread::Builder::new()
+                    .name("pisa-admin-conn".into())
+                    .spawn(move || {
+                        let Ok(mut out) = conn.try_clone() else {
+                            return;
+                        };
+                        for line in BufReader::new(conn).lines() {
+                            let Ok(line) = line else { break };
+                            let reply = match weak.upgrade().map(|sw| run(&sw, &line)) {
+                                Some(Ok(text)) => format!("{text}ok\n"),
+                                Some(Err(e)) => format!("error: {e}\n"),
+                                None => "error: the switch is stopping\n".to_string(),
+                            };
+                            if out.write_all(reply.as_bytes()).is_err() {
+                                break;
+                            }
+                        }
+                    });
+            }
+        })?;
     Ok(())
 }

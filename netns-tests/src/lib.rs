@@ -134,3 +134,142 @@ pub fn netns_exists(name: &str) -> bool {
         })
         .unwrap_or(false)
 }
+
+/// A process started inside a namespace, killed (SIGTERM, then SIGKILL) on drop.
+#[derive(Debug)]
+pub struct Process {
+    child: Option<std::process::Child>,
+    name: String,
+}
+
+impl Process {
+    /// Starts `prog args` in `ns`, with stdout and stderr going to `log`.
+    pub fn spawn(
+        ns: &Netns,
+        prog: &str,
+        args: &[&str],
+        log: &std::path::Path,
+    ) -> Result<Self, NetError> {
+        let cmd = format!("{prog} {}", args.join(" "));
+        let file = std::fs::File::create(log).map_err(|source| NetError::Spawn {
+            cmd: cmd.clone(),
+            source,
+        })?;
+        let err = file.try_clone().map_err(|source| NetError::Spawn {
+            cmd: cmd.clone(),
+            source,
+        })?;
+        let child = Command::new("ip")
+            .args(["netns", "exec", ns.name(), prog])
+            .args(args)
+            .stdout(file)
+            .stderr(err)
+            .spawn()
+            .map_err(|source| NetError::Spawn {
+                cmd: cmd.clone(),
+                source,
+            })?;
+        Ok(Process {
+            child: Some(child),
+            name: cmd,
+        })
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, std::process::Child::id)
+    }
+
+    /// Whether it is still running.
+    pub fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// Sends SIGTERM and waits up to `timeout` for it to exit; returns its exit status.
+    pub fn terminate(&mut self, timeout: std::time::Duration) -> Option<std::process::ExitStatus> {
+        let child = self.child.as_mut()?;
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let deadline = std::time::Instant::now() + timeout;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return Some(status);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let status = child.wait().ok();
+        self.child = None;
+        eprintln!("{} did not stop on SIGTERM: killed", self.name);
+        status
+    }
+
+    /// CPU time (user + system) it has used, from /proc.
+    pub fn cpu_time(&self) -> std::time::Duration {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())) else {
+            return std::time::Duration::ZERO;
+        };
+        let rest = stat.rsplit(") ").next().unwrap_or("");
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: u64 = [11, 12]
+            .iter()
+            .filter_map(|&i| f.get(i)?.parse::<u64>().ok())
+            .sum();
+        // USER_HZ is 100 on Linux.
+        std::time::Duration::from_millis(ticks * 10)
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &c.id().to_string()])
+                .status();
+            for _ in 0..100 {
+                if let Ok(Some(_)) = c.try_wait() {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The path of a binary of this workspace (`pisa-switch`, `pisa-cli`), built next to the test
+/// binary (target/<profile>/), or named by the environment variable `PISA_BIN_DIR`.
+pub fn workspace_bin(name: &str) -> std::path::PathBuf {
+    if let Some(dir) = std::env::var_os("PISA_BIN_DIR") {
+        return std::path::PathBuf::from(dir).join(name);
+    }
+    let exe = std::env::current_exe().unwrap_or_default();
+    // target/<profile>/deps/<test> -> target/<profile>/<name>
+    let dir = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_default();
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build the workspace binaries first (cargo build --bins, same profile)",
+        path.display()
+    );
+    path
+}
+
+/// Whether any interface in `ns` still has an XDP program attached.
+pub fn xdp_attached(ns: &Netns) -> bool {
+    ns.exec("ip", &["-d", "link", "show"])
+        .map(|o| {
+            let text = String::from_utf8_lossy(&o.stdout).into_owned();
+            text.contains(" xdp") || text.contains("xdpgeneric") || text.contains("prog/xdp")
+        })
+        .unwrap_or(false)
+}

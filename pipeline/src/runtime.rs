@@ -299,8 +299,9 @@ impl Worker {
         }
         if let Some(t) = self.trace.as_mut() {
             t.push(format!(
-                "stage=egress port={} verdict={verdict:?}",
-                md.egress_port
+                "stage=egress port={} verdict={verdict:?} qid={} enq_qdepth={} deq_qdepth={} \
+                 deq_timedelta={}",
+                md.egress_port, md.qid, md.enq_qdepth, md.deq_qdepth, md.deq_timedelta
             ));
         }
         verdict

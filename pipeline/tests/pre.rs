@@ -35,7 +35,7 @@ impl Looper {
         let resubmit_once = b.action("resubmit_once", &[]);
         let recirc_forever = b.action("recirc_forever", &[]);
         let e2e_clone = b.action("e2e_clone", &[("session", 10)]);
-        let all = vec![fwd, resubmit_once, recirc_forever, e2e_clone];
+        let all = [fwd, resubmit_once, recirc_forever, e2e_clone];
         let mode = b.table(TableSpec {
             name: "ingress.mode",
             fields: vec![("hdr.mode", 8, MatchKind::Exact)],

@@ -12,7 +12,11 @@ fn main() {
     };
     let commands: Vec<String> = {
         let given: Vec<String> = args.collect();
-        if given.is_empty() { std::io::stdin().lines().map_while(Result::ok).collect() } else { given }
+        if given.is_empty() {
+            std::io::stdin().lines().map_while(Result::ok).collect()
+        } else {
+            given
+        }
     };
     let stream = match UnixStream::connect(&path) {
         Ok(s) => s,

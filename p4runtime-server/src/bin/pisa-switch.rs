@@ -11,7 +11,7 @@ use std::sync::Arc;
 use clap::Parser;
 use dataplane::io::packet::PacketPort;
 use dataplane::switch::{PortIo, PortSpec, Switch, SwitchConfig};
-use dataplane::tm::{PortConfig, SharedBuffer, Shaping};
+use dataplane::tm::{PortConfig, Shaping, SharedBuffer};
 use pipeline::metadata::PortId;
 use pipeline::runtime::{Config, Pipeline};
 
@@ -113,15 +113,27 @@ fn main() {
 
 fn run(args: Args) -> Result<(), String> {
     let program = pipeline::program::by_name(&args.program).ok_or_else(|| {
-        format!("no program {} (have: {})", args.program, pipeline::program::NAMES.join(", "))
+        format!(
+            "no program {} (have: {})",
+            args.program,
+            pipeline::program::NAMES.join(", ")
+        )
     })?;
-    let workers = args.workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let config = Config { cpu_port: args.cpu_port, max_recirculations: args.max_recirculations, ..Config::default() };
+    let workers = args
+        .workers
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let config = Config {
+        cpu_port: args.cpu_port,
+        max_recirculations: args.max_recirculations,
+        ..Config::default()
+    };
     let pipe = Pipeline::new(program, workers, config);
     let mut ports = Vec::new();
     for (id, name) in &args.interfaces {
         let io = match args.io {
-            Io::AfPacket => PortIo::Packet(PacketPort::open(name).map_err(|e| format!("port {id}@{name}: {e}"))?),
+            Io::AfPacket => PortIo::Packet(
+                PacketPort::open(name).map_err(|e| format!("port {id}@{name}: {e}"))?,
+            ),
         };
         ports.push(PortSpec { id: *id, io });
     }
@@ -165,7 +177,8 @@ fn run(args: Args) -> Result<(), String> {
         tracing::info!("{n} commands from {}", path.display());
     }
     if let Some(path) = &args.admin_socket {
-        dataplane::admin::serve(sw.clone(), path).map_err(|e| format!("admin socket {}: {e}", path.display()))?;
+        dataplane::admin::serve(&sw, path)
+            .map_err(|e| format!("admin socket {}: {e}", path.display()))?;
     }
     tracing::info!(
         "{} running on {} port(s) with {workers} worker(s)",
@@ -182,10 +195,19 @@ fn run(args: Args) -> Result<(), String> {
     if let Some(path) = &args.admin_socket {
         let _ = std::fs::remove_file(path);
     }
-    match Arc::try_unwrap(sw) {
-        Ok(sw) => sw.stop(),
-        // The admin thread still holds it: dropping the last reference stops it at exit.
-        Err(_) => {}
+    // An admin command still running holds the switch for a moment: wait for it.
+    let mut sw = sw;
+    loop {
+        match Arc::try_unwrap(sw) {
+            Ok(s) => {
+                s.stop();
+                break;
+            }
+            Err(s) => {
+                sw = s;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
     }
     Ok(())
 }
