@@ -173,17 +173,35 @@ fn fold_mul(a: u64, b: u64) -> u64 {
     (p as u64) ^ ((p >> 64) as u64)
 }
 
-const SEED: u64 = 0x243f_6a88_85a3_08d3;
-const MUL: u64 = 0x9e37_79b9_7f4a_7c15;
+/// Per-word seeds (hex digits of pi).
+const SEEDS: [u64; 8] = [
+    0x243f_6a88_85a3_08d3,
+    0x1319_8a2e_0370_7344,
+    0xa409_3822_299f_31d0,
+    0x082e_fa98_ec4e_6c89,
+    0x4528_21e6_38d0_1377,
+    0xbe54_66cf_34e9_0c6c,
+    0xc0ac_29b7_c97c_50dd,
+    0x3f84_d5b5_b547_0917,
+];
 
-/// Hash of the masked words `(word index, mask)` of a packed key.
+/// Hash of a packed key under a tuple's word masks (`m` and `key` equally long): one
+/// 64x64->128 folded multiply per pair of words, so a lookup of a 3-word key costs two
+/// independent multiplies per tuple.
 #[inline(always)]
-fn hash_words(wm: &[(u32, u64)], key: &[u64]) -> u64 {
-    let mut h = SEED;
-    for &(i, m) in wm {
-        h = fold_mul(h ^ (key[i as usize] & m), MUL);
+fn hash_masked(m: &[u64], key: &[u64]) -> u64 {
+    let mut h = 0u64;
+    let mut i = 0;
+    while i + 1 < m.len() {
+        let a = (key[i] & m[i]) ^ SEEDS[i % 8];
+        let b = (key[i + 1] & m[i + 1]) ^ SEEDS[(i + 1) % 8];
+        h ^= fold_mul(a, b).rotate_left(i as u32);
+        i += 2;
     }
-    fold_mul(h, SEED)
+    if i < m.len() {
+        h ^= fold_mul((key[i] & m[i]) ^ SEEDS[i % 8], SEEDS[(i + 1) % 8]);
+    }
+    h
 }
 
 /// The filter word index and the two bits a hash sets in it.
@@ -191,6 +209,14 @@ fn hash_words(wm: &[(u32, u64)], key: &[u64]) -> u64 {
 fn filter_pos(h: u64, wmask: u32) -> (usize, u64) {
     let bits = (1u64 << (h & 63)) | (1u64 << ((h >> 6) & 63));
     (((h >> 24) as u32 & wmask) as usize, bits)
+}
+
+/// The part of a tuple a lookup reads first, kept in one array in lookup order.
+#[derive(Clone, Copy, Debug)]
+struct Probe {
+    max: u32,
+    foff: u32,
+    fmask: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -201,8 +227,8 @@ struct Tuple {
     foff: u32,
     /// Filter length in words minus one (a power of two minus one).
     fmask: u32,
-    /// (word index, mask) of every packed word this tuple looks at.
-    wm: Box<[(u32, u64)]>,
+    /// The tuple's mask of each packed key word.
+    wm: Box<[u64]>,
     /// Masked key words of each slot, `wm.len()` per slot.
     keys: Vec<u64>,
     /// Candidates of each slot (`None`: free slot).
@@ -228,7 +254,8 @@ impl Tuple {
                 let k = &self.keys[s as usize * n..][..n];
                 k.iter()
                     .zip(&*self.wm)
-                    .all(|(&x, &(i, m))| x == key[i as usize] & m)
+                    .zip(key)
+                    .all(|((&x, &m), &v)| x == v & m)
             })
             .map(|&(_, s)| s)
     }
@@ -248,6 +275,12 @@ pub(crate) struct TernaryIndex {
     filters: Vec<u64>,
     /// Words of `filters` no tuple uses any more.
     garbage: usize,
+    /// Copy of each tuple's lookup data, in lookup order.
+    probes: Vec<Probe>,
+    /// Each tuple's `wm`, in lookup order (`layout.words` per tuple).
+    pmasks: Vec<u64>,
+    /// `probes`/`pmasks` must be rebuilt.
+    dirty: bool,
 }
 
 struct Norm {
@@ -272,6 +305,9 @@ impl TernaryIndex {
             next_seq: 0,
             filters: vec![u64::MAX],
             garbage: 0,
+            probes: Vec::new(),
+            pmasks: Vec::new(),
+            dirty: false,
         }
     }
 
@@ -309,6 +345,7 @@ impl TernaryIndex {
     /// Restores the lookup order after a tuple's `max` changed or a tuple was added or
     /// removed. Costs O(tuples), independent of the number of entries.
     fn reorder(&mut self) {
+        self.dirty = true;
         self.tuples.sort_by_key(|t| (Reverse(t.max), t.seq));
         for (i, t) in self.tuples.iter().enumerate() {
             *self.by_mask.get_mut(&t.mask).expect("tuple registered") = i as u32;
@@ -317,6 +354,7 @@ impl TernaryIndex {
 
     /// Releases the filter of tuple `ti` (it becomes garbage).
     fn drop_filter(&mut self, ti: usize) {
+        self.dirty = true;
         let t = &mut self.tuples[ti];
         if t.foff != 0 {
             self.garbage += t.fmask as usize + 1;
@@ -352,6 +390,24 @@ impl TernaryIndex {
         }
     }
 
+    /// Rebuilds `probes` and `pmasks` if needed. O(tuples x words).
+    fn sync(&mut self) {
+        if !self.dirty {
+            return;
+        }
+        self.dirty = false;
+        self.probes.clear();
+        self.pmasks.clear();
+        for t in &self.tuples {
+            self.probes.push(Probe {
+                max: t.max,
+                foff: t.foff,
+                fmask: t.fmask,
+            });
+            self.pmasks.extend_from_slice(&t.wm);
+        }
+    }
+
     /// Copies the live filters into a fresh array. O(total filter size).
     fn compact_filters(&mut self) {
         let mut f = Vec::with_capacity(self.filters.len() - self.garbage);
@@ -366,6 +422,7 @@ impl TernaryIndex {
         }
         self.filters = f;
         self.garbage = 0;
+        self.dirty = true;
     }
 
     pub(crate) fn insert(&mut self, key: &[FieldMatch], prio: u32, id: EntryId) {
@@ -373,13 +430,7 @@ impl TernaryIndex {
         let ti = match self.by_mask.get(&*n.mask) {
             Some(&ti) => ti as usize,
             None => {
-                let pm = self.pack_vec(&n.mask);
-                let wm: Box<[(u32, u64)]> = pm
-                    .iter()
-                    .enumerate()
-                    .filter(|&(_, &m)| m != 0)
-                    .map(|(i, &m)| (i as u32, m))
-                    .collect();
+                let wm: Box<[u64]> = self.pack_vec(&n.mask).into();
                 self.tuples.push(Tuple {
                     max: 0,
                     foff: 0,
@@ -409,7 +460,7 @@ impl TernaryIndex {
             ranges: n.ranges,
         };
         let t = &mut self.tuples[ti];
-        let h = hash_words(&t.wm, &pk);
+        let h = hash_masked(&t.wm, &pk);
         match t.find(h, &pk) {
             Some(s) => t.buckets[s as usize]
                 .as_mut()
@@ -419,14 +470,14 @@ impl TernaryIndex {
                 let s = match t.free_slots.pop() {
                     Some(s) => {
                         let nw = t.wm.len();
-                        for (j, &(i, m)) in t.wm.iter().enumerate() {
-                            t.keys[s as usize * nw + j] = pk[i as usize] & m;
+                        for (j, (&m, &v)) in t.wm.iter().zip(&pk).enumerate() {
+                            t.keys[s as usize * nw + j] = v & m;
                         }
                         t.buckets[s as usize] = Some(Bucket::One(cand));
                         s
                     }
                     None => {
-                        t.keys.extend(t.wm.iter().map(|&(i, m)| pk[i as usize] & m));
+                        t.keys.extend(t.wm.iter().zip(&pk).map(|(&m, &v)| v & m));
                         t.buckets.push(Some(Bucket::One(cand)));
                         (t.buckets.len() - 1) as u32
                     }
@@ -449,6 +500,7 @@ impl TernaryIndex {
             t.max = prio;
             self.reorder();
         }
+        self.sync();
     }
 
     pub(crate) fn remove(&mut self, key: &[FieldMatch], prio: u32, id: EntryId) {
@@ -456,7 +508,7 @@ impl TernaryIndex {
         let ti = *self.by_mask.get(&*n.mask).expect("tuple of a live entry") as usize;
         let pk = self.pack_vec(&n.value);
         let t = &mut self.tuples[ti];
-        let h = hash_words(&t.wm, &pk);
+        let h = hash_masked(&t.wm, &pk);
         let s = t.find(h, &pk).expect("bucket of a live entry");
         let bucket = t.buckets[s as usize].as_mut().expect("live slot");
         if bucket.remove(id) {
@@ -499,36 +551,54 @@ impl TernaryIndex {
             }
             Some(_) => {}
         }
+        self.sync();
     }
 
     #[inline]
     pub(crate) fn lookup(&self, key: &[u128]) -> Option<EntryId> {
-        let words = self.layout.words;
-        if words <= INLINE_WORDS {
-            let mut buf = [0u64; INLINE_WORDS];
-            self.layout.pack(|p| key[p], &mut buf[..words]);
-            self.lookup_packed(key, &buf)
-        } else {
-            let mut buf = vec![0u64; words];
-            self.layout.pack(|p| key[p], &mut buf);
-            self.lookup_packed(key, &buf)
+        match self.layout.words {
+            0 => self.lookup_n::<0>(key),
+            1 => self.lookup_n::<1>(key),
+            2 => self.lookup_n::<2>(key),
+            3 => self.lookup_n::<3>(key),
+            4 => self.lookup_n::<4>(key),
+            w if w <= INLINE_WORDS => {
+                let mut buf = [0u64; INLINE_WORDS];
+                self.layout.pack(|p| key[p], &mut buf[..w]);
+                self.lookup_packed(key, &buf[..w])
+            }
+            w => {
+                let mut buf = vec![0u64; w];
+                self.layout.pack(|p| key[p], &mut buf);
+                self.lookup_packed(key, &buf)
+            }
         }
+    }
+
+    /// Lookup with a key of exactly `W` words (so hashing unrolls completely).
+    #[inline(always)]
+    fn lookup_n<const W: usize>(&self, key: &[u128]) -> Option<EntryId> {
+        let mut pk = [0u64; W];
+        self.layout.pack(|p| key[p], &mut pk);
+        self.lookup_packed(key, &pk)
     }
 
     #[inline(always)]
     fn lookup_packed(&self, key: &[u128], pk: &[u64]) -> Option<EntryId> {
+        let w = pk.len();
         // Priorities are >= 1, so 0 means "nothing found yet".
         let mut best_p = 0u32;
         let mut best = None;
-        for t in &self.tuples {
-            if t.max <= best_p {
+        for (i, p) in self.probes.iter().enumerate() {
+            if p.max <= best_p {
                 break;
             }
-            let h = hash_words(&t.wm, pk);
-            let (w, bits) = filter_pos(h, t.fmask);
-            if self.filters[t.foff as usize + w] & bits != bits {
+            let h = hash_masked(&self.pmasks[i * w..][..w], pk);
+            let (fw, bits) = filter_pos(h, p.fmask);
+            if self.filters[p.foff as usize + fw] & bits != bits {
                 continue;
             }
+            let t = &self.tuples[i];
             let Some(s) = t.find(h, pk) else {
                 continue;
             };
