@@ -860,3 +860,37 @@ fn ternary_filters_grow_and_shrink() {
         check(&t, &live, &mut r);
     }
 }
+
+/// Expanded (small total weight) and cumulative (large) groups both select the member owning
+/// `hash % total_weight`.
+#[test]
+fn selector_expanded_and_cumulative_agree() {
+    let mut p = ActionProfile::<u32>::new(200, 4, 0);
+    for m in 0..200 {
+        p.insert_member(m, m * 10).unwrap();
+    }
+    let mut r = Rng(5);
+    for (g, max_w) in [(1u32, 40u64), (2, 250), (3, 1)] {
+        let members: Vec<(u32, u32)> = (0..64)
+            .map(|i| (i * 3 % 200, 1 + r.below(max_w) as u32))
+            .collect();
+        p.insert_group(g, &members, 0).unwrap();
+        let total: u64 = members.iter().map(|&(_, w)| u64::from(w)).sum();
+        for _ in 0..5000 {
+            let h = r.next();
+            let mut x = h % total;
+            let want = members
+                .iter()
+                .find(|&&(_, w)| {
+                    if x < u64::from(w) {
+                        true
+                    } else {
+                        x -= u64::from(w);
+                        false
+                    }
+                })
+                .map(|&(m, _)| m * 10);
+            assert_eq!(p.select(g, h).copied(), want, "group {g} total {total}");
+        }
+    }
+}
