@@ -161,8 +161,14 @@ impl Layout {
     #[inline(always)]
     fn pack(&self, f: impl Fn(usize) -> u128, out: &mut [u64]) {
         for p in &*self.pieces {
-            let v = ((f(p.pos as usize) >> p.src) as u64) & p.mask;
-            out[p.word as usize] |= v << p.dst;
+            let v = f(p.pos as usize);
+            // `src` is 0 or 64: pick the half instead of a variable 128-bit shift.
+            let half = if p.src == 0 {
+                v as u64
+            } else {
+                (v >> 64) as u64
+            };
+            out[p.word as usize] |= (half & p.mask) << p.dst;
         }
     }
 }
@@ -556,6 +562,9 @@ impl TernaryIndex {
 
     #[inline]
     pub(crate) fn lookup(&self, key: &[u128]) -> Option<EntryId> {
+        if self.probes.is_empty() {
+            return None;
+        }
         match self.layout.words {
             0 => self.lookup_n::<0>(key),
             1 => self.lookup_n::<1>(key),
