@@ -4,10 +4,10 @@
 //! The exact fields select a trie through a [`KeyMap`] (no map at all when there are none).
 //! Each trie is a stride-8 multibit trie with controlled prefix expansion: a prefix of length
 //! `L` (`8d < L <= 8d + 8`) lives in a node at depth `d`, expanded over the `2^(8d+8-L)` slots
-//! it covers, where it overrides shorter prefixes of the same node only. A slot either holds
-//! the best entry of its node for that byte or points to a child; a child node's `default`
-//! holds the best entry its parent slot would hold. Lookups read at most `ceil(W/8)` nodes
-//! (4 for IPv4, 16 for IPv6). Inserts and deletes touch one node (at most 256 slots) plus
+//! it covers, where it overrides shorter prefixes of the same node only. A slot is one `u64`
+//! holding both the best entry of its node for that byte (high half) and the child node for
+//! that byte, if any (low half), so a lookup reads one word, i.e. one cache line, per level:
+//! at most `ceil(W/8)` (4 for IPv4, 16 for IPv6). Inserts and deletes touch one node (at most 256 slots) plus
 //! the path to it; deletes restore the next shorter prefix of that node (found through the
 //! table's identity map) and free nodes that become empty. Fields whose width is not a
 //! multiple of 8 are left-aligned to the next multiple.
@@ -18,17 +18,30 @@ use super::exact::exact_value;
 use super::keymap::KeyMap;
 use super::{Entries, EntryId, FieldMatch, KeyField, MatchKey, MatchKind, ones, prefix_mask};
 
-/// Slot tag: the rest of the slot is a child node index. Otherwise a slot is `entry id + 1`
-/// (0 = none).
-const CHILD: u32 = 1 << 31;
+/// Largest node index (0 in a slot's child half means "no child"; the root is never a child).
+const MAX_NODE: u32 = u32::MAX - 1;
 const CHUNK_BITS: u32 = 4;
 const CHUNK: usize = 1 << CHUNK_BITS;
 
+/// A slot: `entry (id + 1, 0 = none) << 32 | child node (0 = none)`.
+#[inline(always)]
+fn slot(entry: u32, child: u32) -> u64 {
+    (u64::from(entry) << 32) | u64::from(child)
+}
+
+#[inline(always)]
+fn entry_of(s: u64) -> u32 {
+    (s >> 32) as u32
+}
+
+#[inline(always)]
+fn child_of(s: u64) -> u32 {
+    s as u32
+}
+
 #[derive(Clone, Debug)]
 struct Node {
-    slots: [u32; 256],
-    /// Best entry (id + 1) of the parent slot pointing here (for the root: the /0 entry).
-    default: u32,
+    slots: [u64; 256],
     /// Prefixes stored in this node plus child slots; the node is freed when it drops to 0.
     count: u32,
     parent: u32,
@@ -36,10 +49,9 @@ struct Node {
 }
 
 impl Node {
-    fn new(parent: u32, parent_slot: u8, default: u32) -> Self {
+    fn new(parent: u32, parent_slot: u8) -> Self {
         Self {
             slots: [0; 256],
-            default,
             count: 0,
             parent,
             parent_slot,
@@ -51,6 +63,8 @@ impl Node {
 struct Trie {
     chunks: Vec<Vec<Node>>,
     free: Vec<u32>,
+    /// The /0 entry (id + 1, 0 = none).
+    default: u32,
 }
 
 impl Trie {
@@ -58,8 +72,9 @@ impl Trie {
         let mut t = Self {
             chunks: Vec::new(),
             free: Vec::new(),
+            default: 0,
         };
-        t.alloc(Node::new(0, 0, 0));
+        t.alloc(Node::new(0, 0));
         t
     }
 
@@ -84,52 +99,39 @@ impl Trie {
         let c = self.chunks.len() - 1;
         self.chunks[c].push(n);
         let i = (c * CHUNK + self.chunks[c].len() - 1) as u32;
-        assert!(i < CHILD, "trie too large");
+        assert!(i <= MAX_NODE, "trie too large");
         i
     }
 
     fn is_empty(&self) -> bool {
-        let r = self.node(0);
-        r.count == 0 && r.default == 0
+        self.node(0).count == 0 && self.default == 0
     }
 
-    /// Effective entry of slot `s` of node `n`.
+    /// Entry of slot `s` of node `n`.
     fn eff(&self, n: u32, s: usize) -> u32 {
-        let v = self.node(n).slots[s];
-        if v & CHILD != 0 {
-            self.node(v & !CHILD).default
-        } else {
-            v
-        }
+        entry_of(self.node(n).slots[s])
     }
 
     fn set_eff(&mut self, n: u32, s: usize, e: u32) {
-        let v = self.node(n).slots[s];
-        if v & CHILD != 0 {
-            self.node_mut(v & !CHILD).default = e;
-        } else {
-            self.node_mut(n).slots[s] = e;
-        }
+        let v = &mut self.node_mut(n).slots[s];
+        *v = slot(e, child_of(*v));
     }
 
     #[inline]
     fn lookup(&self, va: u128, aw: u8) -> u32 {
         let mut n = self.node(0);
-        let mut best = n.default;
+        let mut best = self.default;
         let mut sh = aw;
         while sh > 0 {
             sh -= 8;
             let s = n.slots[((va >> sh) & 0xff) as usize];
-            if s & CHILD == 0 {
-                if s != 0 {
-                    best = s;
-                }
+            if entry_of(s) != 0 {
+                best = entry_of(s);
+            }
+            if child_of(s) == 0 {
                 break;
             }
-            n = self.node(s & !CHILD);
-            if n.default != 0 {
-                best = n.default;
-            }
+            n = self.node(child_of(s));
         }
         best
     }
@@ -141,13 +143,13 @@ impl Trie {
         for d in 0..depth {
             let b = ((va >> (aw - 8 - 8 * d)) & 0xff) as usize;
             let v = self.node(n).slots[b];
-            if v & CHILD != 0 {
-                n = v & !CHILD;
+            if child_of(v) != 0 {
+                n = child_of(v);
             } else {
                 assert!(create, "lpm trie path missing");
-                let c = self.alloc(Node::new(n, b as u8, v));
+                let c = self.alloc(Node::new(n, b as u8));
                 let p = self.node_mut(n);
-                p.slots[b] = c | CHILD;
+                p.slots[b] = slot(entry_of(v), c);
                 p.count += 1;
                 n = c;
             }
@@ -167,7 +169,7 @@ impl Trie {
     /// Adds prefix (`va`, `len`) as `enc` (id + 1); `len_of(enc)` gives stored prefix lengths.
     fn insert(&mut self, va: u128, aw: u8, len: u8, enc: u32, len_of: impl Fn(u32) -> u8) {
         if len == 0 {
-            self.node_mut(0).default = enc;
+            self.default = enc;
             return;
         }
         let n = self.walk(va, aw, len, true);
@@ -184,7 +186,7 @@ impl Trie {
     /// shorter prefix of the same node (or 0).
     fn remove(&mut self, va: u128, aw: u8, len: u8, enc: u32, repl: u32) {
         if len == 0 {
-            self.node_mut(0).default = 0;
+            self.default = 0;
             return;
         }
         let mut n = self.walk(va, aw, len, false);
@@ -195,12 +197,12 @@ impl Trie {
         }
         self.node_mut(n).count -= 1;
         while n != 0 && self.node(n).count == 0 {
-            let (p, ps, def) = {
+            let (p, ps) = {
                 let x = self.node(n);
-                (x.parent, x.parent_slot as usize, x.default)
+                (x.parent, x.parent_slot as usize)
             };
             let pn = self.node_mut(p);
-            pn.slots[ps] = def;
+            pn.slots[ps] = slot(entry_of(pn.slots[ps]), 0);
             pn.count -= 1;
             self.free.push(n);
             n = p;

@@ -3,8 +3,10 @@
 //! Members and groups get dense slot indices (lowest free, so deterministic) that stay valid
 //! for their lifetime: a table entry can store the index and the data plane reaches member
 //! data with plain vector indexing ([`ActionProfile::member_by_index`],
-//! [`ActionProfile::select_by_index`]). Groups keep cumulative weights; selection is
-//! `hash % total_weight` followed by a binary search.
+//! [`ActionProfile::select_by_index`]). Selection picks the member owning
+//! `hash % total_weight`: groups whose total weight is at most [`EXPAND_MAX`] keep an expanded
+//! table (one dense member index per unit of weight) so that is a single load; larger groups
+//! binary-search their cumulative weights.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -50,6 +52,9 @@ struct Member<A> {
     table_refs: u32,
 }
 
+/// Groups with at most this total weight select through an expanded member table.
+const EXPAND_MAX: u64 = 4096;
+
 #[derive(Clone, Debug)]
 struct Group {
     id: u32,
@@ -59,6 +64,9 @@ struct Group {
     cum: Box<[u64]>,
     /// Dense member indices, parallel to `members`.
     idx: Box<[u32]>,
+    /// If the total weight is at most [`EXPAND_MAX`]: the dense member index owning each
+    /// unit of weight (member `i` repeated `weight_i` times); empty otherwise.
+    expanded: Box<[u32]>,
     table_refs: u32,
 }
 
@@ -247,12 +255,22 @@ impl<A: Clone> ActionProfile<A> {
         if cap != 0 && total > cap {
             return Err(ProfileError::GroupTooLarge);
         }
+        let expanded = if total <= EXPAND_MAX {
+            members
+                .iter()
+                .zip(&idx)
+                .flat_map(|(&(_, w), &mi)| std::iter::repeat_n(mi, w as usize))
+                .collect()
+        } else {
+            Box::default()
+        };
         Ok(Group {
             id,
             members: members.into(),
             max_size,
             cum: cum.into(),
             idx: idx.into(),
+            expanded,
             table_refs: 0,
         })
     }
@@ -356,10 +374,14 @@ impl<A: Clone> ActionProfile<A> {
     #[inline]
     pub fn select_by_index(&self, idx: u32, hash: u64) -> Option<&A> {
         let g = self.groups.at(idx)?;
-        let total = *g.cum.last()?;
-        let r = hash % total;
-        let i = g.cum.partition_point(|&c| c <= r);
-        self.member_by_index(g.idx[i])
+        let mi = if !g.expanded.is_empty() {
+            g.expanded[(hash % g.expanded.len() as u64) as usize]
+        } else {
+            let total = *g.cum.last()?;
+            let r = hash % total;
+            g.idx[g.cum.partition_point(|&c| c <= r)]
+        };
+        self.member_by_index(mi)
     }
 
     /// Records a table entry referring to a member; returns its dense index.

@@ -791,3 +791,106 @@ fn ternary_lookup_time() {
         println!("ternary 20 masks x 1k: {name} lookup {ns:.1} ns");
     }
 }
+
+/// Tuple-space filters through growth, the always-pass state of very large tuples, stale-bit
+/// rebuilds after deletes, and filter compaction: lookups agree with a linear scan.
+#[test]
+fn ternary_filters_grow_and_shrink() {
+    let fields = [f(32, MatchKind::Ternary), f(16, MatchKind::Ternary)];
+    let masks = [
+        (prefix_mask(32, 24), ones(16)),
+        (prefix_mask(32, 16), 0),
+        (ones(32), 0xff00),
+    ];
+    let mut t = MatchTable::new(&fields, 20_000);
+    let mut r = Rng(99);
+    let mut live: Vec<(MatchKey, u32)> = Vec::new();
+    let check = |t: &MatchTable, live: &[(MatchKey, u32)], r: &mut Rng| {
+        for i in 0..300 {
+            let key: Vec<u128> = if i % 2 == 0 && !live.is_empty() {
+                let j = r.below(live.len() as u64) as usize;
+                key_in(r, &fields, &live[j].0)
+            } else {
+                vec![u128::from(r.next() as u32), u128::from(r.next() as u16)]
+            };
+            let want = live
+                .iter()
+                .filter(|(k, _)| {
+                    k.iter()
+                        .zip(&key)
+                        .zip(&fields)
+                        .all(|((m, &v), f)| field_matches(m, v, f.bitwidth))
+                })
+                .map(|&(_, p)| p)
+                .max();
+            let got = t.lookup(&key).map(|id| t.key_of(id).unwrap().1);
+            assert_eq!(got, want, "{key:x?}");
+        }
+    };
+    for round in 0..3 {
+        let n = [15_000, 3_000, 6_000][round];
+        for _ in 0..n {
+            let (m0, m1) = masks[r.below(masks.len() as u64) as usize];
+            let k: MatchKey = vec![
+                FieldMatch::Ternary {
+                    value: u128::from(r.next() as u32) & m0,
+                    mask: m0,
+                },
+                FieldMatch::Ternary {
+                    value: u128::from(r.next() as u16) & m1,
+                    mask: m1,
+                },
+            ]
+            .into();
+            let p = 1 + r.below(1000) as u32;
+            if t.insert(k.clone(), p).is_ok() {
+                live.push((k, p));
+            }
+        }
+        check(&t, &live, &mut r);
+        // Delete most entries, in random order.
+        let keep = live.len() / 8;
+        while live.len() > keep {
+            let (k, p) = live.swap_remove(r.below(live.len() as u64) as usize);
+            t.remove(&k, p).unwrap();
+            if live.len().is_multiple_of(1000) {
+                check(&t, &live, &mut r);
+            }
+        }
+        check(&t, &live, &mut r);
+    }
+}
+
+/// Expanded (small total weight) and cumulative (large) groups both select the member owning
+/// `hash % total_weight`.
+#[test]
+fn selector_expanded_and_cumulative_agree() {
+    let mut p = ActionProfile::<u32>::new(200, 4, 0);
+    for m in 0..200 {
+        p.insert_member(m, m * 10).unwrap();
+    }
+    let mut r = Rng(5);
+    for (g, max_w) in [(1u32, 40u64), (2, 250), (3, 1)] {
+        let members: Vec<(u32, u32)> = (0..64)
+            .map(|i| (i * 3 % 200, 1 + r.below(max_w) as u32))
+            .collect();
+        p.insert_group(g, &members, 0).unwrap();
+        let total: u64 = members.iter().map(|&(_, w)| u64::from(w)).sum();
+        for _ in 0..5000 {
+            let h = r.next();
+            let mut x = h % total;
+            let want = members
+                .iter()
+                .find(|&&(_, w)| {
+                    if x < u64::from(w) {
+                        true
+                    } else {
+                        x -= u64::from(w);
+                        false
+                    }
+                })
+                .map(|&(m, _)| m * 10);
+            assert_eq!(p.select(g, h).copied(), want, "group {g} total {total}");
+        }
+    }
+}
