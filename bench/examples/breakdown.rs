@@ -16,7 +16,8 @@ fn main() {
         },
         1,
     );
-    let frames = traffic(&prefixes, 4096, 64);
+    let flows = std::env::var("FLOWS").ok().and_then(|v| v.parse().ok()).unwrap_or(4096);
+    let frames = traffic(&prefixes, flows, 64);
     let snap = pipe.control.snapshot();
     let s = pipe.control.schema();
     let t = |n: &str| s.table_by_name(n).unwrap();

@@ -1,7 +1,11 @@
-//! The data plane of pisa-switch: the only crate that talks to the kernel.
+//! The data plane of pisa-switch: the only crate that talks to the kernel, and the only one with
+//! `unsafe` code (each block carries a `// SAFETY:` comment naming its invariant).
 //!
-//! It owns ports (AF_XDP, AF_PACKET, in-memory), worker threads, the traffic manager, and packet
-//! capture. So far it has the capture writer; the I/O and threads arrive with the data-plane work.
+//! - [`pool`]: the packet buffers, owned through unique tokens.
+//! - [`io`]: ports (AF_PACKET sockets and in-memory links; AF_XDP is next).
+//! - [`tm`]: the traffic manager (queues, shaping, shared buffer, PFC).
+//! - [`switch`]: worker threads, the packet path, the CPU and recirculation ports, capture, trace.
+//! - [`admin`]: the text commands for entries and run-time settings.
 
 pub mod admin;
 pub mod ecn;
