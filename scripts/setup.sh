@@ -9,6 +9,12 @@ command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 command -v cc >/dev/null 2>&1 || need+=(build-essential)
 command -v ethtool >/dev/null 2>&1 || need+=(ethtool)
 command -v iperf3 >/dev/null 2>&1 || need+=(iperf3)
+# AF_XDP (xsk-rs builds libxdp and libbpf from source).
+command -v clang >/dev/null 2>&1 || need+=(clang)
+command -v m4 >/dev/null 2>&1 || need+=(m4)
+[ -e /usr/include/libelf.h ] || need+=(libelf-dev)
+[ -e /usr/include/zlib.h ] || need+=(zlib1g-dev)
+command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive

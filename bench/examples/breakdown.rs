@@ -16,7 +16,10 @@ fn main() {
         },
         1,
     );
-    let flows = std::env::var("FLOWS").ok().and_then(|v| v.parse().ok()).unwrap_or(4096);
+    let flows = std::env::var("FLOWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4096);
     let frames = traffic(&prefixes, flows, 64);
     let snap = pipe.control.snapshot();
     let s = pipe.control.schema();

@@ -33,9 +33,19 @@ impl Buf {
 
 static NEXT_POOL: AtomicU32 = AtomicU32::new(1);
 
+/// What keeps a pool's memory alive.
+enum Backing {
+    /// Heap memory (AF_PACKET and in-memory ports).
+    Heap(#[allow(dead_code, reason = "owns the memory `base` points into")] Box<[UnsafeCell<u8>]>),
+    /// An AF_XDP UMEM shared by every AF_XDP port of the switch: the frames the kernel fills
+    /// and sends are pool buffers, so a frame crosses the switch without a copy.
+    Umem(xsk_rs::Umem, Box<[xsk_rs::FrameDesc]>),
+}
+
 /// A region of `count` buffers of `size` bytes.
 pub struct Pool {
-    mem: Box<[UnsafeCell<u8>]>,
+    base: *mut u8,
+    backing: Backing,
     size: usize,
     count: u32,
     id: u32,
@@ -44,8 +54,11 @@ pub struct Pool {
 
 // SAFETY: the bytes of buffer i are only reached through the unique `Buf` token of index i (see
 // `bytes`/`bytes_mut`), so threads never access the same bytes without the token moving between
-// them, which synchronises through the queues that carry it.
+// them, which synchronises through the queues that carry it. `base` points into memory owned by
+// `backing`, which lives as long as the pool.
 unsafe impl Sync for Pool {}
+// SAFETY: as above; the raw pointer is only an address into memory the pool owns.
+unsafe impl Send for Pool {}
 
 impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -61,20 +74,90 @@ impl Pool {
     /// `count` buffers of `size` bytes (size must exceed [`HEADROOM`]).
     pub fn new(count: u32, size: usize) -> Self {
         assert!(size > HEADROOM, "buffers must be larger than the headroom");
-        let mem = (0..size * count as usize)
+        let mem: Box<[UnsafeCell<u8>]> = (0..size * count as usize)
             .map(|_| UnsafeCell::new(0))
             .collect();
+        let base = UnsafeCell::raw_get(mem.as_ptr());
+        Self::with_backing(base, Backing::Heap(mem), count, size)
+    }
+
+    fn with_backing(base: *mut u8, backing: Backing, count: u32, size: usize) -> Self {
         let free = ArrayQueue::new(count.max(1) as usize);
         for i in 0..count {
             let _ = free.push(i);
         }
+        let id = NEXT_POOL.fetch_add(1, Ordering::Relaxed);
         Pool {
-            mem,
+            base,
+            backing,
             size,
             count,
-            id: NEXT_POOL.fetch_add(1, Ordering::Relaxed),
+            id,
             free,
         }
+    }
+
+    /// A pool whose buffers are the frames of a new AF_XDP UMEM of `count` 4096-byte frames
+    /// (no user headroom: the kernel's 256 reserved bytes in front of each frame are the pool's
+    /// [`HEADROOM`]).
+    pub fn umem(count: u32) -> std::io::Result<Self> {
+        use xsk_rs::config::{FrameSize, QueueSize, UmemConfig};
+        let other = |e: &dyn std::fmt::Display| std::io::Error::other(e.to_string());
+        let config = UmemConfig::builder()
+            .frame_size(FrameSize::new(4096).map_err(|e| other(&e))?)
+            .fill_queue_size(QueueSize::new(2048).map_err(|e| other(&e))?)
+            .comp_queue_size(QueueSize::new(2048).map_err(|e| other(&e))?)
+            .frame_headroom(0)
+            .build()
+            .map_err(|e| other(&e))?;
+        let n = std::num::NonZeroU32::new(count).ok_or_else(|| other(&"empty pool"))?;
+        let (umem, descs) = xsk_rs::Umem::new(config, n, false).map_err(|e| other(&e))?;
+        let first = descs.first().ok_or_else(|| other(&"empty UMEM"))?;
+        if first.addr() != HEADROOM {
+            return Err(other(&format!(
+                "UMEM data starts at {}, not {HEADROOM}",
+                first.addr()
+            )));
+        }
+        // SAFETY: `first` belongs to `umem` and nothing uses its frame yet; only the address of
+        // its data segment is taken.
+        let data = unsafe { umem.data(first) }.contents().as_ptr();
+        // Frame 0 starts HEADROOM bytes before its data; the frames follow each other.
+        let base = data.wrapping_sub(HEADROOM).cast_mut();
+        Ok(Self::with_backing(
+            base,
+            Backing::Umem(umem, descs.into()),
+            count,
+            4096,
+        ))
+    }
+
+    /// The UMEM behind this pool, if it is one, with the base descriptor of every frame.
+    pub fn as_umem(&self) -> Option<(&xsk_rs::Umem, &[xsk_rs::FrameDesc])> {
+        match &self.backing {
+            Backing::Umem(u, d) => Some((u, d)),
+            Backing::Heap(_) => None,
+        }
+    }
+
+    /// The token of buffer `index`, which the kernel has just handed back (RX or completion ring).
+    ///
+    /// # Safety
+    ///
+    /// No other token of `index` may exist: the buffer must have been given away (to a fill or TX
+    /// ring) with [`Pool::surrender`], and returned by the kernel exactly once since.
+    pub unsafe fn adopt(&self, index: u32) -> Buf {
+        debug_assert!(index < self.count);
+        Buf {
+            index,
+            pool: self.id,
+        }
+    }
+
+    /// Gives a buffer away to the kernel (fill or TX ring); it comes back with [`Pool::adopt`].
+    pub fn surrender(&self, buf: Buf) -> u32 {
+        debug_assert_eq!(buf.pool, self.id, "buffer of another pool");
+        buf.index
     }
 
     /// Bytes per buffer.
@@ -107,19 +190,20 @@ impl Pool {
         let _ = self.free.push(buf.index);
     }
 
-    fn range(&self, buf: &Buf) -> std::ops::Range<usize> {
+    fn start(&self, buf: &Buf) -> *mut u8 {
         assert_eq!(buf.pool, self.id, "buffer of another pool");
-        let start = buf.index as usize * self.size;
-        start..start + self.size
+        assert!(buf.index < self.count, "buffer index out of range");
+        self.base.wrapping_add(buf.index as usize * self.size)
     }
 
     /// The whole buffer, to read.
     pub fn bytes(&self, buf: &Buf) -> &[u8] {
-        let cells = &self.mem[self.range(buf)];
-        // SAFETY: `UnsafeCell<u8>` has the layout of `u8`; the cells belong to the buffer whose
-        // token is borrowed shared for the lifetime of the result, and writes need `&mut Buf`,
-        // so no write can alias this read.
-        unsafe { std::slice::from_raw_parts(cells.as_ptr().cast::<u8>(), cells.len()) }
+        let p = self.start(buf);
+        // SAFETY: `p..p + size` lies inside the pool's memory (index < count) and belongs to the
+        // buffer whose token is borrowed shared for the lifetime of the result; writes need
+        // `&mut Buf` and tokens are unique per index, so no write aliases this read. The kernel
+        // touches a buffer only while it holds it (fill/TX ring), when no token exists.
+        unsafe { std::slice::from_raw_parts(p, self.size) }
     }
 
     /// The whole buffer, to write.
@@ -128,10 +212,11 @@ impl Pool {
         reason = "exclusivity comes from the unique &mut Buf token"
     )]
     pub fn bytes_mut(&self, buf: &mut Buf) -> &mut [u8] {
-        let cells = &self.mem[self.range(buf)];
+        let p = self.start(buf);
         // SAFETY: as in `bytes`; the token is borrowed mutably for the lifetime of the result and
-        // tokens are unique per index, so this is the only reference to these bytes.
-        unsafe { std::slice::from_raw_parts_mut(UnsafeCell::raw_get(cells.as_ptr()), cells.len()) }
+        // tokens are unique per index, so this is the only reference to these bytes. Heap memory
+        // sits in `UnsafeCell`s, so writing through a shared pool is allowed.
+        unsafe { std::slice::from_raw_parts_mut(p, self.size) }
     }
 }
 

@@ -31,6 +31,7 @@ use pipeline::wire::{EtherType, EthernetFrame, PfcFrame, PfcRepr};
 
 use crate::io::mem::MemPort;
 use crate::io::packet::PacketPort;
+use crate::io::xdp::{XdpPort, XdpSpec};
 use crate::io::{BATCH, Frame};
 use crate::pcap::PcapWriter;
 use crate::pool::{HEADROOM, LocalCache, Pool};
@@ -39,6 +40,10 @@ use crate::tm::{Dequeued, PortConfig, Queued, SharedBuffer, TrafficManager, TxSt
 /// How a port moves frames.
 #[derive(Debug)]
 pub enum PortIo {
+    /// An AF_XDP socket to open when the switch starts (on the switch's UMEM).
+    XdpSpec(XdpSpec),
+    /// An open AF_XDP socket.
+    Xdp(XdpPort),
     /// An AF_PACKET socket.
     Packet(PacketPort),
     /// An in-memory link (tests, generators).
@@ -48,8 +53,10 @@ pub enum PortIo {
 impl PortIo {
     fn fd(&self) -> RawFd {
         match self {
+            PortIo::Xdp(x) => x.fd(),
             PortIo::Packet(p) => p.fd(),
             PortIo::Mem(m) => m.fd(),
+            PortIo::XdpSpec(_) => -1,
         }
     }
 }
@@ -251,11 +258,37 @@ impl Switch {
                 pcap[usize::from(id)] = Some((open("in")?, open("out")?));
             }
         }
+        // AF_XDP ports share one UMEM: then the whole pool is that UMEM.
+        let xdp = per_worker
+            .iter()
+            .flatten()
+            .any(|p| matches!(p.io, PortIo::XdpSpec(_)));
+        let pool = if xdp {
+            // Each AF_XDP port keeps up to 1024 frames in its fill ring and 2048 in its TX ring.
+            let xdp_ports = per_worker
+                .iter()
+                .flatten()
+                .filter(|p| matches!(p.io, PortIo::XdpSpec(_)))
+                .count();
+            let need = u32::try_from(xdp_ports * 3072 + 4096).unwrap_or(u32::MAX);
+            Pool::umem(config.buffers.max(need))?
+        } else {
+            Pool::new(config.buffers, config.buffer_size)
+        };
+        let mut cache = LocalCache::default();
+        for p in per_worker.iter_mut().flatten() {
+            if let PortIo::XdpSpec(spec) = &p.io {
+                let port = XdpPort::open(spec, &pool, &mut cache)
+                    .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", spec.ifname)))?;
+                p.io = PortIo::Xdp(port);
+            }
+        }
+        cache.flush(&pool);
         let (in_tx, in_rx) = crossbeam::channel::bounded(4096);
         let (out_tx, out_rx) = crossbeam::channel::bounded(4096);
         let shared = Arc::new(Shared {
             tm: TrafficManager::new(nports, config.port_config, config.shared_buffer),
-            pool: Pool::new(config.buffers, config.buffer_size),
+            pool,
             stop: AtomicBool::new(false),
             epoch: Instant::now(),
             owner,
@@ -565,6 +598,8 @@ impl WorkerLoop {
         let p = &mut self.ports[i];
         let mut rx = std::mem::take(&mut self.rx);
         let (got, oversize) = match &mut p.io {
+            PortIo::Xdp(x) => (x.recv(&sh.pool, &mut self.cache, &mut rx), 0),
+            PortIo::XdpSpec(_) => (0, 0),
             PortIo::Packet(s) => s.recv(&sh.pool, &mut self.cache, &mut rx).unwrap_or((0, 0)),
             PortIo::Mem(m) => m.recv(&sh.pool, &mut self.cache, &mut rx, BATCH),
         };
@@ -777,7 +812,8 @@ impl WorkerLoop {
         if let Some((t, _)) = p.delay.front() {
             next = Some(next.map_or(*t, |n: u64| n.min(*t)));
         }
-        if !p.out.is_empty() {
+        let reclaim = matches!(&p.io, PortIo::Xdp(x) if x.in_flight() > 0);
+        if !p.out.is_empty() || reclaim {
             busy |= self.flush(i, now);
         }
         (busy, next)
@@ -884,6 +920,15 @@ impl WorkerLoop {
         let c = &sh.counters[usize::from(id)];
         let mut sent = 0usize;
         match &mut p.io {
+            PortIo::Xdp(x) => loop {
+                // At least once: reclaims completions and kicks the TX ring.
+                let n = x.send(&sh.pool, &mut self.cache, &mut p.out);
+                sent += n;
+                if n == 0 || p.out.is_empty() {
+                    break;
+                }
+            },
+            PortIo::XdpSpec(_) => {}
             PortIo::Packet(s) => {
                 while !p.out.is_empty() {
                     match s.send(&sh.pool, &mut self.cache, &mut p.out) {

@@ -6,6 +6,7 @@
 
 pub mod mem;
 pub mod packet;
+pub mod xdp;
 
 use crate::pool::Buf;
 

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use dataplane::io::packet::PacketPort;
+use dataplane::io::xdp::{XdpMode, XdpSpec};
 use dataplane::switch::{PortIo, PortSpec, Switch, SwitchConfig};
 use dataplane::tm::{PortConfig, Shaping, SharedBuffer};
 use pipeline::metadata::PortId;
@@ -18,8 +19,19 @@ use pipeline::runtime::{Config, Pipeline};
 /// How ports move frames.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum Io {
+    /// AF_XDP sockets sharing one UMEM (copy mode on veth).
+    AfXdp,
     /// AF_PACKET raw sockets.
     AfPacket,
+}
+
+/// Where the XDP program runs (AF_XDP).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum XdpModeArg {
+    /// Generic (skb) XDP: works on any interface and any MTU.
+    Generic,
+    /// Native (driver) XDP.
+    Native,
 }
 
 #[derive(Parser, Debug)]
@@ -32,8 +44,14 @@ struct Args {
     #[arg(short = 'i', long = "interface", value_parser = parse_port)]
     interfaces: Vec<(PortId, String)>,
     /// Port I/O.
-    #[arg(long, value_enum, default_value = "af-packet")]
+    #[arg(long, value_enum, default_value = "af-xdp")]
     io: Io,
+    /// XDP mode of AF_XDP ports.
+    #[arg(long, value_enum, default_value = "generic")]
+    xdp_mode: XdpModeArg,
+    /// Ask for zero-copy AF_XDP (where the driver supports it; veth does not).
+    #[arg(long)]
+    zero_copy: bool,
     /// Worker threads (default: one per core).
     #[arg(long)]
     workers: Option<usize>,
@@ -131,6 +149,14 @@ fn run(args: Args) -> Result<(), String> {
     let mut ports = Vec::new();
     for (id, name) in &args.interfaces {
         let io = match args.io {
+            Io::AfXdp => PortIo::XdpSpec(XdpSpec {
+                ifname: name.clone(),
+                mode: match args.xdp_mode {
+                    XdpModeArg::Generic => XdpMode::Generic,
+                    XdpModeArg::Native => XdpMode::Native,
+                },
+                zero_copy: args.zero_copy,
+            }),
             Io::AfPacket => PortIo::Packet(
                 PacketPort::open(name).map_err(|e| format!("port {id}@{name}: {e}"))?,
             ),

@@ -1,4 +1,4 @@
-//! `pisa-switch --program basic` with AF_PACKET ports between hosts in namespaces: real kernel
+//! `pisa-switch --program basic` with AF_XDP and AF_PACKET ports between hosts in namespaces: real kernel
 //! TCP/UDP through the switch, shaping accuracy, congestion, PFC between two switches, malformed
 //! frames, idle CPU, clean shutdown. Needs root, iproute2, iputils-ping, iperf3, ethtool, python3.
 
@@ -7,6 +7,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use netns_tests::{Netns, Process, netns_exists, run, veth, workspace_bin, xdp_attached};
+
+/// The I/O of the tests that run once (shaping, congestion, PFC): the default, AF_XDP.
+const IO: &str = "af-xdp";
 
 /// The tests measure rates: run them one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -92,19 +95,14 @@ fn attach(h: &Host, sw: &Netns, mac: &str, gw: &str) -> String {
     sif
 }
 
-fn switch(ns: Netns, ports: &[(u16, &str)], entries: &str, extra: &[&str]) -> Sw {
+fn switch(io: &str, ns: Netns, ports: &[(u16, &str)], entries: &str, extra: &[&str]) -> Sw {
     let dir = std::env::temp_dir().join(ns.name());
     std::fs::create_dir_all(&dir).unwrap();
     let entries_path = dir.join("entries.txt");
     std::fs::write(&entries_path, entries).unwrap();
     let sock = dir.join("admin.sock");
     let log = dir.join("switch.log");
-    let mut args: Vec<String> = vec![
-        "--program".into(),
-        "basic".into(),
-        "--io".into(),
-        "af-packet".into(),
-    ];
+    let mut args: Vec<String> = vec!["--program".into(), "basic".into(), "--io".into(), io.into()];
     for (id, name) in ports {
         args.push("-i".into());
         args.push(format!("{id}@{name}"));
@@ -150,7 +148,7 @@ fn routes(ports: &[(u16, &str, &str)]) -> String {
 }
 
 /// h1 (10.0.1.1) -- port 1 [sw] port 2 -- h2 (10.0.2.1).
-fn two_hosts(extra: &[&str], more_entries: &str) -> (Host, Host, Sw) {
+fn two_hosts(io: &str, extra: &[&str], more_entries: &str) -> (Host, Host, Sw) {
     let h1 = host("h1", "10.0.1.1", "02:00:00:00:01:01");
     let h2 = host("h2", "10.0.2.1", "02:00:00:00:02:01");
     let swns = Netns::new("sw").expect("switch namespace");
@@ -160,7 +158,7 @@ fn two_hosts(extra: &[&str], more_entries: &str) -> (Host, Host, Sw) {
         (1, "10.0.1.0/24", "02:00:00:00:01:01"),
         (2, "10.0.2.0/24", "02:00:00:00:02:01"),
     ]) + more_entries;
-    let sw = switch(swns, &[(1, &p1), (2, &p2)], &entries, extra);
+    let sw = switch(io, swns, &[(1, &p1), (2, &p2)], &entries, extra);
     (h1, h2, sw)
 }
 
@@ -205,11 +203,20 @@ fn iperf(client: &Host, server: &Host, args: &[&str]) -> f64 {
 }
 
 #[test]
-fn routes_ping_tcp_udp_and_drops_malformed() {
+fn af_packet_routes_ping_tcp_udp_and_drops_malformed() {
+    routes_ping_tcp_udp_and_drops_malformed("af-packet");
+}
+
+#[test]
+fn af_xdp_routes_ping_tcp_udp_and_drops_malformed() {
+    routes_ping_tcp_udp_and_drops_malformed("af-xdp");
+}
+
+fn routes_ping_tcp_udp_and_drops_malformed(io: &str) {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let names;
     {
-        let (h1, h2, mut sw) = two_hosts(&["--workers", "2"], "");
+        let (h1, h2, mut sw) = two_hosts(io, &["--workers", "2"], "");
         names = [
             h1.ns.name().to_string(),
             h2.ns.name().to_string(),
@@ -225,7 +232,7 @@ fn routes_ping_tcp_udp_and_drops_malformed() {
         let udp = iperf(&h1, &h2, &["-u", "-b", "20M", "-t", "2"]);
         assert!(udp > 15e6, "UDP through the switch: {udp} b/s");
         eprintln!(
-            "af_packet basic: TCP {:.0} Mb/s, UDP {:.1} Mb/s received",
+            "{io} basic: TCP {:.0} Mb/s, UDP {:.1} Mb/s received",
             tcp / 1e6,
             udp / 1e6
         );
@@ -274,6 +281,7 @@ s.send(eth + bytes([0x55]) + ip[1:] + bytes(20))   # version 5
 fn shaping_is_accurate_in_packets_and_bits() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (h1, h2, sw) = two_hosts(
+        IO,
         &["--workers", "1", "--queue-depth", "4096"],
         "set_queue_rate 1000 2\n",
     );
@@ -334,6 +342,7 @@ fn shaping_is_accurate_in_packets_and_bits() {
 fn congestion_shows_queue_depth_and_tail_drops() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (h1, h2, sw) = two_hosts(
+        IO,
         &["--workers", "1", "--trace"],
         "set_queue_rate 20 2\nset_queue_depth 16 2\n",
     );
@@ -392,6 +401,7 @@ fn pfc_pauses_the_upstream_switch_and_resumes_it() {
         (2, "10.0.2.0/24", "02:00:00:00:02:01"),
     ]) + "set_queue_rate 500 2\n";
     let sa = switch(
+        IO,
         a,
         &[(1, &a1), (2, &a2)],
         &a_entries,
@@ -405,6 +415,7 @@ fn pfc_pauses_the_upstream_switch_and_resumes_it() {
         ],
     );
     let sb = switch(
+        IO,
         b,
         &[(1, &b1), (2, &b2)],
         &b_entries,
@@ -462,15 +473,27 @@ fn pfc_pauses_the_upstream_switch_and_resumes_it() {
 }
 
 #[test]
-fn an_idle_switch_uses_under_one_percent_of_a_core() {
+fn af_packet_idle_switch_uses_under_one_percent_of_a_core() {
+    idle_switch("af-packet");
+}
+
+#[test]
+fn af_xdp_idle_switch_uses_under_one_percent_of_a_core() {
+    idle_switch("af-xdp");
+}
+
+fn idle_switch(io: &str) {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (_h1, _h2, sw) = two_hosts(&[], "");
+    let (_h1, _h2, sw) = two_hosts(io, &[], "");
     std::thread::sleep(Duration::from_secs(1));
     let c0 = sw.proc.cpu_time();
     let t0 = Instant::now();
     std::thread::sleep(Duration::from_secs(10));
     let share = (sw.proc.cpu_time() - c0).as_secs_f64() / t0.elapsed().as_secs_f64();
-    eprintln!("idle switch: {:.3}% of a core over 10 s", share * 100.0);
+    eprintln!(
+        "{io} idle switch: {:.3}% of a core over 10 s",
+        share * 100.0
+    );
     assert!(
         share < 0.01,
         "idle switch used {:.2}% of a core",

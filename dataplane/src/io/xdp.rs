@@ -1,0 +1,286 @@
+//! AF_XDP ports (xsk-rs): one socket per port on queue 0, bound to the switch's shared UMEM (the
+//! pool), so a frame received on one port is transmitted on another by passing its descriptor:
+//! no copy in userspace. Copy mode on veth (zero copy where the driver offers it), native or
+//! generic XDP.
+//!
+//! The XDP program is xsk-rs's (libxdp's default redirect-to-socket program): it is the only owner
+//! of each port's XDP hook, attached when the socket is made and detached when its last queue
+//! drops. A leftover program from a killed run is removed before binding.
+//!
+//! Buffer ownership: a buffer given to the fill or TX ring is surrendered (its token consumed)
+//! and adopted again when the RX or completion ring returns it, so the kernel and userspace never
+//! hold a frame at the same time. The port keeps its fill ring stocked from the pool.
+
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+
+use xsk_rs::config::{BindFlags, Interface, LibxdpFlags, QueueSize, SocketConfig, XdpFlags};
+use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue};
+
+use super::{BATCH, Frame};
+use crate::pool::{HEADROOM, LocalCache, Pool};
+
+/// Where the XDP program runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XdpMode {
+    /// In the driver (veth: needs a peer MTU <= 3506).
+    Native,
+    /// In the generic (skb) path: works everywhere, as fast on veth.
+    Generic,
+}
+
+/// How to open an AF_XDP port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct XdpSpec {
+    /// Interface name.
+    pub ifname: String,
+    /// XDP mode.
+    pub mode: XdpMode,
+    /// Ask for zero copy (fails where the driver has none, e.g. veth).
+    pub zero_copy: bool,
+}
+
+const RING: u32 = 2048;
+/// Frames kept in the fill ring.
+const FILL_TARGET: u32 = 1024;
+
+/// An open AF_XDP port.
+pub struct XdpPort {
+    name: String,
+    rx: RxQueue,
+    tx: TxQueue,
+    fill: FillQueue,
+    comp: CompQueue,
+    /// Frames in the TX ring not yet completed.
+    in_flight: u32,
+    /// Frames in the fill ring.
+    filled: u32,
+    descs: Vec<FrameDesc>,
+}
+
+impl std::fmt::Debug for XdpPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdpPort")
+            .field("name", &self.name)
+            .field("in_flight", &self.in_flight)
+            .field("filled", &self.filled)
+            .finish()
+    }
+}
+
+/// Removes any XDP program left on `ifname` (by a run that was killed).
+pub fn detach_leftover(ifname: &str) {
+    for kind in ["xdp", "xdpgeneric"] {
+        let _ = std::process::Command::new("ip")
+            .args(["link", "set", "dev", ifname, kind, "off"])
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
+fn other(e: impl std::fmt::Display) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+impl XdpPort {
+    /// Binds a socket on `spec.ifname`, queue 0, to `pool`'s UMEM and stocks its fill ring.
+    pub fn open(spec: &XdpSpec, pool: &Pool, cache: &mut LocalCache) -> io::Result<Self> {
+        let (umem, _) = pool
+            .as_umem()
+            .ok_or_else(|| other("AF_XDP ports need a UMEM pool"))?;
+        detach_leftover(&spec.ifname);
+        let mut bind = if spec.zero_copy {
+            BindFlags::XDP_ZEROCOPY
+        } else {
+            BindFlags::XDP_COPY
+        };
+        bind |= BindFlags::XDP_USE_NEED_WAKEUP;
+        let xdp = match spec.mode {
+            XdpMode::Native => XdpFlags::XDP_FLAGS_DRV_MODE,
+            XdpMode::Generic => XdpFlags::XDP_FLAGS_SKB_MODE,
+        };
+        let config = SocketConfig::builder()
+            .rx_queue_size(QueueSize::new(RING).map_err(other)?)
+            .tx_queue_size(QueueSize::new(RING).map_err(other)?)
+            .bind_flags(bind)
+            .xdp_flags(xdp)
+            .libxdp_flags(LibxdpFlags::empty())
+            .build();
+        let iface: Interface = spec.ifname.parse().map_err(other)?;
+        // SAFETY: `umem` is the pool's UMEM, and each (interface, queue 0) pair is bound once
+        // per switch (ports are distinct interfaces), so the fill and completion rings returned
+        // here are this socket's own.
+        let (tx, rx, rings) = unsafe { Socket::new(config, umem, &iface, 0) }.map_err(other)?;
+        let (fill, comp) = rings.ok_or_else(|| other("no fill/completion ring for this socket"))?;
+        // Let one sendto() move up to 128 frames (machine.md item 12); best effort.
+        let budget: libc::c_int = 128;
+        // SAFETY: setsockopt reads `budget` (a live c_int) for the duration of the call.
+        unsafe {
+            libc::setsockopt(
+                tx.fd().as_raw_fd(),
+                283, // SOL_XDP
+                9,   // XDP_MAX_TX_SKB_BUDGET
+                (&raw const budget).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+        let mut port = XdpPort {
+            name: spec.ifname.clone(),
+            rx,
+            tx,
+            fill,
+            comp,
+            in_flight: 0,
+            filled: 0,
+            descs: vec![FrameDesc::default(); RING as usize],
+        };
+        port.refill(pool, cache);
+        Ok(port)
+    }
+
+    /// The interface name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The descriptor to poll for received frames.
+    pub fn fd(&self) -> RawFd {
+        self.rx.fd().as_raw_fd()
+    }
+
+    /// Tops the fill ring up to its target from the pool.
+    fn refill(&mut self, pool: &Pool, cache: &mut LocalCache) {
+        let Some((_, base)) = pool.as_umem() else {
+            return;
+        };
+        let want = FILL_TARGET
+            .saturating_sub(self.filled)
+            .min(BATCH as u32 * 4) as usize;
+        let mut n = 0;
+        while n < want {
+            let Some(b) = cache.alloc(pool) else { break };
+            self.descs[n] = base[pool.surrender(b) as usize];
+            n += 1;
+        }
+        if n == 0 {
+            return;
+        }
+        // SAFETY: the descriptors are base descriptors of this UMEM for buffers just surrendered
+        // (no token exists), each given once.
+        let given = unsafe { self.fill.produce(&self.descs[..n]) };
+        if given == 0 {
+            // The ring had no room: take the buffers back.
+            for d in &self.descs[..n] {
+                // SAFETY: these buffers were surrendered above and not given to the kernel.
+                cache.free(pool, unsafe { pool.adopt(index_of(pool, d)) });
+            }
+            return;
+        }
+        self.filled += n as u32;
+    }
+
+    /// Receives up to [`BATCH`] frames into `out`; returns how many.
+    pub fn recv(&mut self, pool: &Pool, cache: &mut LocalCache, out: &mut Vec<Frame>) -> usize {
+        // SAFETY: `descs` is scratch space; consume writes the descriptors of received frames,
+        // which belong to the pool's UMEM.
+        let n = unsafe { self.rx.consume(&mut self.descs[..BATCH]) };
+        for d in &self.descs[..n] {
+            // SAFETY: the kernel returned this frame on the RX ring: it was surrendered to the
+            // fill ring and no token exists for it.
+            let buf = unsafe { pool.adopt(index_of(pool, d)) };
+            let start = d.addr() % pool.buf_size();
+            let len = d.lengths().data().min(pool.buf_size() - start);
+            out.push(Frame { buf, start, len });
+        }
+        self.filled = self.filled.saturating_sub(n as u32);
+        self.refill(pool, cache);
+        n
+    }
+
+    /// Reclaims completed transmissions into `cache`.
+    fn complete(&mut self, pool: &Pool, cache: &mut LocalCache) {
+        if self.in_flight == 0 {
+            return;
+        }
+        // SAFETY: `descs` is scratch space; consume writes the addresses of completed frames.
+        let n = unsafe { self.comp.consume(&mut self.descs[..]) };
+        for d in &self.descs[..n] {
+            // SAFETY: the kernel finished sending this frame, which was surrendered to the TX
+            // ring; no token exists for it.
+            cache.free(pool, unsafe { pool.adopt(index_of(pool, d)) });
+        }
+        self.in_flight = self.in_flight.saturating_sub(n as u32);
+    }
+
+    /// Sends frames from the front of `frames` (as many as the TX ring takes) and kicks the
+    /// kernel until the ring drains; returns how many were queued.
+    pub fn send(
+        &mut self,
+        pool: &Pool,
+        cache: &mut LocalCache,
+        frames: &mut VecDeque<Frame>,
+    ) -> usize {
+        self.complete(pool, cache);
+        let Some((umem, base)) = pool.as_umem() else {
+            return 0;
+        };
+        let n = frames
+            .len()
+            .min(BATCH)
+            .min(self.tx.nb_free(BATCH as u32) as usize);
+        for (i, mut f) in frames.drain(..n).enumerate() {
+            // A frame whose start moved (headers pushed or popped) goes back to the data offset
+            // the descriptor names.
+            if f.start != HEADROOM {
+                let len = f.len.min(pool.buf_size() - HEADROOM);
+                pool.bytes_mut(&mut f.buf)
+                    .copy_within(f.start..f.start + len, HEADROOM);
+                f.len = len;
+            }
+            let mut d = base[pool.surrender(f.buf) as usize];
+            // SAFETY: `d` is this UMEM's descriptor of a frame surrendered just above: nothing
+            // else accesses it; only its length is set.
+            unsafe { umem.data_mut(&mut d) }.cursor().set_pos(f.len);
+            self.descs[i] = d;
+        }
+        if n > 0 {
+            // SAFETY: the descriptors name surrendered frames of this UMEM, each once; the ring
+            // had `n` free slots (checked above).
+            let queued = unsafe { self.tx.produce(&self.descs[..n]) };
+            debug_assert_eq!(queued, n);
+            self.in_flight += queued as u32;
+        }
+        // Copy mode moves at most 32 (or the raised budget) frames per sendto: kick until the
+        // ring is empty or the kernel stops taking frames.
+        let mut rounds = 0;
+        while self.tx.nb_free_exact() < RING && rounds < 16 {
+            if self.tx.wakeup().is_err() {
+                break;
+            }
+            rounds += 1;
+        }
+        self.complete(pool, cache);
+        n
+    }
+
+    /// Frames still in the TX ring.
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight
+    }
+
+    /// The socket's XDP statistics: (rx dropped, rx ring full, fill ring empty, tx invalid).
+    pub fn stats(&self) -> Option<(u64, u64, u64, u64)> {
+        let s = self.rx.fd().xdp_statistics().ok()?;
+        Some((
+            s.rx_dropped(),
+            s.rx_ring_full(),
+            s.rx_fill_ring_empty_descs(),
+            s.tx_invalid_descs(),
+        ))
+    }
+}
+
+fn index_of(pool: &Pool, d: &FrameDesc) -> u32 {
+    (d.addr() / pool.buf_size()) as u32
+}
