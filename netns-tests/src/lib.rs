@@ -208,6 +208,20 @@ impl Process {
         status
     }
 
+    /// Waits up to `timeout` for it to exit by itself (then stops it); returns its exit status.
+    pub fn wait(&mut self, timeout: std::time::Duration) -> Option<std::process::ExitStatus> {
+        let child = self.child.as_mut()?;
+        let deadline = std::time::Instant::now() + timeout;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return Some(status);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        self.terminate(std::time::Duration::from_secs(5))
+    }
+
     /// CPU time (user + system) it has used, from /proc.
     pub fn cpu_time(&self) -> std::time::Duration {
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())) else {
@@ -249,12 +263,14 @@ pub fn workspace_bin(name: &str) -> std::path::PathBuf {
         return std::path::PathBuf::from(dir).join(name);
     }
     let exe = std::env::current_exe().unwrap_or_default();
-    // target/<profile>/deps/<test> -> target/<profile>/<name>
-    let dir = exe
+    // target/<profile>/deps/<test> or target/<profile>/<binary> -> target/<profile>/<name>
+    let mut dir = exe
         .parent()
-        .and_then(std::path::Path::parent)
         .map(std::path::Path::to_path_buf)
         .unwrap_or_default();
+    if dir.file_name().is_some_and(|n| n == "deps") {
+        dir.pop();
+    }
     let path = dir.join(name);
     assert!(
         path.exists(),
