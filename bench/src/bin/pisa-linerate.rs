@@ -263,47 +263,49 @@ fn start(t: &Topo, f: &Forwarder) -> Option<Process> {
             let _ = std::fs::remove_file(&sock);
             let cpus = if workers == 1 { "1" } else { "0,1" };
             let w = workers.to_string();
-            let p = Process::spawn(
-                &t.sw,
-                "taskset",
-                &[
-                    "-c",
-                    cpus,
-                    &bin("pisa-switch"),
-                    "--program",
-                    "basic",
-                    "--io",
-                    "af-xdp",
-                    "--workers",
-                    &w,
-                    "-i",
-                    &format!("1@{}", t.p1),
-                    "-i",
-                    &format!("2@{}", t.p2),
-                    "--entries",
-                    entries.to_str().unwrap(),
-                    "--admin-socket",
-                    sock.to_str().unwrap(),
-                    "--queue-depth",
-                    "4096",
-                    if matches!(f, Forwarder::SwitchBusy) {
-                        "--busy-poll"
-                    } else {
-                        "--queue-depth"
-                    },
-                    if matches!(f, Forwarder::SwitchBusy) {
-                        "--pin"
-                    } else {
-                        "4096"
-                    },
-                ],
-                &log,
-            )
-            .unwrap();
-            for _ in 0..500 {
+            let (p1, p2, e, s) = (
+                format!("1@{}", t.p1),
+                format!("2@{}", t.p2),
+                entries.display().to_string(),
+                sock.display().to_string(),
+            );
+            let bin = bin("pisa-switch");
+            let mut argv = vec![
+                "-c",
+                cpus,
+                bin.as_str(),
+                "--program",
+                "basic",
+                "--io",
+                "af-xdp",
+                "--workers",
+                &w,
+            ];
+            argv.extend([
+                "-i",
+                &p1,
+                "-i",
+                &p2,
+                "--entries",
+                &e,
+                "--admin-socket",
+                &s,
+                "--queue-depth",
+                "4096",
+            ]);
+            if matches!(f, Forwarder::SwitchBusy) {
+                argv.push("--busy-poll");
+            }
+            let p = Process::spawn(&t.sw, "taskset", &argv, &log).unwrap();
+            for i in 0..=500 {
                 if sock.exists() {
                     break;
                 }
+                assert!(
+                    i < 500,
+                    "pisa-switch did not start: {}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
                 std::thread::sleep(Duration::from_millis(10));
             }
             Some(p)
@@ -354,6 +356,9 @@ fn ping_percentiles(from: &Netns, to: &str, n: usize) -> (f64, f64) {
         })
         .collect();
     rtts.sort_by(|a, b| a.total_cmp(b));
+    if rtts.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
     let p = |q: f64| rtts[((rtts.len() as f64 - 1.0) * q).round() as usize];
     (p(0.5), p(0.99))
 }
