@@ -892,7 +892,7 @@ impl WorkerLoop {
         match verdict {
             EgressVerdict::Emit { .. } => {
                 let p = &mut self.ports[i];
-                let delay = sh.tm.config(p.id).map_or(0, |c| c.delay_ns);
+                let delay = sh.tm.delay_ns(p.id);
                 if delay == 0 {
                     p.out.push_back(f);
                 } else {

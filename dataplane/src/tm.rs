@@ -150,7 +150,10 @@ struct Port<B> {
     /// PFC this port should send (as an ingress port): bit c = class c is in XOFF.
     pfc_state: AtomicU8,
     /// `pfc_state` changed and a frame should go out.
-    pfc_dirty: AtomicBool,
+        pfc_dirty: AtomicBool,
+    /// Bit q set: queue q may hold packets (set after a push into an empty queue, cleared by the
+    /// owner when it takes the last one), so the owner probes only those queues.
+    occupied: AtomicU8,
 }
 
 /// The owner-side state of one port: shaper tokens and the packets popped but not yet allowed out.
@@ -216,7 +219,8 @@ impl<B> TrafficManager<B> {
                 paused_until: std::array::from_fn(|_| AtomicU64::new(0)),
                 ingress_bytes: std::array::from_fn(|_| AtomicU64::new(0)),
                 pfc_state: AtomicU8::new(0),
-                pfc_dirty: AtomicBool::new(false),
+                                pfc_dirty: AtomicBool::new(false),
+                occupied: AtomicU8::new(0),
             })
             .collect();
         let tm = TrafficManager {
@@ -256,6 +260,12 @@ impl<B> TrafficManager<B> {
         l.delay_ns.store(c.delay_ns, Ordering::Relaxed);
         l.link_bps.store(c.link_bps.max(1), Ordering::Relaxed);
         true
+    }
+
+        /// A port's propagation delay, ns (read per transmitted packet).
+    #[inline]
+    pub fn delay_ns(&self, port: PortId) -> u64 {
+        self.ports.get(usize::from(port)).map_or(0, |p| p.limits.delay_ns.load(Ordering::Relaxed))
     }
 
     /// A port's current settings.
@@ -355,8 +365,11 @@ impl<B> TrafficManager<B> {
         pkt.meta.enq_qdepth_bytes = u32::try_from(bytes).unwrap_or(u32::MAX);
         pkt.meta.enq_timestamp = now_ns;
         pkt.meta.egress_port = port;
-        q.enqueued.fetch_add(1, Ordering::Relaxed);
+                q.enqueued.fetch_add(1, Ordering::Relaxed);
         q.q.push(pkt);
+        if depth == 0 {
+            p.occupied.fetch_or(1 << qid, Ordering::SeqCst);
+        }
         Ok(Admitted {
             depth,
             mark_ecn,
@@ -372,7 +385,13 @@ impl<B> TrafficManager<B> {
         };
         let mut wait: Option<u64> = None;
         let earliest = |w: &mut Option<u64>, at: u64| *w = Some(w.map_or(at, |x| x.min(at)));
-        for qid in (0..QUEUES).rev() {
+                let mut occupied = u32::from(p.occupied.load(Ordering::SeqCst));
+        for (qid, h) in tx.head.iter().enumerate() {
+            occupied |= u32::from(h.is_some()) << qid;
+        }
+        while occupied != 0 {
+            let qid = 31 - occupied.leading_zeros() as usize;
+            occupied &= !(1 << qid);
             let until = p.paused_until[qid].load(Ordering::Acquire);
             if until > now_ns {
                 if tx.head[qid].is_some() || !p.queues[qid].q.is_empty() {
@@ -391,7 +410,15 @@ impl<B> TrafficManager<B> {
                     };
                     let q = &p.queues[qid];
                     let len = u64::from(pkt.len);
-                    let left = q.packets.fetch_sub(1, Ordering::AcqRel) - 1;
+                                        let left = q.packets.fetch_sub(1, Ordering::SeqCst) - 1;
+                    if left == 0 {
+                        // Clear the bit, then look again: an enqueue that raced with us has
+                        // either been seen here or will set the bit after this.
+                        p.occupied.fetch_and(!(1u8 << qid), Ordering::SeqCst);
+                        if q.packets.load(Ordering::SeqCst) > 0 {
+                            p.occupied.fetch_or(1u8 << qid, Ordering::SeqCst);
+                        }
+                    }
                     let left_bytes = q.bytes.fetch_sub(len, Ordering::AcqRel) - len;
                     self.release_shared(pkt.meta.ingress_port, qid, len);
                     pkt.meta.deq_qdepth = left;
