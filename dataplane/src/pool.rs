@@ -35,8 +35,9 @@ static NEXT_POOL: AtomicU32 = AtomicU32::new(1);
 
 /// What keeps a pool's memory alive.
 enum Backing {
-    /// Heap memory (AF_PACKET and in-memory ports).
-    Heap(#[allow(dead_code, reason = "owns the memory `base` points into")] Box<[UnsafeCell<u8>]>),
+    /// Heap memory (AF_PACKET and in-memory ports), from `Box::into_raw` (so that no `Box`
+    /// retag ever invalidates `base`); freed in `Drop`.
+    Heap(*mut [UnsafeCell<u8>]),
     /// An AF_XDP UMEM shared by every AF_XDP port of the switch: the frames the kernel fills
     /// and sends are pool buffers, so a frame crosses the switch without a copy.
     Umem(xsk_rs::Umem, Box<[xsk_rs::FrameDesc]>),
@@ -74,11 +75,13 @@ impl Pool {
     /// `count` buffers of `size` bytes (size must exceed [`HEADROOM`]).
     pub fn new(count: u32, size: usize) -> Self {
         assert!(size > HEADROOM, "buffers must be larger than the headroom");
-        let mem: Box<[UnsafeCell<u8>]> = (0..size * count as usize)
-            .map(|_| UnsafeCell::new(0))
-            .collect();
-        let base = UnsafeCell::raw_get(mem.as_ptr());
-        Self::with_backing(base, Backing::Heap(mem), count, size)
+        let bytes = size
+            .checked_mul(count as usize)
+            .expect("pool size overflows usize");
+        let mem: Box<[UnsafeCell<u8>]> = (0..bytes).map(|_| UnsafeCell::new(0)).collect();
+        let raw = Box::into_raw(mem);
+        let base = UnsafeCell::raw_get(raw.cast::<UnsafeCell<u8>>());
+        Self::with_backing(base, Backing::Heap(raw), count, size)
     }
 
     fn with_backing(base: *mut u8, backing: Backing, count: u32, size: usize) -> Self {
@@ -156,7 +159,7 @@ impl Pool {
 
     /// Gives a buffer away to the kernel (fill or TX ring); it comes back with [`Pool::adopt`].
     pub fn surrender(&self, buf: Buf) -> u32 {
-        debug_assert_eq!(buf.pool, self.id, "buffer of another pool");
+        assert_eq!(buf.pool, self.id, "buffer of another pool");
         buf.index
     }
 
@@ -185,7 +188,7 @@ impl Pool {
 
     /// Returns a buffer.
     pub fn free(&self, buf: Buf) {
-        debug_assert_eq!(buf.pool, self.id, "buffer of another pool");
+        assert_eq!(buf.pool, self.id, "buffer of another pool");
         // Cannot overflow: each index is out at most once and the queue holds `count`.
         let _ = self.free.push(buf.index);
     }
@@ -217,6 +220,16 @@ impl Pool {
         // tokens are unique per index, so this is the only reference to these bytes. Heap memory
         // sits in `UnsafeCell`s, so writing through a shared pool is allowed.
         unsafe { std::slice::from_raw_parts_mut(p, self.size) }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        if let Backing::Heap(raw) = self.backing {
+            // SAFETY: `raw` came from `Box::into_raw` in `Pool::new` and is freed only here, once;
+            // no buffer is borrowed any more (borrows need `&self`).
+            drop(unsafe { Box::from_raw(raw) });
+        }
     }
 }
 

@@ -258,6 +258,18 @@ impl Switch {
                 pcap[usize::from(id)] = Some((open("in")?, open("out")?));
             }
         }
+        // One socket per interface: a second would break the first's XDP program and rings.
+        let mut names = std::collections::HashSet::new();
+        for p in per_worker.iter().flatten() {
+            if let PortIo::XdpSpec(spec) = &p.io
+                && !names.insert(spec.ifname.clone())
+            {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("interface {} given twice", spec.ifname),
+                ));
+            }
+        }
         // AF_XDP ports share one UMEM: then the whole pool is that UMEM.
         let xdp = per_worker
             .iter()
@@ -741,6 +753,18 @@ impl WorkerLoop {
         let sh = self.sh.clone();
         let port = md.egress_port;
         let len = u32::try_from(f.len).unwrap_or(u32::MAX);
+        let owner = sh
+            .owner
+            .get(usize::from(port))
+            .copied()
+            .unwrap_or(usize::MAX);
+        if owner == usize::MAX {
+            // No port with this number: nobody would ever dequeue it.
+            self.worker.count_drop(DropReason::NoSuchPort, len);
+            self.cache.free(&sh.pool, f.buf);
+            return;
+        }
+        let ingress = md.ingress_port;
         let q = Queued {
             buf: f,
             len,
@@ -753,18 +777,40 @@ impl WorkerLoop {
             crate::ecn::mark_ce(&mut bytes[s..s + l]);
         }) {
             Ok(a) => {
-                let owner = sh
-                    .owner
-                    .get(usize::from(port))
-                    .copied()
-                    .unwrap_or(usize::MAX);
-                if a.wake && owner != self.id && owner != usize::MAX {
+                if a.wake && owner != self.id {
                     sh.wake(owner);
                 }
+                self.wake_pfc(ingress);
             }
             Err((q, _)) => {
                 self.worker.count_drop(DropReason::TailDrop, len);
                 self.cache.free(&sh.pool, q.buf.buf);
+            }
+        }
+    }
+
+    /// Records a frame about to be sent on `port` in its capture (once: when it becomes ready).
+    fn capture_out(&self, port: PortId, f: &Frame, now: u64) {
+        if let Some((_, c)) = &self.sh.pcap[usize::from(port)] {
+            capture(
+                c,
+                now,
+                &self.sh.pool.bytes(&f.buf)[f.start..f.start + f.len],
+            );
+        }
+    }
+
+    /// Wakes the owner of `port` if the traffic manager wants it to send a PFC frame.
+    fn wake_pfc(&self, port: PortId) {
+        if self.sh.tm.pfc_pending(port) {
+            let owner = self
+                .sh
+                .owner
+                .get(usize::from(port))
+                .copied()
+                .unwrap_or(usize::MAX);
+            if owner != self.id && owner != usize::MAX {
+                self.sh.wake(owner);
             }
         }
     }
@@ -789,12 +835,24 @@ impl WorkerLoop {
             }
         }
         let mut next = None;
-        for _ in 0..BATCH {
+        if sh.tm.pfc_paused_classes(id) != 0 {
+            let cfg = sh.tm.config(id).unwrap_or_default();
+            let refresh = self.ports[i].last_xoff + sh.shared_pause_ns(cfg.link_bps) / 2;
+            next = Some(refresh.max(now + 1));
+        }
+        // Frames that left the traffic manager but not the port stay few: the backlog stays in
+        // the queues, where limits, ECN and PFC act on it.
+        let room = (4 * BATCH)
+            .saturating_sub(self.ports[i].out.len())
+            .min(BATCH);
+        for _ in 0..room {
             let p = &mut self.ports[i];
             match sh.tm.dequeue(&mut p.tx_state, now) {
                 Dequeued::Packet(q) => {
                     busy = true;
+                    let ingress = q.meta.ingress_port;
                     self.egress(i, q, now);
+                    self.wake_pfc(ingress);
                 }
                 Dequeued::Wait { at } => {
                     next = Some(at);
@@ -806,15 +864,24 @@ impl WorkerLoop {
         let p = &mut self.ports[i];
         while p.delay.front().is_some_and(|(t, _)| *t <= now) {
             if let Some((_, f)) = p.delay.pop_front() {
+                if let Some((_, c)) = &sh.pcap[usize::from(p.id)] {
+                    capture(c, now, &sh.pool.bytes(&f.buf)[f.start..f.start + f.len]);
+                }
                 p.out.push_back(f);
             }
         }
+        let p = &mut self.ports[i];
         if let Some((t, _)) = p.delay.front() {
             next = Some(next.map_or(*t, |n: u64| n.min(*t)));
         }
         let reclaim = matches!(&p.io, PortIo::Xdp(x) if x.in_flight() > 0);
         if !p.out.is_empty() || reclaim {
-            busy |= self.flush(i, now);
+            busy |= self.flush(i);
+        }
+        // Frames still in an AF_XDP TX ring need another kick soon (copy mode sends only when
+        // kicked); frames the port refused are retried when it polls writable.
+        if matches!(&self.ports[i].io, PortIo::Xdp(x) if x.in_flight() > 0) {
+            next = Some(next.map_or(now + 50_000, |n: u64| n.min(now + 50_000)));
         }
         (busy, next)
     }
@@ -822,6 +889,8 @@ impl WorkerLoop {
     fn send_pfc(&mut self, i: usize, vector: u16, quanta: [u16; 8], now: u64) {
         let sh = self.sh.clone();
         let Some(mut b) = self.cache.alloc(&sh.pool) else {
+            // No buffer now: ask again on the next pass rather than lose an XON.
+            sh.tm.pfc_retry(self.ports[i].id);
             return;
         };
         let repr = PfcRepr::Pfc {
@@ -835,12 +904,14 @@ impl WorkerLoop {
         frame[12..14].copy_from_slice(&EtherType::MAC_CONTROL.0.to_be_bytes());
         repr.emit(&mut PfcFrame::new_unchecked(&mut frame[14..]));
         let len = 14 + repr.buffer_len();
-        let p = &mut self.ports[i];
-        p.out.push_front(Frame {
+        let pfc = Frame {
             buf: b,
             start: HEADROOM,
             len,
-        });
+        };
+        self.capture_out(self.ports[i].id, &pfc, now);
+        let p = &mut self.ports[i];
+        p.out.push_front(pfc);
         if quanta.iter().any(|&q| q != 0) {
             p.last_xoff = now;
         }
@@ -891,8 +962,11 @@ impl WorkerLoop {
         }
         match verdict {
             EgressVerdict::Emit { .. } => {
+                let delay = sh.tm.delay_ns(self.ports[i].id);
+                if delay == 0 {
+                    self.capture_out(self.ports[i].id, &f, now);
+                }
                 let p = &mut self.ports[i];
-                let delay = sh.tm.delay_ns(p.id);
                 if delay == 0 {
                     p.out.push_back(f);
                 } else {
@@ -908,15 +982,10 @@ impl WorkerLoop {
     }
 
     /// Sends what port `i` has ready; returns whether anything went.
-    fn flush(&mut self, i: usize, now: u64) -> bool {
+    fn flush(&mut self, i: usize) -> bool {
         let sh = self.sh.clone();
         let p = &mut self.ports[i];
         let id = p.id;
-        if let Some((_, c)) = &sh.pcap[usize::from(id)] {
-            for f in &p.out {
-                capture(c, now, &sh.pool.bytes(&f.buf)[f.start..f.start + f.len]);
-            }
-        }
         let c = &sh.counters[usize::from(id)];
         let mut sent = 0usize;
         match &mut p.io {
@@ -976,6 +1045,11 @@ impl WorkerLoop {
                 v
             };
             self.trace_flush(cpu);
+            if let EgressVerdict::Recirculate { .. } = verdict {
+                let rmd = self.worker.prepare_recirculate(&md, f.len, now);
+                self.again.push_back((f, rmd));
+                continue;
+            }
             if let EgressVerdict::Emit { .. } = verdict {
                 let bytes = sh.pool.bytes(&f.buf)[f.start..f.start + f.len].to_vec();
                 if sh.packet_in.try_send(bytes).is_err() {

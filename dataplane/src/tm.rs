@@ -150,7 +150,7 @@ struct Port<B> {
     /// PFC this port should send (as an ingress port): bit c = class c is in XOFF.
     pfc_state: AtomicU8,
     /// `pfc_state` changed and a frame should go out.
-        pfc_dirty: AtomicBool,
+    pfc_dirty: AtomicBool,
     /// Bit q set: queue q may hold packets (set after a push into an empty queue, cleared by the
     /// owner when it takes the last one), so the owner probes only those queues.
     occupied: AtomicU8,
@@ -219,7 +219,7 @@ impl<B> TrafficManager<B> {
                 paused_until: std::array::from_fn(|_| AtomicU64::new(0)),
                 ingress_bytes: std::array::from_fn(|_| AtomicU64::new(0)),
                 pfc_state: AtomicU8::new(0),
-                                pfc_dirty: AtomicBool::new(false),
+                pfc_dirty: AtomicBool::new(false),
                 occupied: AtomicU8::new(0),
             })
             .collect();
@@ -262,10 +262,12 @@ impl<B> TrafficManager<B> {
         true
     }
 
-        /// A port's propagation delay, ns (read per transmitted packet).
+    /// A port's propagation delay, ns (read per transmitted packet).
     #[inline]
     pub fn delay_ns(&self, port: PortId) -> u64 {
-        self.ports.get(usize::from(port)).map_or(0, |p| p.limits.delay_ns.load(Ordering::Relaxed))
+        self.ports
+            .get(usize::from(port))
+            .map_or(0, |p| p.limits.delay_ns.load(Ordering::Relaxed))
     }
 
     /// A port's current settings.
@@ -365,15 +367,17 @@ impl<B> TrafficManager<B> {
         pkt.meta.enq_qdepth_bytes = u32::try_from(bytes).unwrap_or(u32::MAX);
         pkt.meta.enq_timestamp = now_ns;
         pkt.meta.egress_port = port;
-                q.enqueued.fetch_add(1, Ordering::Relaxed);
+        q.enqueued.fetch_add(1, Ordering::Relaxed);
         q.q.push(pkt);
-        if depth == 0 {
-            p.occupied.fetch_or(1 << qid, Ordering::SeqCst);
-        }
+        // Set the bit whenever it is clear (not only for depth 0: a refused packet may have
+        // held depth 0 for a moment); the one who sets it wakes the owner.
+        let bit = 1u8 << qid;
+        let wake = p.occupied.load(Ordering::SeqCst) & bit == 0
+            && p.occupied.fetch_or(bit, Ordering::SeqCst) & bit == 0;
         Ok(Admitted {
             depth,
             mark_ecn,
-            wake: depth == 0,
+            wake,
         })
     }
 
@@ -385,7 +389,7 @@ impl<B> TrafficManager<B> {
         };
         let mut wait: Option<u64> = None;
         let earliest = |w: &mut Option<u64>, at: u64| *w = Some(w.map_or(at, |x| x.min(at)));
-                let mut occupied = u32::from(p.occupied.load(Ordering::SeqCst));
+        let mut occupied = u32::from(p.occupied.load(Ordering::SeqCst));
         for (qid, h) in tx.head.iter().enumerate() {
             occupied |= u32::from(h.is_some()) << qid;
         }
@@ -410,7 +414,7 @@ impl<B> TrafficManager<B> {
                     };
                     let q = &p.queues[qid];
                     let len = u64::from(pkt.len);
-                                        let left = q.packets.fetch_sub(1, Ordering::SeqCst) - 1;
+                    let left = q.packets.fetch_sub(1, Ordering::SeqCst) - 1;
                     if left == 0 {
                         // Clear the bit, then look again: an enqueue that raced with us has
                         // either been seen here or will set the bit after this.
@@ -509,6 +513,28 @@ impl<B> TrafficManager<B> {
         }
         // Every class is named: paused ones with their time, the others resume.
         Some((0x00ff, quanta))
+    }
+
+    /// Whether `port` has a PFC frame waiting to be sent (its owner should be woken).
+    #[inline]
+    pub fn pfc_pending(&self, port: PortId) -> bool {
+        self.shared.is_some()
+            && self
+                .ports
+                .get(usize::from(port))
+                .is_some_and(|p| p.pfc_dirty.load(Ordering::Relaxed))
+    }
+
+    /// Asks again for the PFC frame of `port` (one that could not be sent).
+    pub fn pfc_retry(&self, port: PortId) {
+        if let Some(p) = self.ports.get(usize::from(port)) {
+            p.pfc_dirty.store(true, Ordering::Release);
+        }
+    }
+
+    /// Whether the TM runs a shared buffer.
+    pub fn shared_buffer(&self) -> bool {
+        self.shared.is_some()
     }
 
     /// Whether `port` is sending XOFF for any class (for refreshing pauses before they expire).

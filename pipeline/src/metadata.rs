@@ -61,11 +61,13 @@ pub enum DropReason {
     TailDrop,
     /// A packet-out from the controller was malformed or named a bad port.
     BadPacketOut,
+    /// The egress port does not exist on this switch.
+    NoSuchPort,
 }
 
 impl DropReason {
     /// Every reason's counter name, in [`DropReason::index`] order.
-    pub const NAMES: [&'static str; 11] = [
+    pub const NAMES: [&'static str; 12] = [
         "malformed",
         "table_miss",
         "program",
@@ -77,6 +79,7 @@ impl DropReason {
         "no_headroom",
         "tail_drop",
         "bad_packet_out",
+        "no_such_port",
     ];
 
     /// A dense index for per-reason counters.
@@ -93,6 +96,7 @@ impl DropReason {
             DropReason::NoHeadroom => 8,
             DropReason::TailDrop => 9,
             DropReason::BadPacketOut => 10,
+            DropReason::NoSuchPort => 11,
         }
     }
 }

@@ -56,6 +56,8 @@ pub struct XdpPort {
     in_flight: u32,
     /// Frames in the fill ring.
     filled: u32,
+    /// Frames dropped because they no longer fit a descriptor.
+    oversize: u64,
     descs: Vec<FrameDesc>,
 }
 
@@ -133,6 +135,7 @@ impl XdpPort {
             comp,
             in_flight: 0,
             filled: 0,
+            oversize: 0,
             descs: vec![FrameDesc::default(); RING as usize],
         };
         port.refill(pool, cache);
@@ -178,6 +181,10 @@ impl XdpPort {
             return;
         }
         self.filled += n as u32;
+        if self.fill.needs_wakeup() {
+            // Zero copy with need_wakeup: the driver waits for a poll to use the new frames.
+            let _ = self.fill.wakeup(self.rx.fd_mut(), 0);
+        }
     }
 
     /// Receives up to [`BATCH`] frames into `out`; returns how many.
@@ -229,26 +236,32 @@ impl XdpPort {
             .len()
             .min(BATCH)
             .min(self.tx.nb_free(BATCH as u32) as usize);
-        for (i, mut f) in frames.drain(..n).enumerate() {
+        let mut k = 0;
+        for mut f in frames.drain(..n) {
             // A frame whose start moved (headers pushed or popped) goes back to the data offset
             // the descriptor names.
             if f.start != HEADROOM {
-                let len = f.len.min(pool.buf_size() - HEADROOM);
+                if f.len > pool.buf_size() - HEADROOM {
+                    // Grown past what a descriptor can carry from its data offset: drop it.
+                    self.oversize += 1;
+                    cache.free(pool, f.buf);
+                    continue;
+                }
                 pool.bytes_mut(&mut f.buf)
-                    .copy_within(f.start..f.start + len, HEADROOM);
-                f.len = len;
+                    .copy_within(f.start..f.start + f.len, HEADROOM);
             }
             let mut d = base[pool.surrender(f.buf) as usize];
             // SAFETY: `d` is this UMEM's descriptor of a frame surrendered just above: nothing
             // else accesses it; only its length is set.
             unsafe { umem.data_mut(&mut d) }.cursor().set_pos(f.len);
-            self.descs[i] = d;
+            self.descs[k] = d;
+            k += 1;
         }
-        if n > 0 {
+        if k > 0 {
             // SAFETY: the descriptors name surrendered frames of this UMEM, each once; the ring
             // had `n` free slots (checked above).
-            let queued = unsafe { self.tx.produce(&self.descs[..n]) };
-            debug_assert_eq!(queued, n);
+            let queued = unsafe { self.tx.produce(&self.descs[..k]) };
+            debug_assert_eq!(queued, k);
             self.in_flight += queued as u32;
         }
         // Copy mode moves at most 32 (or the raised budget) frames per sendto: kick until the
@@ -262,6 +275,11 @@ impl XdpPort {
         }
         self.complete(pool, cache);
         n
+    }
+
+    /// Frames dropped because they grew too large to send.
+    pub fn oversize(&self) -> u64 {
+        self.oversize
     }
 
     /// Frames still in the TX ring.
