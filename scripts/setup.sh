@@ -23,3 +23,8 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 command -v cargo >/dev/null 2>&1 || { echo "setup: cargo (Rust >= 1.88) is required" >&2; exit 1; }
 rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt >/dev/null 2>&1 || true
+
+# The P4Runtime protos come from their published package (pip), never from the tree.
+command -v python3 >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq python3 >/dev/null; }
+python3 -m pip --version >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq python3-pip >/dev/null; }
+bash "$(dirname "$0")/fetch-protos.sh"

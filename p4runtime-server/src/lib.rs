@@ -4,3 +4,5 @@
 #![forbid(unsafe_code)]
 
 pub mod bytestring;
+pub mod p4info;
+pub mod proto;
