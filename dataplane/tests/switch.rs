@@ -324,3 +324,101 @@ fn an_idle_switch_sleeps() {
     );
     sw.stop();
 }
+
+#[test]
+fn frames_for_a_port_the_switch_lacks_are_dropped_and_counted() {
+    let (sw, links) = start(SwitchConfig {
+        workers: 1,
+        ..SwitchConfig::default()
+    });
+    // A route to port 7, which the switch does not have.
+    let c = &sw.pipeline().control;
+    let s = c.schema().clone();
+    let profile = s.action_profiles[0].id;
+    let nhop = s.actions[s.action_by_name("set_nhop").unwrap()].id;
+    let lpm = s.tables[s.table_by_name("ipv4_lpm").unwrap()].id;
+    let action = ActionSpec {
+        action_id: nhop,
+        params: vec![(1, 1), (2, mac(ROUTER)), (3, 7)],
+    };
+    let ups = [
+        Update {
+            kind: UpdateKind::Insert,
+            entity: Entity::Member {
+                profile_id: profile,
+                member_id: 70,
+                action: Some(action),
+            },
+        },
+        Update {
+            kind: UpdateKind::Insert,
+            entity: Entity::TableEntry(TableEntry {
+                table_id: lpm,
+                matches: vec![(
+                    1,
+                    FieldMatch::Lpm {
+                        value: 0x0a00_0700,
+                        prefix_len: 24,
+                    },
+                )],
+                action: Some(TableAction::Member(70)),
+                ..TableEntry::default()
+            }),
+        },
+    ];
+    assert!(
+        c.write(&ups, Atomicity::ContinueOnError)
+            .iter()
+            .all(Result::is_ok)
+    );
+    for _ in 0..50 {
+        links[0].send(&udp_to(7, 64));
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let count = || {
+        c.drop_counts()
+            .into_iter()
+            .find(|(n, _)| *n == "no_such_port")
+            .unwrap()
+            .1
+            .packets
+    };
+    while count() < 50 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(count(), 50);
+    // The buffers came back: the switch still forwards.
+    links[0].send(&udp_to(3, 64));
+    assert!(links[2].recv(Duration::from_secs(5)).is_some());
+    sw.stop();
+}
+
+#[test]
+fn one_interface_cannot_be_two_af_xdp_ports() {
+    use dataplane::io::xdp::{XdpMode, XdpSpec};
+    let spec = || XdpSpec {
+        ifname: "pisa-nope0".into(),
+        mode: XdpMode::Generic,
+        zero_copy: false,
+    };
+    let ports = vec![
+        PortSpec {
+            id: 1,
+            io: PortIo::XdpSpec(spec()),
+        },
+        PortSpec {
+            id: 2,
+            io: PortIo::XdpSpec(spec()),
+        },
+    ];
+    let err = Switch::start(
+        basic(),
+        ports,
+        SwitchConfig {
+            workers: 1,
+            ..SwitchConfig::default()
+        },
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("given twice"), "{err}");
+}
