@@ -683,7 +683,7 @@ impl WorkerLoop {
     fn ingress(&mut self, mut f: Frame, mut md: StdMeta, now: u64) {
         let sh = self.sh.clone();
         let verdict = {
-            let bytes = sh.pool.bytes_mut(&mut f.buf);
+            let bytes = self.sh.pool.bytes_mut(&mut f.buf);
             let mut pf = PFrame::new(bytes, f.start, f.len);
             let v = self.worker.ingress(now, &mut pf, &mut md);
             f.start = pf.start();
@@ -920,6 +920,16 @@ impl WorkerLoop {
             .fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Runs egress on `f` in place; its bounds follow header pushes and pops.
+    fn run_egress(&mut self, f: &mut Frame, md: &mut StdMeta, now: u64) -> EgressVerdict {
+        let bytes = self.sh.pool.bytes_mut(&mut f.buf);
+        let mut pf = PFrame::new(bytes, f.start, f.len);
+        let v = self.worker.egress(now, &mut pf, md);
+        f.start = pf.start();
+        f.len = pf.len();
+        v
+    }
+
     fn egress(&mut self, i: usize, q: Queued<Frame>, now: u64) {
         let sh = self.sh.clone();
         let Queued {
@@ -927,14 +937,7 @@ impl WorkerLoop {
             meta: mut md,
             ..
         } = q;
-        let verdict = {
-            let bytes = sh.pool.bytes_mut(&mut f.buf);
-            let mut pf = PFrame::new(bytes, f.start, f.len);
-            let v = self.worker.egress(now, &mut pf, &mut md);
-            f.start = pf.start();
-            f.len = pf.len();
-            v
-        };
+        let verdict = self.run_egress(&mut f, &mut md, now);
         self.trace_flush(md.egress_port);
         let (EgressVerdict::Emit { clone }
         | EgressVerdict::Recirculate { clone }
@@ -1036,14 +1039,7 @@ impl WorkerLoop {
                 meta: mut md,
                 ..
             } = q;
-            let verdict = {
-                let bytes = sh.pool.bytes_mut(&mut f.buf);
-                let mut pf = PFrame::new(bytes, f.start, f.len);
-                let v = self.worker.egress(now, &mut pf, &mut md);
-                f.start = pf.start();
-                f.len = pf.len();
-                v
-            };
+            let verdict = self.run_egress(&mut f, &mut md, now);
             self.trace_flush(cpu);
             if let EgressVerdict::Recirculate { .. } = verdict {
                 let rmd = self.worker.prepare_recirculate(&md, f.len, now);
