@@ -500,3 +500,50 @@ fn idle_switch(io: &str) {
         share * 100.0
     );
 }
+
+#[test]
+fn af_packet_keeps_vlan_tags() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let pcap = std::env::temp_dir().join(format!("pisa-vlan-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&pcap);
+    let pcap_s = pcap.display().to_string();
+    let (h1, _h2, mut sw) = two_hosts(
+        "af-packet",
+        &["--workers", "1", "--pcap", &pcap_s],
+        "table_add l2_exact l2_forward 02:00:00:00:02:01 => 2\n",
+    );
+    // A tagged frame (VLAN 100) from h1 to h2's MAC: switched at L2 with its tag.
+    let script = r#"
+import socket, sys
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind((sys.argv[1], 0))
+frame = bytes.fromhex('020000000201' '020000000101' '81000064' '0800') + bytes.fromhex('4500001c00010000401100000a0001010a000201') + bytes.fromhex('0001000200080000')
+s.send(frame)
+"#;
+    let ifname = h1.ifname.borrow().clone();
+    h1.ns
+        .exec("python3", &["-c", script, &ifname])
+        .expect("send a tagged frame");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while sw.port_stat(2, 2) < 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        sw.port_stat(2, 2) >= 1,
+        "{}\n{}",
+        sw.cli("show_ports"),
+        sw.cli("show_drops")
+    );
+    sw.proc.terminate(Duration::from_secs(5));
+    let bytes = std::fs::read(pcap.join("port2-out.pcap")).expect("capture of port 2");
+    // pcap header (24) + record header (16), then the frame: the tag follows the MACs.
+    assert!(bytes.len() > 40 + 16, "empty capture");
+    let frame = &bytes[40..];
+    assert_eq!(
+        &frame[12..16],
+        &[0x81, 0x00, 0x00, 0x64],
+        "tag lost: {:02x?}",
+        &frame[..20]
+    );
+    let _ = std::fs::remove_dir_all(&pcap);
+}

@@ -2,13 +2,63 @@
 //! straight into and out of pool buffers (the kernel's copy is the only one).
 //!
 //! The socket ignores its own outgoing frames (PACKET_IGNORE_OUTGOING) and puts the interface in
-//! promiscuous mode, as a switch port must.
+//! promiscuous mode, as a switch port must. 802.1Q tags, which the kernel moves out of a frame
+//! before packet sockets see it, are put back from PACKET_AUXDATA.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use super::{BATCH, Frame};
 use crate::pool::{HEADROOM, LocalCache, Pool};
+
+/// u64 words of control-message space per received frame (room for one tpacket_auxdata).
+const CONTROL_WORDS: usize = 8;
+
+/// The 802.1Q tag the kernel took out of a received frame (it moves tags to metadata before
+/// packet sockets see the frame), from the frame's PACKET_AUXDATA: (TPID, TCI).
+fn vlan_of(hdr: &libc::msghdr) -> Option<(u16, u16)> {
+    // SAFETY: `hdr` is a msghdr filled by recvmmsg whose control buffer (msg_control,
+    // msg_controllen) is alive; the CMSG macros stay inside it.
+    let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(hdr) };
+    while !cmsg.is_null() {
+        // SAFETY: `cmsg` is a non-null header inside the control buffer (see above).
+        let c = unsafe { &*cmsg };
+        if c.cmsg_level == libc::SOL_PACKET && c.cmsg_type == PACKET_AUXDATA {
+            // SAFETY: a PACKET_AUXDATA message carries a tpacket_auxdata; read it unaligned.
+            let aux: libc::tpacket_auxdata =
+                unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast()) };
+            if aux.tp_status & TP_STATUS_VLAN_VALID == 0 {
+                return None;
+            }
+            let tpid = if aux.tp_status & TP_STATUS_VLAN_TPID_VALID != 0 {
+                aux.tp_vlan_tpid
+            } else {
+                0x8100
+            };
+            return Some((tpid, aux.tp_vlan_tci));
+        }
+        // SAFETY: as above; returns null after the last header.
+        cmsg = unsafe { libc::CMSG_NXTHDR(hdr, cmsg) };
+    }
+    None
+}
+
+/// Puts a tag back after the MAC addresses, using 4 bytes of headroom.
+fn restore_vlan(pool: &Pool, f: &mut Frame, tpid: u16, tci: u16) {
+    if f.start < 4 || f.len < 12 {
+        return;
+    }
+    let bytes = pool.bytes_mut(&mut f.buf);
+    bytes.copy_within(f.start..f.start + 12, f.start - 4);
+    f.start -= 4;
+    f.len += 4;
+    bytes[f.start + 12..f.start + 14].copy_from_slice(&tpid.to_be_bytes());
+    bytes[f.start + 14..f.start + 16].copy_from_slice(&tci.to_be_bytes());
+}
+
+const PACKET_AUXDATA: libc::c_int = 8;
+const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
 
 /// An AF_PACKET socket on one interface.
 #[derive(Debug)]
@@ -74,6 +124,9 @@ impl PacketPort {
             23, /* PACKET_IGNORE_OUTGOING */
             &1i32,
         )?;
+        // VLAN tags: the kernel strips them before packet sockets see a frame; auxdata carries
+        // them so `recv` can put them back.
+        setsockopt(fd.as_raw_fd(), libc::SOL_PACKET, PACKET_AUXDATA, &1i32)?;
         // SAFETY: all-zero is a valid `packet_mreq`.
         let mut mreq: libc::packet_mreq = unsafe { std::mem::zeroed() };
         mreq.mr_ifindex = ifindex;
@@ -131,6 +184,8 @@ impl PacketPort {
         let mut iov: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
         let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+        // Control-message space for each frame's PACKET_AUXDATA (u64s for cmsg alignment).
+        let mut control = [[0u64; CONTROL_WORDS]; BATCH];
         let room = pool.buf_size() - HEADROOM;
         let mut n = 0;
         while n < BATCH {
@@ -142,6 +197,8 @@ impl PacketPort {
             iov[n].iov_len = room;
             msgs[n].msg_hdr.msg_iov = &raw mut iov[n];
             msgs[n].msg_hdr.msg_iovlen = 1;
+            msgs[n].msg_hdr.msg_control = control[n].as_mut_ptr().cast();
+            msgs[n].msg_hdr.msg_controllen = std::mem::size_of_val(&control[n]);
             held[n] = Some(b);
             n += 1;
         }
@@ -181,11 +238,15 @@ impl PacketPort {
                 oversize += 1;
                 cache.free(pool, b);
             } else {
-                out.push(Frame {
+                let mut f = Frame {
                     buf: b,
                     start: HEADROOM,
                     len,
-                });
+                };
+                if let Some((tpid, tci)) = vlan_of(&msgs[i].msg_hdr) {
+                    restore_vlan(pool, &mut f, tpid, tci);
+                }
+                out.push(f);
             }
         }
         Ok((got - oversize, oversize))
