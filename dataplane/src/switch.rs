@@ -503,12 +503,16 @@ impl WorkerLoop {
 
     fn run(mut self) {
         let cpu_port = self.sh.pipeline.config.cpu_port;
-        while !self.sh.stop.load(Ordering::Acquire) {
-            let now = self.sh.now();
+        // One reference for the whole loop: the per-packet paths take `&Shared` instead of
+        // cloning the Arc (an atomic on a line every worker shares) per packet.
+        let shared = self.sh.clone();
+        let sh = &*shared;
+        while !sh.stop.load(Ordering::Acquire) {
+            let now = sh.now();
             self.worker.begin_batch();
             let mut busy = false;
             for i in 0..self.ports.len() {
-                busy |= self.receive(i, now);
+                busy |= self.receive(sh, i, now);
             }
             if self.id == 0 {
                 for _ in 0..BATCH {
@@ -537,11 +541,11 @@ impl WorkerLoop {
                     break;
                 };
                 busy = true;
-                self.ingress(f, md, now);
+                self.ingress(sh, f, md, now);
             }
             let mut next: Option<u64> = None;
             for i in 0..self.ports.len() {
-                let (b, n) = self.transmit(i, now);
+                let (b, n) = self.transmit(sh, i, now);
                 busy |= b;
                 next = match (next, n) {
                     (Some(a), Some(b)) => Some(a.min(b)),
@@ -549,7 +553,7 @@ impl WorkerLoop {
                 };
             }
             if self.id == 0 {
-                busy |= self.transmit_cpu(now);
+                busy |= self.transmit_cpu(sh, now);
             }
             self.worker.end_batch();
             if !busy && self.again.is_empty() && !self.sh.busy_poll {
@@ -605,8 +609,7 @@ impl WorkerLoop {
     }
 
     /// Receives a batch on port `i` and runs ingress on it; returns whether anything arrived.
-    fn receive(&mut self, i: usize, now: u64) -> bool {
-        let sh = self.sh.clone();
+    fn receive(&mut self, sh: &Shared, i: usize, now: u64) -> bool {
         let p = &mut self.ports[i];
         let mut rx = std::mem::take(&mut self.rx);
         let (got, oversize) = match &mut p.io {
@@ -628,7 +631,7 @@ impl WorkerLoop {
                 continue;
             }
             let md = StdMeta::new(id, f.len, now);
-            self.ingress(f, md, now);
+            self.ingress(sh, f, md, now);
         }
         self.rx = rx;
         got > 0
@@ -680,8 +683,7 @@ impl WorkerLoop {
         }
     }
 
-    fn ingress(&mut self, mut f: Frame, mut md: StdMeta, now: u64) {
-        let sh = self.sh.clone();
+    fn ingress(&mut self, sh: &Shared, mut f: Frame, mut md: StdMeta, now: u64) {
         let verdict = {
             let bytes = self.sh.pool.bytes_mut(&mut f.buf);
             let mut pf = PFrame::new(bytes, f.start, f.len);
@@ -723,7 +725,7 @@ impl WorkerLoop {
             if c.instance_type != InstanceType::Normal {
                 cmd.instance_type = c.instance_type;
             }
-            self.enqueue(frame, cmd, now);
+            self.enqueue(sh, frame, cmd, now);
         }
         self.copies = copies;
         if let Some(f) = original {
@@ -749,8 +751,7 @@ impl WorkerLoop {
         })
     }
 
-    fn enqueue(&mut self, f: Frame, md: StdMeta, now: u64) {
-        let sh = self.sh.clone();
+    fn enqueue(&mut self, sh: &Shared, f: Frame, md: StdMeta, now: u64) {
         let port = md.egress_port;
         let len = u32::try_from(f.len).unwrap_or(u32::MAX);
         let owner = sh
@@ -816,12 +817,11 @@ impl WorkerLoop {
     }
 
     /// Sends PFC, dequeues and runs egress for port `i`; returns (did work, next deadline).
-    fn transmit(&mut self, i: usize, now: u64) -> (bool, Option<u64>) {
-        let sh = self.sh.clone();
+    fn transmit(&mut self, sh: &Shared, i: usize, now: u64) -> (bool, Option<u64>) {
         let mut busy = false;
         let id = self.ports[i].id;
         if let Some((vector, quanta)) = sh.tm.pfc_to_send(id) {
-            self.send_pfc(i, vector, quanta, now);
+            self.send_pfc(sh, i, vector, quanta, now);
             busy = true;
         } else if sh.tm.pfc_paused_classes(id) != 0 {
             // Refresh XOFF at half its pause time so the sender stays paused.
@@ -831,7 +831,7 @@ impl WorkerLoop {
                 let classes = sh.tm.pfc_paused_classes(id);
                 let q = sh.shared_quanta();
                 let quanta = std::array::from_fn(|c| if classes & (1 << c) != 0 { q } else { 0 });
-                self.send_pfc(i, u16::from(classes), quanta, now);
+                self.send_pfc(sh, i, u16::from(classes), quanta, now);
             }
         }
         let mut next = None;
@@ -851,7 +851,7 @@ impl WorkerLoop {
                 Dequeued::Packet(q) => {
                     busy = true;
                     let ingress = q.meta.ingress_port;
-                    self.egress(i, q, now);
+                    self.egress(sh, i, q, now);
                     self.wake_pfc(ingress);
                 }
                 Dequeued::Wait { at } => {
@@ -876,7 +876,7 @@ impl WorkerLoop {
         }
         let reclaim = matches!(&p.io, PortIo::Xdp(x) if x.in_flight() > 0);
         if !p.out.is_empty() || reclaim {
-            busy |= self.flush(i);
+            busy |= self.flush(sh, i);
         }
         // Frames still in an AF_XDP TX ring need another kick soon (copy mode sends only when
         // kicked); frames the port refused are retried when it polls writable.
@@ -886,8 +886,7 @@ impl WorkerLoop {
         (busy, next)
     }
 
-    fn send_pfc(&mut self, i: usize, vector: u16, quanta: [u16; 8], now: u64) {
-        let sh = self.sh.clone();
+    fn send_pfc(&mut self, sh: &Shared, i: usize, vector: u16, quanta: [u16; 8], now: u64) {
         let Some(mut b) = self.cache.alloc(&sh.pool) else {
             // No buffer now: ask again on the next pass rather than lose an XON.
             sh.tm.pfc_retry(self.ports[i].id);
@@ -930,8 +929,7 @@ impl WorkerLoop {
         v
     }
 
-    fn egress(&mut self, i: usize, q: Queued<Frame>, now: u64) {
-        let sh = self.sh.clone();
+    fn egress(&mut self, sh: &Shared, i: usize, q: Queued<Frame>, now: u64) {
         let Queued {
             buf: mut f,
             meta: mut md,
@@ -959,7 +957,7 @@ impl WorkerLoop {
                 cmd.egress_rid = c.rid;
                 cmd.qid = c.qid;
                 cmd.instance_type = InstanceType::EgressClone;
-                self.enqueue(d, cmd, now);
+                self.enqueue(sh, d, cmd, now);
             }
             self.copies = copies;
         }
@@ -985,8 +983,7 @@ impl WorkerLoop {
     }
 
     /// Sends what port `i` has ready; returns whether anything went.
-    fn flush(&mut self, i: usize) -> bool {
-        let sh = self.sh.clone();
+    fn flush(&mut self, sh: &Shared, i: usize) -> bool {
         let p = &mut self.ports[i];
         let id = p.id;
         let c = &sh.counters[usize::from(id)];
@@ -1024,8 +1021,7 @@ impl WorkerLoop {
     }
 
     /// Dequeues what is bound for the CPU port and hands it to the controller side.
-    fn transmit_cpu(&mut self, now: u64) -> bool {
-        let sh = self.sh.clone();
+    fn transmit_cpu(&mut self, sh: &Shared, now: u64) -> bool {
         let cpu = sh.pipeline.config.cpu_port;
         let mut tx = self.cpu_tx.take().unwrap_or_else(|| sh.tm.tx_state(cpu));
         let mut busy = false;
