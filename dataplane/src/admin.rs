@@ -130,12 +130,9 @@ pub fn run(sw: &Switch, line: &str) -> Result<String, String> {
                 let name = args.first().ok_or("missing name")?;
                 let index: u64 = arg(&args, 1, "index")?;
                 let s = control.schema();
-                let alias = |n: &str| n == name || pipeline::schema::alias(n) == name;
                 if verb == "register_read" {
                     let r = s
-                        .registers
-                        .iter()
-                        .find(|r| alias(r.name))
+                        .register_by_name(name)
                         .ok_or_else(|| format!("no register {name}"))?;
                     let v = control
                         .read_registers(Some(r.id), Some(index))
@@ -143,9 +140,7 @@ pub fn run(sw: &Switch, line: &str) -> Result<String, String> {
                     Ok(format!("{}\n", v[0].value))
                 } else {
                     let c = s
-                        .counters
-                        .iter()
-                        .find(|c| alias(c.name))
+                        .counter_by_name(name)
                         .ok_or_else(|| format!("no counter {name}"))?;
                     let v = control
                         .read_counters(Some(c.id), Some(index))

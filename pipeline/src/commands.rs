@@ -391,9 +391,7 @@ pub fn parse_line(schema: &Schema, line: &str) -> Result<Command, ParseError> {
         "register_write" => {
             let name = w.get(1).copied().unwrap_or("");
             let r = schema
-                .registers
-                .iter()
-                .find(|r| crate::schema::alias(r.name) == name || r.name == name)
+                .register_by_name(name)
                 .ok_or_else(|| ParseError(format!("no register {name}")))?;
             let index = number(w.get(2).copied().unwrap_or(""), "index")?;
             let value = parse_value(w.get(3).copied().unwrap_or(""))?;
@@ -409,9 +407,7 @@ pub fn parse_line(schema: &Schema, line: &str) -> Result<Command, ParseError> {
         "meter_set" => {
             let name = w.get(1).copied().unwrap_or("");
             let m = schema
-                .meters
-                .iter()
-                .find(|m| crate::schema::alias(m.name) == name || m.name == name)
+                .meter_by_name(name)
                 .ok_or_else(|| ParseError(format!("no meter {name}")))?;
             let [idx, cir, cburst, pir, pburst] =
                 [2, 3, 4, 5, 6].map(|i| w.get(i).copied().unwrap_or(""));
@@ -440,9 +436,7 @@ pub fn parse_line(schema: &Schema, line: &str) -> Result<Command, ParseError> {
 fn profile(schema: &Schema, name: Option<&&str>) -> Result<u32, ParseError> {
     let name = name.copied().unwrap_or("");
     schema
-        .action_profiles
-        .iter()
-        .find(|p| p.name == name || crate::schema::alias(p.name) == name)
+        .profile_by_name(name)
         .map(|p| p.id)
         .ok_or_else(|| ParseError(format!("no action profile {name}")))
 }

@@ -430,6 +430,28 @@ impl Schema {
         self.digests.iter().position(|d| d.id == id)
     }
 
+    /// The register named `name` (full name or its last component).
+    pub fn register_by_name(&self, name: &str) -> Option<&RegisterDef> {
+        self.registers.iter().find(|r| matches_name(r.name, name))
+    }
+
+    /// The indexed counter named `name` (full name or its last component).
+    pub fn counter_by_name(&self, name: &str) -> Option<&CounterDef> {
+        self.counters.iter().find(|c| matches_name(c.name, name))
+    }
+
+    /// The indexed meter named `name` (full name or its last component).
+    pub fn meter_by_name(&self, name: &str) -> Option<&MeterDef> {
+        self.meters.iter().find(|m| matches_name(m.name, name))
+    }
+
+    /// The action profile named `name` (full name or its last component).
+    pub fn profile_by_name(&self, name: &str) -> Option<&ActionProfileDef> {
+        self.action_profiles
+            .iter()
+            .find(|p| matches_name(p.name, name))
+    }
+
     /// The controller header named `name` (`packet_in` or `packet_out`).
     pub fn controller_header(&self, name: &str) -> Option<&ControllerHeaderDef> {
         self.controller_headers.iter().find(|h| h.name == name)
