@@ -187,39 +187,42 @@ impl Process {
             .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 
-    /// Sends SIGTERM and waits up to `timeout` for it to exit; returns its exit status.
-    pub fn terminate(&mut self, timeout: std::time::Duration) -> Option<std::process::ExitStatus> {
+    /// Polls for up to `timeout` for the process to have exited; returns its status if it did.
+    fn exited_within(&mut self, timeout: std::time::Duration) -> Option<std::process::ExitStatus> {
         let child = self.child.as_mut()?;
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
         let deadline = std::time::Instant::now() + timeout;
-        while std::time::Instant::now() < deadline {
+        loop {
             if let Ok(Some(status)) = child.try_wait() {
                 self.child = None;
                 return Some(status);
             }
+            if std::time::Instant::now() >= deadline {
+                return None;
+            }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
+    }
+
+    /// Sends SIGTERM and waits up to `timeout` for it to exit (then kills it); returns its exit
+    /// status.
+    pub fn terminate(&mut self, timeout: std::time::Duration) -> Option<std::process::ExitStatus> {
+        let pid = self.child.as_ref()?.id();
+        let _ = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status();
+        if let Some(status) = self.exited_within(timeout) {
+            return Some(status);
+        }
+        let mut child = self.child.take()?;
         let _ = child.kill();
-        let status = child.wait().ok();
-        self.child = None;
         eprintln!("{} did not stop on SIGTERM: killed", self.name);
-        status
+        child.wait().ok()
     }
 
     /// Waits up to `timeout` for it to exit by itself (then stops it); returns its exit status.
     pub fn wait(&mut self, timeout: std::time::Duration) -> Option<std::process::ExitStatus> {
-        let child = self.child.as_mut()?;
-        let deadline = std::time::Instant::now() + timeout;
-        while std::time::Instant::now() < deadline {
-            if let Ok(Some(status)) = child.try_wait() {
-                self.child = None;
-                return Some(status);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        self.terminate(std::time::Duration::from_secs(5))
+        self.exited_within(timeout)
+            .or_else(|| self.terminate(std::time::Duration::from_secs(5)))
     }
 
     /// CPU time (user + system) it has used, from /proc.
@@ -240,19 +243,7 @@ impl Process {
 
 impl Drop for Process {
     fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &c.id().to_string()])
-                .status();
-            for _ in 0..100 {
-                if let Ok(Some(_)) = c.try_wait() {
-                    return;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        let _ = self.terminate(std::time::Duration::from_secs(2));
     }
 }
 
