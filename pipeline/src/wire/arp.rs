@@ -39,19 +39,7 @@ pub struct ArpPacket<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> ArpPacket<T> {
-    /// Wraps `buffer` without validation.
-    #[inline]
-    pub const fn new_unchecked(buffer: T) -> Self {
-        ArpPacket { buffer }
-    }
-
-    /// Wraps and validates `buffer`.
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
+    super::view_constructors!();
 
     /// Ensures the buffer holds the fixed part and both address pairs.
     #[inline]
@@ -61,12 +49,6 @@ impl<T: AsRef<[u8]>> ArpPacket<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// Returns the wrapped buffer.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Total length implied by the address lengths: `8 + 2 * (hlen + plen)`.

@@ -20,19 +20,7 @@ pub struct EthernetFrame<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> EthernetFrame<T> {
-    /// Wraps `buffer` without validation.
-    #[inline]
-    pub const fn new_unchecked(buffer: T) -> Self {
-        EthernetFrame { buffer }
-    }
-
-    /// Wraps `buffer` and validates it with [`check_len`](Self::check_len).
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let f = Self::new_unchecked(buffer);
-        f.check_len()?;
-        Ok(f)
-    }
+    super::view_constructors!();
 
     /// Ensures the buffer holds a full header.
     #[inline]
@@ -42,12 +30,6 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
         } else {
             Ok(())
         }
-    }
-
-    /// Returns the wrapped buffer.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Header length (14).

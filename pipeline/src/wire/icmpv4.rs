@@ -32,19 +32,7 @@ pub struct IcmpPacket<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> IcmpPacket<T> {
-    /// Wraps `buffer` without validation.
-    #[inline]
-    pub const fn new_unchecked(buffer: T) -> Self {
-        IcmpPacket { buffer }
-    }
-
-    /// Wraps and validates `buffer`.
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
+    super::view_constructors!();
 
     /// Ensures the 8-byte header is present.
     #[inline]
@@ -54,12 +42,6 @@ impl<T: AsRef<[u8]>> IcmpPacket<T> {
         } else {
             Ok(())
         }
-    }
-
-    /// Returns the wrapped buffer.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Header length (8).

@@ -101,19 +101,7 @@ pub struct Icmpv6Packet<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
-    /// Wraps `buffer` without validation.
-    #[inline]
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Icmpv6Packet { buffer }
-    }
-
-    /// Wraps and validates `buffer`.
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
+    super::view_constructors!();
 
     /// Ensures the 8-byte header is present, and the 16-byte target for NS/NA (`Truncated`).
     #[inline]
@@ -123,12 +111,6 @@ impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// Returns the wrapped buffer.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Header length (8).

@@ -33,19 +33,7 @@ pub struct Ipv4Packet<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Ipv4Packet<T> {
-    /// Wraps `buffer` without validation.
-    #[inline]
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Ipv4Packet { buffer }
-    }
-
-    /// Wraps and validates `buffer`.
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
+    super::view_constructors!();
 
     /// Validates: buffer ≥ 20 bytes (`Truncated`), version 4 (`BadVersion`), IHL ≥ 5 and
     /// IHL·4 ≤ buffer (`BadIhl`), IHL·4 ≤ total length (`BadLength`), total length ≤ buffer
@@ -71,12 +59,6 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// Returns the wrapped buffer.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Version nibble.

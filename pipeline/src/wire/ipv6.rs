@@ -25,19 +25,7 @@ pub struct Ipv6Packet<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Ipv6Packet<T> {
-    /// Wraps `buffer` without validation.
-    #[inline]
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Ipv6Packet { buffer }
-    }
-
-    /// Wraps and validates `buffer`.
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
+    super::view_constructors!();
 
     /// Validates: buffer ≥ 40 (`Truncated`), version 6 (`BadVersion`), 40 + payload length ≤
     /// buffer (`Truncated`).
@@ -54,12 +42,6 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// Returns the wrapped buffer.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Header length (40).

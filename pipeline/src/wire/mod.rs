@@ -26,6 +26,33 @@
 use core::fmt;
 use core::ops::{Range, RangeFrom};
 
+/// The constructors every view shares: `new_unchecked`, `new_checked` (which runs the view's
+/// own `check_len`) and `into_inner`. Invoked inside each view's `impl<T: AsRef<[u8]>>` block.
+macro_rules! view_constructors {
+    () => {
+        /// Wraps `buffer` without validation.
+        #[inline]
+        pub const fn new_unchecked(buffer: T) -> Self {
+            Self { buffer }
+        }
+
+        /// Wraps `buffer` and validates it with [`check_len`](Self::check_len).
+        #[inline]
+        pub fn new_checked(buffer: T) -> Result<Self> {
+            let view = Self::new_unchecked(buffer);
+            view.check_len()?;
+            Ok(view)
+        }
+
+        /// Returns the wrapped buffer.
+        #[inline]
+        pub fn into_inner(self) -> T {
+            self.buffer
+        }
+    };
+}
+pub(crate) use view_constructors;
+
 pub mod arp;
 pub mod checksum;
 pub mod ethernet;

@@ -41,19 +41,7 @@ pub struct PfcFrame<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> PfcFrame<T> {
-    /// Wraps `buffer` without validation.
-    #[inline]
-    pub const fn new_unchecked(buffer: T) -> Self {
-        PfcFrame { buffer }
-    }
-
-    /// Wraps and validates `buffer`.
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
+    super::view_constructors!();
 
     /// Ensures at least [`MIN_LEN`] bytes (`Truncated`).
     #[inline]
@@ -63,12 +51,6 @@ impl<T: AsRef<[u8]>> PfcFrame<T> {
         } else {
             Ok(())
         }
-    }
-
-    /// Returns the wrapped buffer.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Bytes of meaningful content: 4 for PAUSE, 20 otherwise.

@@ -229,19 +229,7 @@ pub struct TcpPacket<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> TcpPacket<T> {
-    /// Wraps `buffer` without validation.
-    #[inline]
-    pub const fn new_unchecked(buffer: T) -> Self {
-        TcpPacket { buffer }
-    }
-
-    /// Wraps and validates `buffer`.
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
+    super::view_constructors!();
 
     /// Validates: buffer ≥ 20 (`Truncated`), data offset ≥ 5 and ≤ buffer (`BadDataOffset`).
     #[inline]
@@ -255,12 +243,6 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
             return Err(Error::BadDataOffset);
         }
         Ok(())
-    }
-
-    /// Returns the wrapped buffer.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Source port.

@@ -22,19 +22,7 @@ pub struct UdpPacket<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> UdpPacket<T> {
-    /// Wraps `buffer` without validation.
-    #[inline]
-    pub const fn new_unchecked(buffer: T) -> Self {
-        UdpPacket { buffer }
-    }
-
-    /// Wraps and validates `buffer`.
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
+    super::view_constructors!();
 
     /// Validates: buffer ≥ 8 (`Truncated`), length field ≥ 8 (`BadLength`), length field ≤
     /// buffer (`Truncated`).
@@ -52,12 +40,6 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// Returns the wrapped buffer.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Header length (8).

@@ -19,19 +19,7 @@ pub struct VlanTag<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> VlanTag<T> {
-    /// Wraps `buffer` without validation.
-    #[inline]
-    pub const fn new_unchecked(buffer: T) -> Self {
-        VlanTag { buffer }
-    }
-
-    /// Wraps and validates `buffer`.
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let v = Self::new_unchecked(buffer);
-        v.check_len()?;
-        Ok(v)
-    }
+    super::view_constructors!();
 
     /// Ensures the buffer holds a full tag.
     #[inline]
@@ -41,12 +29,6 @@ impl<T: AsRef<[u8]>> VlanTag<T> {
         } else {
             Ok(())
         }
-    }
-
-    /// Returns the wrapped buffer.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Tag length (4).
