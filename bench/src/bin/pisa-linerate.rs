@@ -258,7 +258,7 @@ fn start(t: &Topo, f: &Forwarder) -> Option<Process> {
             };
             let log = t.dir.join("switch.log");
             let entries = t.dir.join("entries.txt");
-            std::fs::write(&entries, format!("act_prof_create_member ecmp_selector 1 set_nhop {H2_MAC} {ROUTER} 2\ntable_indirect_add ipv4_lpm 10.0.2.0/24 => 1\n")).unwrap();
+            std::fs::write(&entries, format!("act_prof_create_member ecmp_selector 1 set_nhop {H2_MAC} {ROUTER} 2\ntable_indirect_add ipv4_lpm 10.0.2.0/24 => 1\nact_prof_create_member ecmp_selector 2 set_nhop 02:00:00:00:01:01 {ROUTER} 1\ntable_indirect_add ipv4_lpm 10.0.1.0/24 => 2\n")).unwrap();
             let sock = t.dir.join("admin.sock");
             let _ = std::fs::remove_file(&sock);
             let cpus = if workers == 1 { "1" } else { "0,1" };
@@ -488,27 +488,9 @@ fn main() {
     )
     .unwrap();
     let p = start(&t, &Forwarder::Switch(1));
-    let sock = t.dir.join("admin.sock");
-    let cli = bin("pisa-cli");
-    let _ = run(
-        &cli,
-        &[
-            sock.to_str().unwrap(),
-            "act_prof_create_member ecmp_selector 2 set_nhop 02:00:00:00:01:01 02:00:00:00:00:fe 1",
-            "table_indirect_add ipv4_lpm 10.0.1.0/24 => 2",
-        ],
-    );
     let (sp50, sp99) = ping_percentiles(&t.h1, "10.0.2.1", 200);
     stop(&t, &Forwarder::Switch(1), p);
     let p = start(&t, &Forwarder::SwitchBusy);
-    let _ = run(
-        &cli,
-        &[
-            sock.to_str().unwrap(),
-            "act_prof_create_member ecmp_selector 2 set_nhop 02:00:00:00:01:01 02:00:00:00:00:fe 1",
-            "table_indirect_add ipv4_lpm 10.0.1.0/24 => 2",
-        ],
-    );
     let (bp50, bp99) = ping_percentiles(&t.h1, "10.0.2.1", 200);
     stop(&t, &Forwarder::SwitchBusy, p);
     report += &format!(
