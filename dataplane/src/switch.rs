@@ -351,6 +351,13 @@ impl Switch {
         })
     }
 
+    /// The data plane's clock: ns since the switch started, the time base of hit times, digests
+    /// and traces.
+    pub fn clock(&self) -> impl Fn() -> u64 + Send + Sync + 'static {
+        let epoch = self.shared.epoch;
+        move || u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
     /// The CPU port's controller side.
     pub fn cpu_port(&self) -> &CpuPort {
         &self.cpu

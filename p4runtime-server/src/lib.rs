@@ -1,8 +1,11 @@
-//! The P4Runtime side of pisa-switch: the service (tonic/prost), a client library and the
-//! `pisa-switch` binary. So far it holds the P4Runtime bytestring rules that the service and the
-//! client share.
+//! The P4Runtime side of pisa-switch: the service (tonic/prost), a client library, the
+//! `pisa-switch` binary and the `pisa-ctl` controller command.
 #![forbid(unsafe_code)]
 
+pub mod arbitration;
 pub mod bytestring;
+pub mod client;
+pub mod convert;
 pub mod p4info;
 pub mod proto;
+pub mod server;

@@ -13,8 +13,19 @@ use dataplane::io::packet::PacketPort;
 use dataplane::io::xdp::{XdpMode, XdpSpec};
 use dataplane::switch::{PortIo, PortSpec, Switch, SwitchConfig};
 use dataplane::tm::{PortConfig, Shaping, SharedBuffer};
+use p4runtime_server::arbitration::Election;
+use p4runtime_server::server::{DeviceIo, ServerConfig, Service, serve};
 use pipeline::metadata::PortId;
 use pipeline::runtime::{Config, Pipeline};
+
+/// How the P4Runtime primary is elected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ElectionArg {
+    /// The spec: the highest election id ever seen.
+    Spec,
+    /// BMv2's server: the highest among live streams.
+    LiveHighest,
+}
 
 /// How ports move frames.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -61,6 +72,15 @@ struct Args {
     /// Pin worker i to CPU i.
     #[arg(long)]
     pin: bool,
+    /// The P4Runtime device id clients must use.
+    #[arg(long, default_value_t = 1)]
+    device_id: u64,
+    /// Serve P4Runtime here (`none` to not serve it).
+    #[arg(long, default_value = "127.0.0.1:9559")]
+    grpc_addr: String,
+    /// P4Runtime primary election rule.
+    #[arg(long, value_enum, default_value = "spec")]
+    election_compat: ElectionArg,
     /// The CPU port number.
     #[arg(long, default_value_t = 510)]
     cpu_port: PortId,
@@ -202,6 +222,35 @@ fn run(args: Args) -> Result<(), String> {
         let n = dataplane::admin::run_file(&sw, path)?;
         tracing::info!("{n} commands from {}", path.display());
     }
+    let grpc = if args.grpc_addr == "none" {
+        None
+    } else {
+        let addr: std::net::SocketAddr = args
+            .grpc_addr
+            .parse()
+            .map_err(|e| format!("--grpc-addr {}: {e}", args.grpc_addr))?;
+        let cpu = sw.cpu_port().clone();
+        let io = DeviceIo {
+            packet_in: cpu.packet_in.clone(),
+            packet_out: Box::new(move |frame| cpu.send(frame)),
+            clock: Arc::new(sw.clock()),
+        };
+        let config = ServerConfig {
+            device_id: args.device_id,
+            election: match args.election_compat {
+                ElectionArg::Spec => Election::Spec,
+                ElectionArg::LiveHighest => Election::LiveHighest,
+            },
+        };
+        let service = Service::new(sw.pipeline().control.clone(), io, config);
+        let running = serve(service, addr).map_err(|e| format!("P4Runtime on {addr}: {e}"))?;
+        tracing::info!(
+            "P4Runtime on {} (device id {})",
+            running.addr,
+            args.device_id
+        );
+        Some(running)
+    };
     if let Some(path) = &args.admin_socket {
         dataplane::admin::serve(&sw, path)
             .map_err(|e| format!("admin socket {}: {e}", path.display()))?;
@@ -220,6 +269,9 @@ fn run(args: Args) -> Result<(), String> {
     }
     if let Some(path) = &args.admin_socket {
         let _ = std::fs::remove_file(path);
+    }
+    if let Some(g) = grpc {
+        g.stop();
     }
     // An admin command still running holds the switch for a moment: wait for it.
     let mut sw = sw;

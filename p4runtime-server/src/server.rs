@@ -1,0 +1,1712 @@
+//! The P4Runtime service of one fixed-program switch.
+//!
+//! It runs on its own tokio runtime (never on a data-plane worker) and reaches the data plane
+//! only through the pipeline's [`Control`] (every write) and a [`DeviceIo`] (packet-out, packet-in,
+//! the data plane's clock). Two plain threads feed the stream channel: one carries packet-ins
+//! from the CPU port to the primary; the other batches digests and watches idle timeouts.
+//!
+//! What real clients need of it, item by item, is ../shared/docs/p4runtime.md; the tests say
+//! which item each covers.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use pipeline::control::{self, Atomicity, Control, Entity, Update, UpdateKind};
+use pipeline::schema::Schema;
+use prost::Message;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Code, Request, Response, Status};
+
+use crate::arbitration::{Arbiter, Election, StreamId};
+use crate::convert::{self, EntityError, PortForm};
+use crate::proto::google::rpc;
+use crate::proto::p4::config::v1 as p4i;
+use crate::proto::p4::v1 as p4;
+use crate::proto::p4::v1::p4_runtime_server::{P4Runtime, P4RuntimeServer};
+
+/// The P4Runtime version this server implements (Capabilities; finsy parses it).
+pub const API_VERSION: &str = "1.5.0";
+
+/// Largest message the server accepts or sends (p4runtime.md item 28 asks for at least 4 MB).
+pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
+
+/// Entities per ReadResponse message.
+const READ_CHUNK: usize = 1000;
+
+/// Responses queued per stream before packet-ins to it are dropped.
+const STREAM_QUEUE: usize = 4096;
+
+/// Largest error trailer: p4runtime-shell keeps gRPC's default 8 KB metadata limit.
+const MAX_DETAILS_BYTES: usize = 6 * 1024;
+
+/// How the service reaches the data plane besides the control API.
+pub struct DeviceIo {
+    /// Injects a frame (controller header + payload) as if it came from the CPU port.
+    pub packet_out: Box<dyn Fn(Vec<u8>) + Send + Sync>,
+    /// Frames the data plane sent to the CPU port (controller header + payload).
+    pub packet_in: crossbeam::channel::Receiver<Vec<u8>>,
+    /// The data plane's clock in ns (the one hit times and digests are stamped with).
+    pub clock: Arc<dyn Fn() -> u64 + Send + Sync>,
+}
+
+impl std::fmt::Debug for DeviceIo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceIo").finish_non_exhaustive()
+    }
+}
+
+/// Settings of the service.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// The device id clients must use (p4runtime.md item 7: PTF scripts use 0).
+    pub device_id: u64,
+    /// How the primary is elected.
+    pub election: Election,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            device_id: 1,
+            election: Election::Spec,
+        }
+    }
+}
+
+/// Counters of the service itself.
+#[derive(Debug, Default)]
+pub struct ServiceStats {
+    /// Packet-ins delivered to the primary.
+    pub packet_ins: AtomicU64,
+    /// Packet-ins dropped (no primary, or its stream was full).
+    pub packet_ins_dropped: AtomicU64,
+    /// Packet-outs injected.
+    pub packet_outs: AtomicU64,
+    /// Packet-outs refused (bad metadata, or not from the primary).
+    pub packet_outs_refused: AtomicU64,
+    /// Digest lists sent.
+    pub digest_lists: AtomicU64,
+    /// Idle-timeout notifications sent.
+    pub idle_notifications: AtomicU64,
+}
+
+type StreamTx = mpsc::Sender<Result<p4::StreamMessageResponse, Status>>;
+
+#[derive(Debug, Default)]
+struct Streams {
+    arbiter: Arbiter,
+    tx: HashMap<StreamId, StreamTx>,
+    /// The role each stream named in its arbitration (echoed in replies).
+    role: HashMap<StreamId, Option<p4::Role>>,
+}
+
+/// A digest's configuration and its batching state.
+#[derive(Debug, Clone)]
+struct DigestState {
+    config: p4::digest_entry::Config,
+    pending: Vec<Vec<u128>>,
+    pending_set: HashSet<Vec<u128>>,
+    first_pending_ns: u64,
+    /// The list sent and not yet acknowledged, with when it was sent.
+    outstanding: Option<(u64, u64)>,
+    next_list_id: u64,
+}
+
+impl DigestState {
+    fn new(config: p4::digest_entry::Config) -> Self {
+        DigestState {
+            config,
+            pending: Vec::new(),
+            pending_set: HashSet::new(),
+            first_pending_ns: 0,
+            outstanding: None,
+            next_list_id: 1,
+        }
+    }
+}
+
+/// The pipeline config as last set.
+#[derive(Debug, Default, Clone)]
+struct PipelineConfig {
+    cookie: Option<u64>,
+    device_config: Vec<u8>,
+    /// VERIFY_AND_SAVE'd and waiting for COMMIT.
+    saved: Option<(Option<u64>, Vec<u8>)>,
+}
+
+struct Inner {
+    config: ServerConfig,
+    control: Arc<Control>,
+    schema: Arc<Schema>,
+    p4info: p4i::P4Info,
+    fingerprint: Vec<String>,
+    io: DeviceIo,
+    pipeline_config: Mutex<PipelineConfig>,
+    streams: Mutex<Streams>,
+    next_stream: AtomicU64,
+    /// How each multicast group (false) and clone session (true) had its replica ports written.
+    port_forms: Mutex<HashMap<(bool, u32), PortForm>>,
+    /// Digest configs by digest id.
+    digests: Mutex<BTreeMap<u32, DigestState>>,
+    /// Entries already reported idle: (table id, key, priority) -> elapsed ns when reported.
+    idle_reported: Mutex<HashMap<(u32, String), u64>>,
+    stop: AtomicBool,
+    stats: ServiceStats,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("device_id", &self.config.device_id)
+            .field("program", &self.schema.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The P4Runtime service (a cheap handle; clone it freely).
+#[derive(Debug, Clone)]
+pub struct Service {
+    inner: Arc<Inner>,
+}
+
+fn u128_of(e: &p4::Uint128) -> u128 {
+    (u128::from(e.high) << 64) | u128::from(e.low)
+}
+
+fn uint128(v: u128) -> p4::Uint128 {
+    p4::Uint128 {
+        high: (v >> 64) as u64,
+        low: v as u64,
+    }
+}
+
+fn rpc_status(code: Code, message: impl Into<String>) -> rpc::Status {
+    rpc::Status {
+        code: code as i32,
+        message: message.into(),
+        details: Vec::new(),
+    }
+}
+
+/// A normalised view of a P4Info: the ids, names, widths and kinds the data plane depends on.
+/// Two P4Infos that agree on it describe the same program, whatever else differs (documentation,
+/// annotations, fields a client's older descriptors dropped: p4runtime.md item 11).
+pub fn fingerprint(p: &p4i::P4Info) -> Vec<String> {
+    fn pre(p: Option<&p4i::Preamble>) -> String {
+        p.map_or_else(String::new, |p| format!("{:#x} {}", p.id, p.name))
+    }
+    let mut out = Vec::new();
+    for t in &p.tables {
+        let fields: Vec<String> = t
+            .match_fields
+            .iter()
+            .map(|f| format!("{}:{}:{}:{:?}", f.id, f.name, f.bitwidth, f.r#match))
+            .collect();
+        let mut refs: Vec<u32> = t.action_refs.iter().map(|r| r.id).collect();
+        refs.sort_unstable();
+        let mut direct = t.direct_resource_ids.clone();
+        direct.sort_unstable();
+        out.push(format!(
+            "table {} [{}] {refs:?} impl={:#x} direct={direct:?} const={}",
+            pre(t.preamble.as_ref()),
+            fields.join(","),
+            t.implementation_id,
+            t.is_const_table
+        ));
+    }
+    for a in &p.actions {
+        let params: Vec<String> = a
+            .params
+            .iter()
+            .map(|q| format!("{}:{}:{}", q.id, q.name, q.bitwidth))
+            .collect();
+        out.push(format!(
+            "action {} [{}]",
+            pre(a.preamble.as_ref()),
+            params.join(",")
+        ));
+    }
+    for a in &p.action_profiles {
+        let mut tables = a.table_ids.clone();
+        tables.sort_unstable();
+        out.push(format!(
+            "profile {} {tables:?} selector={}",
+            pre(a.preamble.as_ref()),
+            a.with_selector
+        ));
+    }
+    let named = |kind: &str, p: Option<&p4i::Preamble>| format!("{kind} {}", pre(p));
+    out.extend(
+        p.counters
+            .iter()
+            .map(|c| named("counter", c.preamble.as_ref())),
+    );
+    out.extend(
+        p.direct_counters
+            .iter()
+            .map(|c| named("direct_counter", c.preamble.as_ref())),
+    );
+    out.extend(p.meters.iter().map(|c| named("meter", c.preamble.as_ref())));
+    out.extend(
+        p.direct_meters
+            .iter()
+            .map(|c| named("direct_meter", c.preamble.as_ref())),
+    );
+    out.extend(
+        p.registers
+            .iter()
+            .map(|c| named("register", c.preamble.as_ref())),
+    );
+    out.extend(
+        p.digests
+            .iter()
+            .map(|c| named("digest", c.preamble.as_ref())),
+    );
+    for c in &p.controller_packet_metadata {
+        let fields: Vec<String> = c
+            .metadata
+            .iter()
+            .map(|m| format!("{}:{}:{}", m.id, m.name, m.bitwidth))
+            .collect();
+        out.push(format!(
+            "controller_header {} [{}]",
+            pre(c.preamble.as_ref()),
+            fields.join(",")
+        ));
+    }
+    out.sort();
+    out
+}
+
+/// What one update of a Write turns into.
+enum Staged {
+    /// An update of the pipeline's control API (and, for replication entries, the port form).
+    Control(Box<Update>, Option<((bool, u32), PortForm)>),
+    /// A digest configuration (kept by the service).
+    Digest(UpdateKind, u32, Option<p4::digest_entry::Config>),
+}
+
+impl Service {
+    /// The service for `control` (the running program's) with `io`.
+    pub fn new(control: Arc<Control>, io: DeviceIo, config: ServerConfig) -> Self {
+        let schema = control.schema().clone();
+        let p4info = crate::p4info::p4info(&schema);
+        let fingerprint = fingerprint(&p4info);
+        let streams = Streams {
+            arbiter: Arbiter::new(config.election),
+            ..Streams::default()
+        };
+        Service {
+            inner: Arc::new(Inner {
+                config,
+                control,
+                schema,
+                p4info,
+                fingerprint,
+                io,
+                pipeline_config: Mutex::new(PipelineConfig::default()),
+                streams: Mutex::new(streams),
+                next_stream: AtomicU64::new(1),
+                port_forms: Mutex::new(HashMap::new()),
+                digests: Mutex::new(BTreeMap::new()),
+                idle_reported: Mutex::new(HashMap::new()),
+                stop: AtomicBool::new(false),
+                stats: ServiceStats::default(),
+            }),
+        }
+    }
+
+    /// The service's counters.
+    pub fn stats(&self) -> &ServiceStats {
+        &self.inner.stats
+    }
+
+    /// The P4Info this switch serves.
+    pub fn p4info(&self) -> &p4i::P4Info {
+        &self.inner.p4info
+    }
+}
+
+impl Inner {
+    fn check_device(&self, device_id: u64) -> Result<(), Status> {
+        if device_id != self.config.device_id {
+            return Err(Status::not_found(format!(
+                "device id {device_id} is not this switch's ({})",
+                self.config.device_id
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_role(role: &str) -> Result<(), Status> {
+        if !role.is_empty() {
+            return Err(Status::not_found(format!(
+                "role {role:?} is not configured (only the default role is)"
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_primary(&self, election_id: Option<&p4::Uint128>) -> Result<(), Status> {
+        let e = election_id.map(u128_of);
+        if !self.streams.lock().arbiter.is_primary_id(e) {
+            return Err(Status::permission_denied(
+                "only the primary controller may write (send a MasterArbitrationUpdate with the \
+                 highest election id on a StreamChannel, and the same id in the request)",
+            ));
+        }
+        Ok(())
+    }
+
+    // ----- Write -----
+
+    fn write(&self, req: &p4::WriteRequest) -> Result<(), Status> {
+        self.check_device(req.device_id)?;
+        Self::check_role(&req.role)?;
+        self.check_primary(req.election_id.as_ref())?;
+        use p4::write_request::Atomicity as A;
+        let atomicity = match A::try_from(req.atomicity) {
+            Ok(A::ContinueOnError) => Atomicity::ContinueOnError,
+            Ok(A::RollbackOnError) => Atomicity::RollbackOnError,
+            Ok(A::DataplaneAtomic) => Atomicity::DataplaneAtomic,
+            Err(_) => {
+                return Err(Status::invalid_argument(format!(
+                    "atomicity {}",
+                    req.atomicity
+                )));
+            }
+        };
+        self.control.set_now((self.io.clock)());
+        let n = req.updates.len();
+        let mut results: Vec<Option<Result<(), EntityError>>> = vec![None; n];
+        let mut staged: Vec<(usize, Staged)> = Vec::with_capacity(n);
+        for (i, u) in req.updates.iter().enumerate() {
+            match self.stage(u) {
+                Ok(s) => staged.push((i, s)),
+                Err(e) => results[i] = Some(Err(e)),
+            }
+        }
+        let all_or_none = atomicity != Atomicity::ContinueOnError;
+        let aborted = || {
+            Err(EntityError::new(
+                Code::Aborted,
+                "another update of the batch failed",
+            ))
+        };
+        if all_or_none && results.iter().any(Option::is_some) {
+            for (i, _) in &staged {
+                results[*i] = Some(aborted());
+            }
+            return self.write_result(results);
+        }
+        // Digest configs are validated in order against a copy, applied with the batch.
+        let mut digests = self.digests.lock().clone();
+        let mut updates = Vec::new();
+        let mut update_slots = Vec::new();
+        let mut forms = Vec::new();
+        for (i, s) in staged {
+            match s {
+                Staged::Control(u, form) => {
+                    updates.push(*u);
+                    update_slots.push(i);
+                    forms.push(form);
+                }
+                Staged::Digest(kind, id, config) => {
+                    results[i] = Some(self.stage_digest(&mut digests, kind, id, config));
+                }
+            }
+        }
+        let digest_failed = results.iter().any(|r| matches!(r, Some(Err(_))));
+        if all_or_none && digest_failed {
+            for r in &mut results {
+                if matches!(r, Some(Ok(()))) {
+                    *r = Some(aborted());
+                }
+            }
+            for &i in &update_slots {
+                results[i] = Some(aborted());
+            }
+            return self.write_result(results);
+        }
+        let outcome = self.control.write(&updates, atomicity);
+        let control_failed = outcome.iter().any(Result::is_err);
+        for ((r, i), form) in outcome.into_iter().zip(update_slots).zip(forms) {
+            if r.is_ok()
+                && let Some((key, form)) = form
+            {
+                self.port_forms.lock().insert(key, form);
+            }
+            results[i] = Some(r.map_err(EntityError::from));
+        }
+        if all_or_none && control_failed {
+            for r in &mut results {
+                if matches!(r, Some(Ok(()))) {
+                    *r = Some(aborted());
+                }
+            }
+        } else {
+            *self.digests.lock() = digests;
+        }
+        self.write_result(results)
+    }
+
+    /// OK, or UNKNOWN with one p4.v1.Error per update (p4runtime.md item 12).
+    fn write_result(&self, results: Vec<Option<Result<(), EntityError>>>) -> Result<(), Status> {
+        let results: Vec<Result<(), EntityError>> = results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(EntityError::new(Code::Internal, "not processed"))))
+            .collect();
+        let failed = results.iter().filter(|r| r.is_err()).count();
+        if failed == 0 {
+            return Ok(());
+        }
+        let first = results
+            .iter()
+            .find_map(|r| r.as_ref().err())
+            .map(|e| e.message.clone())
+            .unwrap_or_default();
+        let summary = format!("{failed} of {} updates failed: {first}", results.len());
+        let encode = |with_messages: bool| {
+            let details = results
+                .iter()
+                .map(|r| {
+                    let err = match r {
+                        Ok(()) => p4::Error::default(),
+                        Err(e) => p4::Error {
+                            canonical_code: e.code as i32,
+                            message: if with_messages {
+                                e.message.clone()
+                            } else {
+                                String::new()
+                            },
+                            ..Default::default()
+                        },
+                    };
+                    prost_types::Any {
+                        type_url: "type.googleapis.com/p4.v1.Error".into(),
+                        value: err.encode_to_vec(),
+                    }
+                })
+                .collect();
+            rpc::Status {
+                code: Code::Unknown as i32,
+                message: summary.clone(),
+                details,
+            }
+            .encode_to_vec()
+        };
+        let mut bytes = encode(true);
+        if bytes.len() > MAX_DETAILS_BYTES {
+            bytes = encode(false);
+        }
+        Err(Status::with_details(
+            Code::Unknown,
+            summary,
+            bytes::Bytes::from(bytes),
+        ))
+    }
+
+    fn stage(&self, u: &p4::Update) -> Result<Staged, EntityError> {
+        use p4::entity::Entity as E;
+        let kind = convert::update_kind(u.r#type)?;
+        let entity = u
+            .entity
+            .as_ref()
+            .and_then(|e| e.entity.as_ref())
+            .ok_or_else(|| EntityError::invalid("update without an entity"))?;
+        let schema = &self.schema;
+        let control = |entity| Ok(Staged::Control(Box::new(Update { kind, entity }), None));
+        match entity {
+            E::TableEntry(te) => control(Entity::TableEntry(convert::table_entry(schema, te)?)),
+            E::ActionProfileMember(m) => {
+                let action = match (&m.action, kind) {
+                    (_, UpdateKind::Delete) => None,
+                    (Some(a), _) => Some(convert::action(schema, a)?),
+                    (None, _) => return Err(EntityError::invalid("member without an action")),
+                };
+                control(Entity::Member {
+                    profile_id: m.action_profile_id,
+                    member_id: m.member_id,
+                    action,
+                })
+            }
+            E::ActionProfileGroup(g) => {
+                let members = g
+                    .members
+                    .iter()
+                    .map(|m| {
+                        if m.watch_kind.is_some() {
+                            return Err(EntityError::unimplemented("member watch ports"));
+                        }
+                        let w = match m.weight {
+                            0 => 1,
+                            w => u32::try_from(w)
+                                .map_err(|_| EntityError::invalid(format!("member weight {w}")))?,
+                        };
+                        Ok((m.member_id, w))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                let max_size = u32::try_from(g.max_size)
+                    .map_err(|_| EntityError::invalid(format!("max_size {}", g.max_size)))?;
+                control(Entity::Group {
+                    profile_id: g.action_profile_id,
+                    group_id: g.group_id,
+                    members,
+                    max_size,
+                })
+            }
+            E::CounterEntry(c) => control(Entity::Counter {
+                counter_id: c.counter_id,
+                index: convert::index(c.index.as_ref())?,
+                data: c
+                    .data
+                    .as_ref()
+                    .map(convert::counter_data)
+                    .transpose()?
+                    .unwrap_or_default(),
+            }),
+            E::DirectCounterEntry(c) => {
+                let te = c
+                    .table_entry
+                    .as_ref()
+                    .ok_or_else(|| EntityError::invalid("direct counter without a table entry"))?;
+                control(Entity::DirectCounter {
+                    entry: convert::table_entry(schema, te)?,
+                    data: c
+                        .data
+                        .as_ref()
+                        .map(convert::counter_data)
+                        .transpose()?
+                        .unwrap_or_default(),
+                })
+            }
+            E::MeterEntry(m) => {
+                let algorithm = schema
+                    .meter_by_id(m.meter_id)
+                    .map(|i| schema.meters[i].algorithm)
+                    .ok_or_else(|| {
+                        EntityError::new(Code::NotFound, format!("meter id {}", m.meter_id))
+                    })?;
+                control(Entity::Meter {
+                    meter_id: m.meter_id,
+                    index: convert::index(m.index.as_ref())?,
+                    config: m
+                        .config
+                        .as_ref()
+                        .map(|c| convert::meter_config(c, algorithm))
+                        .transpose()?,
+                })
+            }
+            E::DirectMeterEntry(m) => {
+                let te = m
+                    .table_entry
+                    .as_ref()
+                    .ok_or_else(|| EntityError::invalid("direct meter without a table entry"))?;
+                let entry = convert::table_entry(schema, te)?;
+                let table = schema.table_by_id(entry.table_id).unwrap_or_default();
+                let algorithm = convert::direct_meter_algorithm(schema, table);
+                control(Entity::DirectMeter {
+                    entry,
+                    config: m
+                        .config
+                        .as_ref()
+                        .map(|c| convert::meter_config(c, algorithm))
+                        .transpose()?,
+                })
+            }
+            E::RegisterEntry(r) => {
+                let def = schema
+                    .register_by_id(r.register_id)
+                    .map(|i| &schema.registers[i])
+                    .ok_or_else(|| {
+                        EntityError::new(Code::NotFound, format!("register id {}", r.register_id))
+                    })?;
+                control(Entity::Register {
+                    register_id: r.register_id,
+                    index: convert::index(r.index.as_ref())?,
+                    value: convert::register_value(r.data.as_ref(), def.bitwidth, def.name)?,
+                })
+            }
+            E::PacketReplicationEngineEntry(p) => {
+                use p4::packet_replication_engine_entry::Type as T;
+                match &p.r#type {
+                    Some(T::MulticastGroupEntry(g)) => {
+                        let (replicas, form) = convert::replicas(&g.replicas)?;
+                        Ok(Staged::Control(
+                            Box::new(Update {
+                                kind,
+                                entity: Entity::MulticastGroup {
+                                    group_id: g.multicast_group_id,
+                                    replicas,
+                                    metadata: g.metadata.clone(),
+                                },
+                            }),
+                            Some(((false, g.multicast_group_id), form)),
+                        ))
+                    }
+                    Some(T::CloneSessionEntry(s)) => {
+                        let (session, form) = convert::clone_session(s)?;
+                        Ok(Staged::Control(
+                            Box::new(Update {
+                                kind,
+                                entity: Entity::CloneSession {
+                                    session_id: s.session_id,
+                                    session,
+                                },
+                            }),
+                            Some(((true, s.session_id), form)),
+                        ))
+                    }
+                    None => Err(EntityError::invalid("replication entry without a type")),
+                }
+            }
+            E::DigestEntry(d) => Ok(Staged::Digest(kind, d.digest_id, d.config)),
+            E::ValueSetEntry(_) => Err(EntityError::unimplemented(
+                "value sets (the programs have none)",
+            )),
+            E::ExternEntry(_) => Err(EntityError::unimplemented("architecture-specific externs")),
+        }
+    }
+
+    fn stage_digest(
+        &self,
+        digests: &mut BTreeMap<u32, DigestState>,
+        kind: UpdateKind,
+        id: u32,
+        config: Option<p4::digest_entry::Config>,
+    ) -> Result<(), EntityError> {
+        if self.schema.digest_by_id(id).is_none() {
+            return Err(EntityError::new(Code::NotFound, format!("digest id {id}")));
+        }
+        let exists = digests.contains_key(&id);
+        match (kind, exists) {
+            (UpdateKind::Insert, true) => {
+                return Err(EntityError::new(
+                    Code::AlreadyExists,
+                    format!("digest {id} is configured already"),
+                ));
+            }
+            (UpdateKind::Modify | UpdateKind::Delete, false) => {
+                return Err(EntityError::new(
+                    Code::NotFound,
+                    format!("digest {id} is not configured"),
+                ));
+            }
+            _ => {}
+        }
+        if kind == UpdateKind::Delete {
+            digests.remove(&id);
+            return Ok(());
+        }
+        let c = config.ok_or_else(|| EntityError::invalid("digest entry without a config"))?;
+        if c.max_timeout_ns < 0 || c.max_list_size < 0 || c.ack_timeout_ns < 0 {
+            return Err(EntityError::invalid("digest config with a negative value"));
+        }
+        match digests.get_mut(&id) {
+            Some(s) => s.config = c,
+            None => {
+                digests.insert(id, DigestState::new(c));
+            }
+        }
+        Ok(())
+    }
+
+    // ----- Read -----
+
+    fn read(&self, req: &p4::ReadRequest) -> Result<Vec<p4::Entity>, Status> {
+        self.check_device(req.device_id)?;
+        Self::check_role(&req.role)?;
+        self.control.set_now((self.io.clock)());
+        let mut out = Vec::new();
+        for e in &req.entities {
+            let entity = e
+                .entity
+                .as_ref()
+                .ok_or_else(|| Status::invalid_argument("read of an entity with nothing set"))?;
+            self.read_one(entity, &mut out)
+                .map_err(EntityError::into_status)?;
+        }
+        Ok(out)
+    }
+
+    fn read_one(
+        &self,
+        entity: &p4::entity::Entity,
+        out: &mut Vec<p4::Entity>,
+    ) -> Result<(), EntityError> {
+        use p4::entity::Entity as E;
+        let schema = &self.schema;
+        let c = &self.control;
+        let push = |out: &mut Vec<p4::Entity>, e: E| out.push(p4::Entity { entity: Some(e) });
+        let nonzero = |id: u32| (id != 0).then_some(id);
+        match entity {
+            E::TableEntry(te) => {
+                let with_counter = te.counter_data.is_some();
+                let with_meter = te.meter_config.is_some();
+                let with_hit = te.time_since_last_hit.is_some();
+                let entries = if te.is_default_action {
+                    if te.table_id == 0 {
+                        return Err(EntityError::invalid(
+                            "a default-entry read needs a table id",
+                        ));
+                    }
+                    vec![c.read_default(te.table_id)?]
+                } else if te.table_id != 0 && !te.r#match.is_empty() {
+                    let key = convert::table_entry(schema, te)?;
+                    match c.read_entry_by_key(&key, with_counter, with_meter) {
+                        Ok(e) => vec![e],
+                        Err(control::WriteError::NotFound(_)) => Vec::new(),
+                        Err(e) => return Err(e.into()),
+                    }
+                } else {
+                    c.read_entries(nonzero(te.table_id), with_counter, with_meter)?
+                };
+                for e in &entries {
+                    let msg = convert::table_entry_msg(schema, e, with_hit);
+                    push(out, E::TableEntry(msg));
+                }
+            }
+            E::ActionProfileMember(m) => {
+                for (pid, mid, action) in c.read_members(nonzero(m.action_profile_id))? {
+                    if m.member_id != 0 && m.member_id != mid {
+                        continue;
+                    }
+                    let msg = p4::ActionProfileMember {
+                        action_profile_id: pid,
+                        member_id: mid,
+                        action: Some(convert::action_msg(&action)),
+                    };
+                    push(out, E::ActionProfileMember(msg));
+                }
+            }
+            E::ActionProfileGroup(g) => {
+                for (pid, gid, members) in c.read_groups(nonzero(g.action_profile_id))? {
+                    if g.group_id != 0 && g.group_id != gid {
+                        continue;
+                    }
+                    let profile = schema
+                        .profile_by_id(pid)
+                        .map(|p| &schema.action_profiles[p]);
+                    let msg = p4::ActionProfileGroup {
+                        action_profile_id: pid,
+                        group_id: gid,
+                        members: members
+                            .iter()
+                            .map(|&(member_id, w)| p4::action_profile_group::Member {
+                                member_id,
+                                weight: i32::try_from(w).unwrap_or(i32::MAX),
+                                watch_kind: None,
+                            })
+                            .collect(),
+                        max_size: profile
+                            .map_or(0, |p| i32::try_from(p.max_group_size).unwrap_or(i32::MAX)),
+                    };
+                    push(out, E::ActionProfileGroup(msg));
+                }
+            }
+            E::CounterEntry(ce) => {
+                let index = convert::index(ce.index.as_ref())?;
+                for cell in c.read_counters(nonzero(ce.counter_id), index)? {
+                    let msg = p4::CounterEntry {
+                        counter_id: cell.id,
+                        index: Some(p4::Index {
+                            index: i64::try_from(cell.index).unwrap_or(i64::MAX),
+                        }),
+                        data: Some(convert::counter_data_msg(cell.value)),
+                    };
+                    push(out, E::CounterEntry(msg));
+                }
+            }
+            E::MeterEntry(me) => {
+                let index = convert::index(me.index.as_ref())?;
+                for cell in c.read_meters(nonzero(me.meter_id), index)? {
+                    let algorithm = schema
+                        .meter_by_id(cell.id)
+                        .map_or(pipeline::externs::MeterAlgorithm::TrTcm, |i| {
+                            schema.meters[i].algorithm
+                        });
+                    let msg = p4::MeterEntry {
+                        meter_id: cell.id,
+                        index: Some(p4::Index {
+                            index: i64::try_from(cell.index).unwrap_or(i64::MAX),
+                        }),
+                        config: cell.value.map(|v| convert::meter_config_msg(v, algorithm)),
+                        counter_data: None,
+                    };
+                    push(out, E::MeterEntry(msg));
+                }
+            }
+            E::RegisterEntry(re) => {
+                let index = convert::index(re.index.as_ref())?;
+                for cell in c.read_registers(nonzero(re.register_id), index)? {
+                    let msg = p4::RegisterEntry {
+                        register_id: cell.id,
+                        index: Some(p4::Index {
+                            index: i64::try_from(cell.index).unwrap_or(i64::MAX),
+                        }),
+                        data: Some(convert::bitstring(u128::from(cell.value))),
+                    };
+                    push(out, E::RegisterEntry(msg));
+                }
+            }
+            E::DirectCounterEntry(dc) => {
+                for e in self.direct_entries(dc.table_entry.as_ref(), true, false)? {
+                    let data = e.counter_data.map(convert::counter_data_msg);
+                    let mut te = convert::table_entry_msg(schema, &e, false);
+                    te.counter_data = None;
+                    let msg = p4::DirectCounterEntry {
+                        table_entry: Some(te),
+                        data,
+                    };
+                    push(out, E::DirectCounterEntry(msg));
+                }
+            }
+            E::DirectMeterEntry(dm) => {
+                for e in self.direct_entries(dm.table_entry.as_ref(), false, true)? {
+                    let mut te = convert::table_entry_msg(schema, &e, false);
+                    let config = te.meter_config.take();
+                    let msg = p4::DirectMeterEntry {
+                        table_entry: Some(te),
+                        config,
+                        counter_data: None,
+                    };
+                    push(out, E::DirectMeterEntry(msg));
+                }
+            }
+            E::PacketReplicationEngineEntry(p) => {
+                use p4::packet_replication_engine_entry::Type as T;
+                let forms = self.port_forms.lock().clone();
+                match &p.r#type {
+                    Some(T::MulticastGroupEntry(g)) => {
+                        for (id, group) in c.read_multicast_groups(nonzero(g.multicast_group_id))? {
+                            let form = forms.get(&(false, id)).copied().unwrap_or_default();
+                            let msg = p4::MulticastGroupEntry {
+                                multicast_group_id: id,
+                                replicas: convert::replicas_msg(&group.replicas, form),
+                                metadata: group.metadata.clone(),
+                            };
+                            push(
+                                out,
+                                E::PacketReplicationEngineEntry(p4::PacketReplicationEngineEntry {
+                                    r#type: Some(T::MulticastGroupEntry(msg)),
+                                }),
+                            );
+                        }
+                    }
+                    Some(T::CloneSessionEntry(s)) => {
+                        for (id, session) in c.read_clone_sessions(nonzero(s.session_id))? {
+                            let form = forms.get(&(true, id)).copied().unwrap_or_default();
+                            let msg = convert::clone_session_msg(id, &session, form);
+                            push(
+                                out,
+                                E::PacketReplicationEngineEntry(p4::PacketReplicationEngineEntry {
+                                    r#type: Some(T::CloneSessionEntry(msg)),
+                                }),
+                            );
+                        }
+                    }
+                    None => {
+                        return Err(EntityError::invalid(
+                            "replication entry read without a type",
+                        ));
+                    }
+                }
+            }
+            E::DigestEntry(d) => {
+                let digests = self.digests.lock();
+                if d.digest_id != 0 && schema.digest_by_id(d.digest_id).is_none() {
+                    return Err(EntityError::new(
+                        Code::NotFound,
+                        format!("digest id {}", d.digest_id),
+                    ));
+                }
+                for (&id, s) in digests.iter() {
+                    if d.digest_id == 0 || d.digest_id == id {
+                        let msg = p4::DigestEntry {
+                            digest_id: id,
+                            config: Some(s.config),
+                        };
+                        push(out, E::DigestEntry(msg));
+                    }
+                }
+            }
+            E::ValueSetEntry(_) => {
+                return Err(EntityError::unimplemented(
+                    "value sets (the programs have none)",
+                ));
+            }
+            E::ExternEntry(_) => {
+                return Err(EntityError::unimplemented("architecture-specific externs"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Entries a direct-resource read names: one entry by key, every entry of a table (table id
+    /// and no match: p4runtime.md item 18), or every entry of every table with the resource.
+    fn direct_entries(
+        &self,
+        te: Option<&p4::TableEntry>,
+        counter: bool,
+        meter: bool,
+    ) -> Result<Vec<control::TableEntry>, EntityError> {
+        let schema = &self.schema;
+        let c = &self.control;
+        let has = |t: usize| {
+            let d = &schema.tables[t];
+            (counter && d.direct_counter.is_some()) || (meter && d.direct_meter.is_some())
+        };
+        let table_id = te.map_or(0, |t| t.table_id);
+        if table_id == 0 {
+            let mut out = Vec::new();
+            for (i, t) in schema.tables.iter().enumerate() {
+                if has(i) {
+                    out.extend(c.read_entries(Some(t.id), counter, meter)?);
+                }
+            }
+            return Ok(out);
+        }
+        let table = schema
+            .table_by_id(table_id)
+            .ok_or_else(|| EntityError::new(Code::NotFound, format!("table id {table_id}")))?;
+        if !has(table) {
+            return Err(EntityError::invalid(format!(
+                "{} has no direct {}",
+                schema.tables[table].name,
+                if counter { "counter" } else { "meter" }
+            )));
+        }
+        let te = te.expect("table id set");
+        if te.r#match.is_empty() && !te.is_default_action {
+            return Ok(c.read_entries(Some(table_id), counter, meter)?);
+        }
+        let key = convert::table_entry(schema, te)?;
+        match c.read_entry_by_key(&key, counter, meter) {
+            Ok(e) => Ok(vec![e]),
+            Err(control::WriteError::NotFound(_)) => Ok(Vec::new()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    // ----- Pipeline config -----
+
+    fn set_pipeline(&self, req: &p4::SetForwardingPipelineConfigRequest) -> Result<(), Status> {
+        use p4::set_forwarding_pipeline_config_request::Action as A;
+        self.check_device(req.device_id)?;
+        Self::check_role(&req.role)?;
+        self.check_primary(req.election_id.as_ref())?;
+        let action = A::try_from(req.action)
+            .ok()
+            .filter(|a| *a != A::Unspecified)
+            .ok_or_else(|| Status::invalid_argument(format!("action {}", req.action)))?;
+        if action == A::Commit {
+            let mut pc = self.pipeline_config.lock();
+            let (cookie, device_config) = pc.saved.take().ok_or_else(|| {
+                Status::failed_precondition("COMMIT without a config saved by VERIFY_AND_SAVE")
+            })?;
+            self.commit_fresh();
+            pc.cookie = cookie;
+            pc.device_config = device_config;
+            return Ok(());
+        }
+        let config = req.config.as_ref().ok_or_else(|| {
+            Status::invalid_argument("SetForwardingPipelineConfig without a config")
+        })?;
+        let p4info = config
+            .p4info
+            .as_ref()
+            .ok_or_else(|| Status::invalid_argument("config without a P4Info"))?;
+        if fingerprint(p4info) != self.fingerprint {
+            let theirs = fingerprint(p4info);
+            let diff = theirs
+                .iter()
+                .find(|l| !self.fingerprint.contains(l))
+                .or_else(|| self.fingerprint.iter().find(|l| !theirs.contains(l)))
+                .cloned()
+                .unwrap_or_default();
+            return Err(Status::invalid_argument(format!(
+                "this switch runs the fixed program {:?}; the P4Info given is not its P4Info \
+                 (first difference: {diff}); get it with GetForwardingPipelineConfig or from \
+                 pipeline/p4info/{}.txt",
+                self.schema.name, self.schema.name
+            )));
+        }
+        let cookie = config.cookie.as_ref().map(|c| c.cookie);
+        let mut pc = self.pipeline_config.lock();
+        match action {
+            A::Verify => {}
+            A::VerifyAndSave => pc.saved = Some((cookie, config.p4_device_config.clone())),
+            A::VerifyAndCommit => {
+                self.commit_fresh();
+                pc.cookie = cookie;
+                pc.device_config = config.p4_device_config.clone();
+            }
+            A::ReconcileAndCommit => {
+                pc.cookie = cookie;
+                pc.device_config = config.p4_device_config.clone();
+            }
+            A::Commit | A::Unspecified => unreachable!("handled above"),
+        }
+        Ok(())
+    }
+
+    /// A fresh pipeline: forwarding state cleared (VERIFY_AND_COMMIT).
+    fn commit_fresh(&self) {
+        self.control.set_now((self.io.clock)());
+        self.control.clear();
+        self.port_forms.lock().clear();
+        self.digests.lock().clear();
+        self.idle_reported.lock().clear();
+    }
+
+    fn get_pipeline(
+        &self,
+        req: &p4::GetForwardingPipelineConfigRequest,
+    ) -> Result<p4::GetForwardingPipelineConfigResponse, Status> {
+        use p4::get_forwarding_pipeline_config_request::ResponseType as R;
+        self.check_device(req.device_id)?;
+        let kind = R::try_from(req.response_type).map_err(|_| {
+            Status::invalid_argument(format!("response_type {}", req.response_type))
+        })?;
+        let pc = self.pipeline_config.lock().clone();
+        let cookie = pc
+            .cookie
+            .map(|cookie| p4::forwarding_pipeline_config::Cookie { cookie });
+        let with_p4info = matches!(kind, R::All | R::P4infoAndCookie);
+        let with_device = matches!(kind, R::All | R::DeviceConfigAndCookie);
+        Ok(p4::GetForwardingPipelineConfigResponse {
+            config: Some(p4::ForwardingPipelineConfig {
+                p4info: with_p4info.then(|| self.p4info.clone()),
+                p4_device_config: if with_device {
+                    pc.device_config
+                } else {
+                    Vec::new()
+                },
+                cookie,
+            }),
+        })
+    }
+
+    // ----- Stream channel -----
+
+    fn arbitration_reply(&self, streams: &Streams, s: StreamId) -> p4::StreamMessageResponse {
+        let code = streams.arbiter.status_of(s);
+        let message = match code {
+            Code::Ok => "you are the primary",
+            Code::AlreadyExists => "a primary is connected: you are a backup",
+            _ => "there is no primary",
+        };
+        p4::StreamMessageResponse {
+            update: Some(p4::stream_message_response::Update::Arbitration(
+                p4::MasterArbitrationUpdate {
+                    device_id: self.config.device_id,
+                    role: streams.role.get(&s).cloned().flatten(),
+                    election_id: streams.arbiter.reply_election_id().map(uint128),
+                    status: Some(rpc_status(code, message)),
+                },
+            )),
+        }
+    }
+
+    /// Tells every arbitrated stream its status (after the primary changed).
+    fn notify_all(&self, streams: &Streams) {
+        for s in streams.arbiter.streams() {
+            if let Some(tx) = streams.tx.get(&s) {
+                let _ = tx.try_send(Ok(self.arbitration_reply(streams, s)));
+            }
+        }
+    }
+
+    fn on_arbitration(
+        &self,
+        s: StreamId,
+        tx: &StreamTx,
+        a: &p4::MasterArbitrationUpdate,
+    ) -> Result<(), Status> {
+        self.check_device(a.device_id)?;
+        if let Some(role) = &a.role {
+            Self::check_role(&role.name)?;
+        }
+        let mut streams = self.streams.lock();
+        let changed = streams
+            .arbiter
+            .advertise(s, a.election_id.as_ref().map(u128_of))
+            .map_err(|(code, msg)| Status::new(code, msg))?;
+        streams.tx.insert(s, tx.clone());
+        streams.role.insert(s, a.role.clone());
+        if changed {
+            self.notify_all(&streams);
+        } else {
+            let _ = tx.try_send(Ok(self.arbitration_reply(&streams, s)));
+        }
+        Ok(())
+    }
+
+    fn leave(&self, s: StreamId) {
+        let mut streams = self.streams.lock();
+        streams.tx.remove(&s);
+        streams.role.remove(&s);
+        if streams.arbiter.remove(s) {
+            self.notify_all(&streams);
+            // The new primary starts with a clean digest slate.
+            for d in self.digests.lock().values_mut() {
+                d.outstanding = None;
+            }
+        }
+    }
+
+    fn stream_error(
+        code: Code,
+        message: String,
+        packet: Option<p4::PacketOut>,
+    ) -> p4::StreamMessageResponse {
+        p4::StreamMessageResponse {
+            update: Some(p4::stream_message_response::Update::Error(
+                p4::StreamError {
+                    canonical_code: code as i32,
+                    message,
+                    details: packet.map(|p| {
+                        p4::stream_error::Details::PacketOut(p4::PacketOutError {
+                            packet_out: Some(p),
+                        })
+                    }),
+                    ..Default::default()
+                },
+            )),
+        }
+    }
+
+    fn on_packet_out(&self, s: StreamId, tx: &StreamTx, p: p4::PacketOut) {
+        let refuse = |code, msg: String, p| {
+            self.stats
+                .packet_outs_refused
+                .fetch_add(1, Ordering::Relaxed);
+            let _ = tx.try_send(Ok(Self::stream_error(code, msg, Some(p))));
+        };
+        if self.streams.lock().arbiter.primary() != Some(s) {
+            return refuse(
+                Code::PermissionDenied,
+                "packet-out from a backup controller: dropped".into(),
+                p,
+            );
+        }
+        let frame = match self.packet_out_frame(&p) {
+            Ok(f) => f,
+            Err(e) => return refuse(e.code, e.message, p),
+        };
+        self.stats.packet_outs.fetch_add(1, Ordering::Relaxed);
+        (self.io.packet_out)(frame);
+    }
+
+    fn packet_out_frame(&self, p: &p4::PacketOut) -> Result<Vec<u8>, EntityError> {
+        let Some(h) = self.schema.controller_header("packet_out") else {
+            if !p.metadata.is_empty() {
+                return Err(EntityError::invalid(
+                    "this program has no packet_out header",
+                ));
+            }
+            return Ok(p.payload.clone());
+        };
+        let mut values = vec![0u128; h.fields.len()];
+        for m in &p.metadata {
+            let i = h
+                .fields
+                .iter()
+                .position(|f| f.0 == m.metadata_id)
+                .ok_or_else(|| {
+                    EntityError::invalid(format!("packet_out has no metadata id {}", m.metadata_id))
+                })?;
+            let f = &h.fields[i];
+            values[i] = convert::value(&m.value, f.2, &format!("packet_out.{}", f.1))?;
+        }
+        let mut frame = convert::pack_header(&h.fields, &values);
+        frame.extend_from_slice(&p.payload);
+        Ok(frame)
+    }
+
+    fn on_digest_ack(&self, tx: &StreamTx, ack: &p4::DigestListAck) {
+        let mut digests = self.digests.lock();
+        match digests.get_mut(&ack.digest_id) {
+            Some(d) if d.outstanding.is_some_and(|(id, _)| id == ack.list_id) => {
+                d.outstanding = None;
+            }
+            _ => {
+                let msg = p4::StreamMessageResponse {
+                    update: Some(p4::stream_message_response::Update::Error(
+                        p4::StreamError {
+                            canonical_code: Code::NotFound as i32,
+                            message: format!(
+                                "no outstanding digest list {} of digest {}",
+                                ack.list_id, ack.digest_id
+                            ),
+                            details: Some(p4::stream_error::Details::DigestListAck(
+                                p4::DigestListAckError {
+                                    digest_list_ack: Some(*ack),
+                                },
+                            )),
+                            ..Default::default()
+                        },
+                    )),
+                };
+                let _ = tx.try_send(Ok(msg));
+            }
+        }
+    }
+
+    fn on_stream_message(
+        &self,
+        s: StreamId,
+        tx: &StreamTx,
+        msg: p4::StreamMessageRequest,
+    ) -> Result<(), Status> {
+        use p4::stream_message_request::Update as U;
+        let arbitrated = self.streams.lock().arbiter.knows(s);
+        match msg.update {
+            Some(U::Arbitration(a)) => self.on_arbitration(s, tx, &a),
+            _ if !arbitrated => Err(Status::failed_precondition(
+                "the first message on a stream must be a MasterArbitrationUpdate",
+            )),
+            Some(U::Packet(p)) => {
+                self.on_packet_out(s, tx, p);
+                Ok(())
+            }
+            Some(U::DigestAck(a)) => {
+                self.on_digest_ack(tx, &a);
+                Ok(())
+            }
+            Some(U::Other(_)) | None => {
+                let _ = tx.try_send(Ok(Self::stream_error(
+                    Code::Unimplemented,
+                    "unsupported stream message".into(),
+                    None,
+                )));
+                Ok(())
+            }
+        }
+    }
+
+    /// Sends `msg` to the primary's stream; false if there is none or it is full.
+    fn to_primary(&self, msg: p4::StreamMessageResponse) -> bool {
+        let streams = self.streams.lock();
+        let Some(tx) = streams.arbiter.primary().and_then(|p| streams.tx.get(&p)) else {
+            return false;
+        };
+        tx.try_send(Ok(msg)).is_ok()
+    }
+
+    // ----- Background: packet-ins, digests, idle timeouts -----
+
+    fn packet_in_loop(&self) {
+        let header = self.schema.controller_header("packet_in").cloned();
+        while !self.stop.load(Ordering::Relaxed) {
+            let frame = match self.io.packet_in.recv_timeout(Duration::from_millis(200)) {
+                Ok(f) => f,
+                Err(crossbeam::channel::RecvTimeoutError::Timeout) => continue,
+                Err(crossbeam::channel::RecvTimeoutError::Disconnected) => break,
+            };
+            let (metadata, payload) = match &header {
+                Some(h) => {
+                    let Some(values) = convert::unpack_header(&h.fields, &frame) else {
+                        self.stats
+                            .packet_ins_dropped
+                            .fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    };
+                    let md = h
+                        .fields
+                        .iter()
+                        .zip(values)
+                        .map(|(f, v)| p4::PacketMetadata {
+                            metadata_id: f.0,
+                            value: crate::bytestring::canonical(v),
+                        })
+                        .collect();
+                    (md, frame[h.byte_len()..].to_vec())
+                }
+                None => (Vec::new(), frame),
+            };
+            let msg = p4::StreamMessageResponse {
+                update: Some(p4::stream_message_response::Update::Packet(p4::PacketIn {
+                    payload,
+                    metadata,
+                })),
+            };
+            let counter = if self.to_primary(msg) {
+                &self.stats.packet_ins
+            } else {
+                &self.stats.packet_ins_dropped
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn housekeeping_loop(&self) {
+        while !self.stop.load(Ordering::Relaxed) {
+            let now = (self.io.clock)();
+            let busy_digests = self.pump_digests(now);
+            let idle_tables = self.scan_idle(now);
+            // Tick fast only while there is something to watch: an idle switch must stay idle.
+            let tick = if busy_digests || idle_tables {
+                Duration::from_millis(5)
+            } else {
+                Duration::from_millis(100)
+            };
+            std::thread::sleep(tick);
+        }
+    }
+
+    /// Moves digests from the data plane into lists for the primary. Returns whether any digest
+    /// is configured.
+    fn pump_digests(&self, now: u64) -> bool {
+        let queue = &self.control.externs().digests;
+        let mut digests = self.digests.lock();
+        while let Some(m) = queue.pop() {
+            let Some(def) = self.schema.digests.get(usize::from(m.digest)) else {
+                continue;
+            };
+            let Some(d) = digests.get_mut(&def.id) else {
+                continue; // not configured: the controller did not ask for it
+            };
+            let values = m.values().to_vec();
+            if d.pending.len() < 65536 && d.pending_set.insert(values.clone()) {
+                if d.pending.is_empty() {
+                    d.first_pending_ns = now;
+                }
+                d.pending.push(values);
+            }
+        }
+        let mut lists = Vec::new();
+        for (&id, d) in digests.iter_mut() {
+            if let Some((_, sent)) = d.outstanding {
+                let ack_timeout = u64::try_from(d.config.ack_timeout_ns).unwrap_or(0);
+                if now.saturating_sub(sent) < ack_timeout {
+                    continue;
+                }
+                d.outstanding = None;
+            }
+            if d.pending.is_empty() {
+                continue;
+            }
+            let max_size = usize::try_from(d.config.max_list_size).unwrap_or(1).max(1);
+            let timeout = u64::try_from(d.config.max_timeout_ns).unwrap_or(0);
+            if d.pending.len() < max_size && now.saturating_sub(d.first_pending_ns) < timeout {
+                continue;
+            }
+            let take = d.pending.len().min(max_size);
+            let batch: Vec<Vec<u128>> = d.pending.drain(..take).collect();
+            for v in &batch {
+                d.pending_set.remove(v);
+            }
+            d.first_pending_ns = now;
+            let list_id = d.next_list_id;
+            d.next_list_id += 1;
+            d.outstanding = Some((list_id, now));
+            lists.push(p4::DigestList {
+                digest_id: id,
+                list_id,
+                data: batch.into_iter().map(|v| digest_data(&v)).collect(),
+                timestamp: i64::try_from(now).unwrap_or(i64::MAX),
+            });
+        }
+        let any = !digests.is_empty();
+        drop(digests);
+        for l in lists {
+            let msg = p4::StreamMessageResponse {
+                update: Some(p4::stream_message_response::Update::Digest(l)),
+            };
+            if self.to_primary(msg) {
+                self.stats.digest_lists.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        any
+    }
+
+    /// Reports entries idle for longer than their timeout (once per idle period). Returns whether
+    /// any table with idle timeouts has entries.
+    fn scan_idle(&self, now: u64) -> bool {
+        let tables: Vec<u32> = self
+            .schema
+            .tables
+            .iter()
+            .filter(|t| t.idle_timeout)
+            .map(|t| t.id)
+            .collect();
+        if tables.is_empty() {
+            return false;
+        }
+        self.control.set_now(now);
+        let mut any = false;
+        let mut expired = Vec::new();
+        let mut reported = self.idle_reported.lock();
+        let mut live = HashSet::new();
+        for id in tables {
+            let Ok(entries) = self.control.read_entries(Some(id), false, false) else {
+                continue;
+            };
+            for e in entries {
+                if e.idle_timeout_ns == 0 {
+                    continue;
+                }
+                any = true;
+                let key = (id, format!("{:?}/{}", e.matches, e.priority));
+                live.insert(key.clone());
+                let elapsed = e.elapsed_since_hit_ns.unwrap_or(0);
+                match reported.get(&key) {
+                    // Hit again since the report: re-arm.
+                    Some(&at) if elapsed < at => {
+                        reported.remove(&key);
+                    }
+                    Some(_) => continue,
+                    None => {}
+                }
+                if elapsed >= e.idle_timeout_ns {
+                    reported.insert(key, elapsed);
+                    expired.push(convert::table_entry_msg(&self.schema, &e, false));
+                }
+            }
+        }
+        reported.retain(|k, _| live.contains(k));
+        drop(reported);
+        if !expired.is_empty() {
+            let msg = p4::StreamMessageResponse {
+                update: Some(
+                    p4::stream_message_response::Update::IdleTimeoutNotification(
+                        p4::IdleTimeoutNotification {
+                            table_entry: expired,
+                            timestamp: i64::try_from(now).unwrap_or(i64::MAX),
+                        },
+                    ),
+                ),
+            };
+            if self.to_primary(msg) {
+                self.stats
+                    .idle_notifications
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        any
+    }
+}
+
+/// A digest message as P4Data: a struct of bitstrings.
+fn digest_data(values: &[u128]) -> p4::P4Data {
+    p4::P4Data {
+        data: Some(p4::p4_data::Data::Struct(p4::P4StructLike {
+            members: values.iter().map(|&v| convert::bitstring(v)).collect(),
+        })),
+    }
+}
+
+#[tonic::async_trait]
+impl P4Runtime for Service {
+    async fn write(
+        &self,
+        request: Request<p4::WriteRequest>,
+    ) -> Result<Response<p4::WriteResponse>, Status> {
+        let inner = self.inner.clone();
+        let req = request.into_inner();
+        tokio::task::spawn_blocking(move || inner.write(&req))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))??;
+        Ok(Response::new(p4::WriteResponse {}))
+    }
+
+    type ReadStream = ReceiverStream<Result<p4::ReadResponse, Status>>;
+
+    async fn read(
+        &self,
+        request: Request<p4::ReadRequest>,
+    ) -> Result<Response<Self::ReadStream>, Status> {
+        let inner = self.inner.clone();
+        let req = request.into_inner();
+        let entities = tokio::task::spawn_blocking(move || inner.read(&req))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))??;
+        let chunks: Vec<_> = entities.chunks(READ_CHUNK).map(<[_]>::to_vec).collect();
+        let (tx, rx) = mpsc::channel(chunks.len().max(1));
+        if chunks.is_empty() {
+            let _ = tx.try_send(Ok(p4::ReadResponse::default()));
+        }
+        for entities in chunks {
+            let _ = tx.try_send(Ok(p4::ReadResponse { entities }));
+        }
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn set_forwarding_pipeline_config(
+        &self,
+        request: Request<p4::SetForwardingPipelineConfigRequest>,
+    ) -> Result<Response<p4::SetForwardingPipelineConfigResponse>, Status> {
+        let inner = self.inner.clone();
+        let req = request.into_inner();
+        tokio::task::spawn_blocking(move || inner.set_pipeline(&req))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))??;
+        Ok(Response::new(p4::SetForwardingPipelineConfigResponse {}))
+    }
+
+    async fn get_forwarding_pipeline_config(
+        &self,
+        request: Request<p4::GetForwardingPipelineConfigRequest>,
+    ) -> Result<Response<p4::GetForwardingPipelineConfigResponse>, Status> {
+        Ok(Response::new(self.inner.get_pipeline(request.get_ref())?))
+    }
+
+    type StreamChannelStream = ReceiverStream<Result<p4::StreamMessageResponse, Status>>;
+
+    async fn stream_channel(
+        &self,
+        request: Request<tonic::Streaming<p4::StreamMessageRequest>>,
+    ) -> Result<Response<Self::StreamChannelStream>, Status> {
+        let mut inbound = request.into_inner();
+        let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+        let inner = self.inner.clone();
+        let s = inner.next_stream.fetch_add(1, Ordering::Relaxed);
+        tokio::spawn(async move {
+            // Ends on half-close or a broken stream: ours ends too (p4runtime.md item 4).
+            while let Ok(Some(msg)) = inbound.message().await {
+                if let Err(status) = inner.on_stream_message(s, &tx, msg) {
+                    let _ = tx.send(Err(status)).await;
+                    break;
+                }
+            }
+            inner.leave(s);
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn capabilities(
+        &self,
+        request: Request<p4::CapabilitiesRequest>,
+    ) -> Result<Response<p4::CapabilitiesResponse>, Status> {
+        let _ = request;
+        Ok(Response::new(p4::CapabilitiesResponse {
+            p4runtime_api_version: API_VERSION.into(),
+            experimental: None,
+        }))
+    }
+}
+
+/// A running P4Runtime server: its runtime thread and background threads.
+#[derive(Debug)]
+pub struct Running {
+    /// The address it listens on.
+    pub addr: SocketAddr,
+    service: Service,
+    shutdown: Option<tokio::sync::watch::Sender<bool>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Running {
+    /// The service (for its counters).
+    pub fn service(&self) -> &Service {
+        &self.service
+    }
+
+    /// Stops serving and joins the threads.
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        self.service.inner.stop.store(true, Ordering::Relaxed);
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(true);
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+/// Starts serving `service` on `addr` (port 0 picks a free port) on a runtime of its own.
+pub fn serve(service: Service, addr: SocketAddr) -> std::io::Result<Running> {
+    let std_listener = std::net::TcpListener::bind(addr)?;
+    std_listener.set_nonblocking(true)?;
+    let addr = std_listener.local_addr()?;
+    let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
+    let mut threads = Vec::new();
+    let svc = service.clone();
+    threads.push(
+        std::thread::Builder::new()
+            .name("p4rt-grpc".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .thread_name("p4rt")
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        tracing::error!("P4Runtime runtime: {e}");
+                        return;
+                    }
+                };
+                rt.block_on(async move {
+                    let listener = match tokio::net::TcpListener::from_std(std_listener) {
+                        Ok(l) => l,
+                        Err(e) => {
+                            tracing::error!("P4Runtime listener: {e}");
+                            return;
+                        }
+                    };
+                    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+                    let server = P4RuntimeServer::new(svc)
+                        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+                    let mut graceful = shutdown_rx.clone();
+                    let mut hard = shutdown_rx;
+                    let serving = tonic::transport::Server::builder()
+                        .tcp_nodelay(true)
+                        .add_service(server)
+                        .serve_with_incoming_shutdown(incoming, async move {
+                            let _ = graceful.changed().await;
+                        });
+                    // A client that never hangs up must not hold the process: half a second of
+                    // grace, then the runtime goes.
+                    tokio::select! {
+                        r = serving => {
+                            if let Err(e) = r {
+                                tracing::error!("P4Runtime server: {e}");
+                            }
+                        }
+                        () = async move {
+                            let _ = hard.changed().await;
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                        } => {}
+                    }
+                });
+                rt.shutdown_timeout(Duration::from_millis(200));
+            })?,
+    );
+    let inner = service.inner.clone();
+    threads.push(
+        std::thread::Builder::new()
+            .name("p4rt-packet-in".into())
+            .spawn(move || inner.packet_in_loop())?,
+    );
+    let inner = service.inner.clone();
+    threads.push(
+        std::thread::Builder::new()
+            .name("p4rt-housekeeping".into())
+            .spawn(move || inner.housekeeping_loop())?,
+    );
+    Ok(Running {
+        addr,
+        service,
+        shutdown: Some(shutdown),
+        threads,
+    })
+}
