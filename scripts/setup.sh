@@ -28,3 +28,4 @@ rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup comp
 command -v python3 >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq python3 >/dev/null; }
 python3 -m pip --version >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq python3-pip >/dev/null; }
 bash "$(dirname "$0")/fetch-protos.sh"
+bash "$(dirname "$0")/py-clients.sh"

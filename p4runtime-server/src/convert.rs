@@ -288,11 +288,8 @@ pub fn table_entry(schema: &Schema, te: &p4::TableEntry) -> Result<control::Tabl
         Some(A::Action(a)) => Some(TableAction::Action(action(schema, a)?)),
         Some(A::ActionProfileMemberId(m)) => Some(TableAction::Member(*m)),
         Some(A::ActionProfileGroupId(g)) => Some(TableAction::Group(*g)),
-        Some(A::ActionProfileActionSet(_)) => {
-            return Err(EntityError::unimplemented(
-                "one-shot action selector programming (action_profile_action_set)",
-            ));
-        }
+        // One-shot: the caller turns the set into a hidden group (see [`action_set`]).
+        Some(A::ActionProfileActionSet(_)) => None,
     };
     let algorithm = direct_meter_algorithm(schema, table);
     Ok(control::TableEntry {
@@ -311,6 +308,56 @@ pub fn table_entry(schema: &Schema, te: &p4::TableEntry) -> Result<control::Tabl
             .transpose()?,
         elapsed_since_hit_ns: None,
     })
+}
+
+/// The actions and weights of a one-shot action set (spec 9.2.3), if the entry carries one.
+pub fn action_set(schema: &Schema, te: &p4::TableEntry) -> Result<Option<Vec<(ActionSpec, u32)>>> {
+    let Some(p4::table_action::Type::ActionProfileActionSet(set)) =
+        te.action.as_ref().and_then(|a| a.r#type.as_ref())
+    else {
+        return Ok(None);
+    };
+    if set.action_profile_actions.is_empty() {
+        return Err(EntityError::invalid("an empty one-shot action set"));
+    }
+    set.action_profile_actions
+        .iter()
+        .map(|a| {
+            if a.watch_kind.is_some() {
+                return Err(EntityError::unimplemented("one-shot watch ports"));
+            }
+            let action = a
+                .action
+                .as_ref()
+                .ok_or_else(|| EntityError::invalid("one-shot action without an action"))?;
+            let weight = match a.weight {
+                0 => 1,
+                w => u32::try_from(w)
+                    .map_err(|_| EntityError::invalid(format!("one-shot weight {w}")))?,
+            };
+            Ok((self::action(schema, action)?, weight))
+        })
+        .collect::<Result<Vec<_>>>()
+        .map(Some)
+}
+
+/// A one-shot action set for the wire.
+pub fn action_set_msg(actions: &[(ActionSpec, u32)]) -> p4::TableAction {
+    p4::TableAction {
+        r#type: Some(p4::table_action::Type::ActionProfileActionSet(
+            p4::ActionProfileActionSet {
+                action_profile_actions: actions
+                    .iter()
+                    .map(|(a, w)| p4::ActionProfileAction {
+                        action: Some(action_msg(a)),
+                        weight: i32::try_from(*w).unwrap_or(i32::MAX),
+                        watch_kind: None,
+                    })
+                    .collect(),
+                ..Default::default()
+            },
+        )),
+    }
 }
 
 /// A table entry for the wire; `with_hit_time` adds `time_since_last_hit` (asked for in reads).

@@ -149,6 +149,7 @@ struct Inner {
     pipeline_config: Mutex<PipelineConfig>,
     streams: Mutex<Streams>,
     next_stream: AtomicU64,
+    next_one_shot: std::sync::atomic::AtomicU32,
     /// How each multicast group (false) and clone session (true) had its replica ports written.
     port_forms: Mutex<HashMap<(bool, u32), PortForm>>,
     /// Digest configs by digest id.
@@ -283,10 +284,37 @@ pub fn fingerprint(p: &p4i::P4Info) -> Vec<String> {
     out
 }
 
+/// Updates of the pipeline's control API that one P4Runtime update turns into.
+struct Expanded {
+    /// Applied in the batch; the P4Runtime update fails if any of them fails.
+    updates: Vec<Update>,
+    /// For replication entries: how the replica ports were written.
+    form: Option<((bool, u32), PortForm)>,
+    /// Applied after the batch if the update succeeded (a replaced one-shot group's removal).
+    post: Vec<Update>,
+    /// Applied after the batch if the update failed (a new one-shot group's removal).
+    undo: Vec<Update>,
+}
+
+impl Expanded {
+    fn one(update: Update) -> Box<Self> {
+        Box::new(Expanded {
+            updates: vec![update],
+            form: None,
+            post: Vec::new(),
+            undo: Vec::new(),
+        })
+    }
+}
+
+/// First id of the hidden members and groups that one-shot action sets become (spec 9.2.3);
+/// reads never show them as members or groups.
+pub const ONE_SHOT_BASE: u32 = 0x8000_0000;
+
 /// What one update of a Write turns into.
 enum Staged {
-    /// An update of the pipeline's control API (and, for replication entries, the port form).
-    Control(Box<Update>, Option<((bool, u32), PortForm)>),
+    /// Updates of the pipeline's control API.
+    Control(Box<Expanded>),
     /// A digest configuration (kept by the service).
     Digest(UpdateKind, u32, Option<p4::digest_entry::Config>),
 }
@@ -312,6 +340,7 @@ impl Service {
                 pipeline_config: Mutex::new(PipelineConfig::default()),
                 streams: Mutex::new(streams),
                 next_stream: AtomicU64::new(1),
+                next_one_shot: std::sync::atomic::AtomicU32::new(0),
                 port_forms: Mutex::new(HashMap::new()),
                 digests: Mutex::new(BTreeMap::new()),
                 idle_reported: Mutex::new(HashMap::new()),
@@ -407,14 +436,13 @@ impl Inner {
         // Digest configs are validated in order against a copy, applied with the batch.
         let mut digests = self.digests.lock().clone();
         let mut updates = Vec::new();
-        let mut update_slots = Vec::new();
-        let mut forms = Vec::new();
+        let mut expanded = Vec::new();
         for (i, s) in staged {
             match s {
-                Staged::Control(u, form) => {
-                    updates.push(*u);
-                    update_slots.push(i);
-                    forms.push(form);
+                Staged::Control(x) => {
+                    let range = updates.len()..updates.len() + x.updates.len();
+                    updates.extend(x.updates.iter().cloned());
+                    expanded.push((i, range, x));
                 }
                 Staged::Digest(kind, id, config) => {
                     results[i] = Some(self.stage_digest(&mut digests, kind, id, config));
@@ -428,28 +456,42 @@ impl Inner {
                     *r = Some(aborted());
                 }
             }
-            for &i in &update_slots {
-                results[i] = Some(aborted());
+            for (i, _, _) in &expanded {
+                results[*i] = Some(aborted());
             }
             return self.write_result(results);
         }
         let outcome = self.control.write(&updates, atomicity);
         let control_failed = outcome.iter().any(Result::is_err);
-        for ((r, i), form) in outcome.into_iter().zip(update_slots).zip(forms) {
-            if r.is_ok()
-                && let Some((key, form)) = form
-            {
-                self.port_forms.lock().insert(key, form);
+        let mut cleanup = Vec::new();
+        for (i, range, x) in expanded {
+            let r = outcome[range]
+                .iter()
+                .find_map(|r| r.clone().err())
+                .map_or(Ok(()), |e| Err(EntityError::from(e)));
+            if r.is_ok() {
+                if let Some((key, form)) = x.form {
+                    self.port_forms.lock().insert(key, form);
+                }
+                cleanup.extend(x.post);
+            } else {
+                cleanup.extend(x.undo);
             }
-            results[i] = Some(r.map_err(EntityError::from));
+            results[i] = Some(r);
         }
         if all_or_none && control_failed {
+            // Nothing was applied: nothing to clean up.
             for r in &mut results {
                 if matches!(r, Some(Ok(()))) {
                     *r = Some(aborted());
                 }
             }
         } else {
+            if !cleanup.is_empty() {
+                // Removing what is no longer referenced; a part that was never created is
+                // NOT_FOUND, which is fine.
+                let _ = self.control.write(&cleanup, Atomicity::ContinueOnError);
+            }
             *self.digests.lock() = digests;
         }
         self.write_result(results)
@@ -520,10 +562,11 @@ impl Inner {
             .and_then(|e| e.entity.as_ref())
             .ok_or_else(|| EntityError::invalid("update without an entity"))?;
         let schema = &self.schema;
-        let control = |entity| Ok(Staged::Control(Box::new(Update { kind, entity }), None));
+        let control = |entity| Ok(Staged::Control(Expanded::one(Update { kind, entity })));
         match entity {
-            E::TableEntry(te) => control(Entity::TableEntry(convert::table_entry(schema, te)?)),
+            E::TableEntry(te) => self.stage_table_entry(kind, te),
             E::ActionProfileMember(m) => {
+                reserved(m.member_id)?;
                 let action = match (&m.action, kind) {
                     (_, UpdateKind::Delete) => None,
                     (Some(a), _) => Some(convert::action(schema, a)?),
@@ -536,6 +579,7 @@ impl Inner {
                 })
             }
             E::ActionProfileGroup(g) => {
+                reserved(g.group_id)?;
                 let members = g
                     .members
                     .iter()
@@ -637,30 +681,28 @@ impl Inner {
                 match &p.r#type {
                     Some(T::MulticastGroupEntry(g)) => {
                         let (replicas, form) = convert::replicas(&g.replicas)?;
-                        Ok(Staged::Control(
-                            Box::new(Update {
-                                kind,
-                                entity: Entity::MulticastGroup {
-                                    group_id: g.multicast_group_id,
-                                    replicas,
-                                    metadata: g.metadata.clone(),
-                                },
-                            }),
-                            Some(((false, g.multicast_group_id), form)),
-                        ))
+                        let mut x = Expanded::one(Update {
+                            kind,
+                            entity: Entity::MulticastGroup {
+                                group_id: g.multicast_group_id,
+                                replicas,
+                                metadata: g.metadata.clone(),
+                            },
+                        });
+                        x.form = Some(((false, g.multicast_group_id), form));
+                        Ok(Staged::Control(x))
                     }
                     Some(T::CloneSessionEntry(s)) => {
                         let (session, form) = convert::clone_session(s)?;
-                        Ok(Staged::Control(
-                            Box::new(Update {
-                                kind,
-                                entity: Entity::CloneSession {
-                                    session_id: s.session_id,
-                                    session,
-                                },
-                            }),
-                            Some(((true, s.session_id), form)),
-                        ))
+                        let mut x = Expanded::one(Update {
+                            kind,
+                            entity: Entity::CloneSession {
+                                session_id: s.session_id,
+                                session,
+                            },
+                        });
+                        x.form = Some(((true, s.session_id), form));
+                        Ok(Staged::Control(x))
                     }
                     None => Err(EntityError::invalid("replication entry without a type")),
                 }
@@ -670,6 +712,164 @@ impl Inner {
                 "value sets (the programs have none)",
             )),
             E::ExternEntry(_) => Err(EntityError::unimplemented("architecture-specific externs")),
+        }
+    }
+
+    /// A table entry update; a one-shot action set becomes a hidden group of hidden members,
+    /// created with the entry and removed with it (or when the entry is modified away from it).
+    fn stage_table_entry(
+        &self,
+        kind: UpdateKind,
+        te: &p4::TableEntry,
+    ) -> Result<Staged, EntityError> {
+        let schema = &self.schema;
+        let mut entry = convert::table_entry(schema, te)?;
+        if let Some(control::TableAction::Member(id) | control::TableAction::Group(id)) =
+            entry.action
+        {
+            reserved(id)?;
+        }
+        let set = convert::action_set(schema, te)?;
+        let mut x = Expanded::one(Update {
+            kind,
+            entity: Entity::TableEntry(entry.clone()),
+        });
+        // The one-shot group this entry holds now, if any: removed once the update succeeds.
+        if kind != UpdateKind::Insert
+            && !entry.is_default
+            && let Ok(old) = self.control.read_entry_by_key(&entry, false, false)
+            && let Some(control::TableAction::Group(g)) = old.action
+            && g >= ONE_SHOT_BASE
+        {
+            x.post = self.one_shot_removal(entry.table_id, g);
+        }
+        let Some(set) = set else {
+            return Ok(Staged::Control(x));
+        };
+        if kind == UpdateKind::Delete {
+            return Ok(Staged::Control(x));
+        }
+        let table = schema.table_by_id(entry.table_id).unwrap_or_default();
+        let profile = schema.tables[table]
+            .implementation
+            .map(|p| &schema.action_profiles[p])
+            .filter(|p| p.selector)
+            .ok_or_else(|| {
+                EntityError::invalid(format!(
+                    "{} has no action selector: no one-shot action sets",
+                    schema.tables[table].name
+                ))
+            })?;
+        let mut updates = Vec::new();
+        let mut members = Vec::new();
+        for (action, weight) in set {
+            let id = self.next_one_shot_id();
+            updates.push(Update {
+                kind: UpdateKind::Insert,
+                entity: Entity::Member {
+                    profile_id: profile.id,
+                    member_id: id,
+                    action: Some(action),
+                },
+            });
+            members.push((id, weight));
+        }
+        let group_id = self.next_one_shot_id();
+        updates.push(Update {
+            kind: UpdateKind::Insert,
+            entity: Entity::Group {
+                profile_id: profile.id,
+                group_id,
+                members: members.clone(),
+                max_size: 0,
+            },
+        });
+        entry.action = Some(control::TableAction::Group(group_id));
+        updates.push(Update {
+            kind,
+            entity: Entity::TableEntry(entry),
+        });
+        x.undo = removal(profile.id, group_id, members.iter().map(|m| m.0));
+        x.updates = updates;
+        Ok(Staged::Control(x))
+    }
+
+    fn next_one_shot_id(&self) -> u32 {
+        let n = self.next_one_shot.fetch_add(1, Ordering::Relaxed);
+        ONE_SHOT_BASE | (n & !ONE_SHOT_BASE)
+    }
+
+    /// The updates that remove one-shot group `group` of table `table_id` and its members.
+    fn one_shot_removal(&self, table_id: u32, group: u32) -> Vec<Update> {
+        let schema = &self.schema;
+        let Some(profile) = schema
+            .table_by_id(table_id)
+            .and_then(|t| schema.tables[t].implementation)
+            .map(|p| schema.action_profiles[p].id)
+        else {
+            return Vec::new();
+        };
+        let members = self
+            .control
+            .read_groups(Some(profile))
+            .unwrap_or_default()
+            .into_iter()
+            .find(|g| g.1 == group)
+            .map(|g| g.2)
+            .unwrap_or_default();
+        removal(profile, group, members.iter().map(|m| m.0))
+    }
+
+    /// One-shot groups by (profile id, group id) with their actions and weights, for reads.
+    fn one_shot_sets(&self) -> HashMap<(u32, u32), Vec<(control::ActionSpec, u32)>> {
+        let Ok(groups) = self.control.read_groups(None) else {
+            return HashMap::new();
+        };
+        if !groups.iter().any(|g| g.1 >= ONE_SHOT_BASE) {
+            return HashMap::new();
+        }
+        let actions: HashMap<(u32, u32), control::ActionSpec> = self
+            .control
+            .read_members(None)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|m| m.1 >= ONE_SHOT_BASE)
+            .map(|(p, m, a)| ((p, m), a))
+            .collect();
+        groups
+            .into_iter()
+            .filter(|g| g.1 >= ONE_SHOT_BASE)
+            .map(|(p, g, members)| {
+                let set = members
+                    .iter()
+                    .filter_map(|(m, w)| Some((actions.get(&(p, *m))?.clone(), *w)))
+                    .collect();
+                ((p, g), set)
+            })
+            .collect()
+    }
+
+    /// `msg` with its one-shot group shown as the action set it was written as.
+    fn show_one_shot(
+        &self,
+        sets: &HashMap<(u32, u32), Vec<(control::ActionSpec, u32)>>,
+        msg: &mut p4::TableEntry,
+    ) {
+        let Some(p4::table_action::Type::ActionProfileGroupId(g)) =
+            msg.action.as_ref().and_then(|a| a.r#type.as_ref())
+        else {
+            return;
+        };
+        if *g < ONE_SHOT_BASE {
+            return;
+        }
+        let schema = &self.schema;
+        let profile = schema
+            .table_by_id(msg.table_id)
+            .and_then(|t| schema.tables[t].implementation)
+            .map(|p| schema.action_profiles[p].id);
+        if let Some(set) = profile.and_then(|p| sets.get(&(p, *g))) {
+            msg.action = Some(convert::action_set_msg(set));
         }
     }
 
@@ -766,14 +966,16 @@ impl Inner {
                 } else {
                     c.read_entries(nonzero(te.table_id), with_counter, with_meter)?
                 };
+                let sets = self.one_shot_sets();
                 for e in &entries {
-                    let msg = convert::table_entry_msg(schema, e, with_hit);
+                    let mut msg = convert::table_entry_msg(schema, e, with_hit);
+                    self.show_one_shot(&sets, &mut msg);
                     push(out, E::TableEntry(msg));
                 }
             }
             E::ActionProfileMember(m) => {
                 for (pid, mid, action) in c.read_members(nonzero(m.action_profile_id))? {
-                    if m.member_id != 0 && m.member_id != mid {
+                    if (m.member_id != 0 && m.member_id != mid) || mid >= ONE_SHOT_BASE {
                         continue;
                     }
                     let msg = p4::ActionProfileMember {
@@ -786,7 +988,7 @@ impl Inner {
             }
             E::ActionProfileGroup(g) => {
                 for (pid, gid, members) in c.read_groups(nonzero(g.action_profile_id))? {
-                    if g.group_id != 0 && g.group_id != gid {
+                    if (g.group_id != 0 && g.group_id != gid) || gid >= ONE_SHOT_BASE {
                         continue;
                     }
                     let profile = schema
@@ -1491,6 +1693,39 @@ impl Inner {
         }
         any
     }
+}
+
+/// Member and group ids from [`ONE_SHOT_BASE`] are the server's.
+fn reserved(id: u32) -> Result<(), EntityError> {
+    if id >= ONE_SHOT_BASE {
+        return Err(EntityError::new(
+            Code::OutOfRange,
+            format!("member/group id {id}: ids from 2^31 are reserved for one-shot action sets"),
+        ));
+    }
+    Ok(())
+}
+
+/// Deletes of group `group` of profile `profile` and then of its `members`.
+fn removal(profile: u32, group: u32, members: impl Iterator<Item = u32>) -> Vec<Update> {
+    let mut out = vec![Update {
+        kind: UpdateKind::Delete,
+        entity: Entity::Group {
+            profile_id: profile,
+            group_id: group,
+            members: Vec::new(),
+            max_size: 0,
+        },
+    }];
+    out.extend(members.map(|m| Update {
+        kind: UpdateKind::Delete,
+        entity: Entity::Member {
+            profile_id: profile,
+            member_id: m,
+            action: None,
+        },
+    }));
+    out
 }
 
 /// A digest message as P4Data: a struct of bitstrings.

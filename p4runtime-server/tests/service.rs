@@ -909,3 +909,111 @@ async fn stream_packet_io_digests_and_idle_timeouts() {
         "reported once"
     );
 }
+
+/// Item 21: one-shot action selector programming (spec 9.2.3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_shot_action_sets() {
+    let f = Fixture::new(Election::Spec, 1);
+    let mut c = f.client(1).await;
+    let nhop = |port: u8| p4::ActionProfileAction {
+        action: Some(p4::Action {
+            action_id: f.id("action", "ingress.set_nhop"),
+            params: vec![
+                p4::action::Param {
+                    param_id: 1,
+                    value: vec![2, 0, 0, 0, 0, port],
+                },
+                p4::action::Param {
+                    param_id: 2,
+                    value: vec![2, 0, 0, 0, 0, 0xfe],
+                },
+                p4::action::Param {
+                    param_id: 3,
+                    value: vec![port],
+                },
+            ],
+        }),
+        weight: i32::from(port),
+        watch_kind: None,
+    };
+    let with_set = |ports: &[u8]| {
+        let mut e = lpm_entry(&f, vec![10, 0, 0, 0], 8);
+        e.action = Some(p4::TableAction {
+            r#type: Some(p4::table_action::Type::ActionProfileActionSet(
+                p4::ActionProfileActionSet {
+                    action_profile_actions: ports.iter().map(|&p| nhop(p)).collect(),
+                    ..Default::default()
+                },
+            )),
+        });
+        e
+    };
+    let write = |t, e| vec![update(t, E::TableEntry(e))];
+    c.write(
+        write(p4::update::Type::Insert, with_set(&[2, 3])),
+        Atomicity::ContinueOnError,
+    )
+    .await
+    .unwrap();
+    let read = c
+        .read_one(E::TableEntry(p4::TableEntry::default()))
+        .await
+        .unwrap();
+    let Some(E::TableEntry(t)) = &read[0].entity else {
+        panic!()
+    };
+    assert_eq!(
+        t.action,
+        with_set(&[2, 3]).action,
+        "reads back as the set written"
+    );
+    // The hidden members and group are not visible as such.
+    let members = c
+        .read_one(E::ActionProfileMember(p4::ActionProfileMember::default()))
+        .await
+        .unwrap();
+    assert!(members.is_empty());
+    // Modify to another set: the old group goes.
+    c.write(
+        write(p4::update::Type::Modify, with_set(&[4])),
+        Atomicity::ContinueOnError,
+    )
+    .await
+    .unwrap();
+    assert_eq!(f.control.read_groups(None).unwrap().len(), 1);
+    assert_eq!(f.control.read_members(None).unwrap().len(), 1);
+    // A failed insert (the key exists) leaves nothing behind.
+    let err = c
+        .write(
+            write(p4::update::Type::Insert, with_set(&[2])),
+            Atomicity::ContinueOnError,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(codes(err), vec![Some(Code::AlreadyExists)]);
+    assert_eq!(f.control.read_members(None).unwrap().len(), 1);
+    c.write(
+        write(p4::update::Type::Delete, with_set(&[4])),
+        Atomicity::ContinueOnError,
+    )
+    .await
+    .unwrap();
+    assert!(f.control.read_groups(None).unwrap().is_empty());
+    assert!(f.control.read_members(None).unwrap().is_empty());
+    // Reserved ids are refused.
+    let err = c
+        .write(
+            vec![update(
+                p4::update::Type::Insert,
+                E::ActionProfileMember(p4::ActionProfileMember {
+                    action_profile_id: f.id("profile", "ingress.ecmp_selector"),
+                    member_id: 0x8000_0001,
+                    action: nhop(2).action,
+                }),
+            )],
+            Atomicity::ContinueOnError,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(codes(err), vec![Some(Code::OutOfRange)]);
+}

@@ -161,7 +161,7 @@ fn schema() -> (Schema, Ids) {
         name: "ingress.acl",
         fields: vec![
             ("standard_metadata.ingress_port", PORT_BITS, Ternary),
-            ("hdr.ethernet.dst_addr", 48, Ternary),
+            ("eth_dst", 48, Ternary), // @name("eth_dst"): unique last name component (finsy)
             ("hdr.ethernet.ether_type", 16, Ternary),
             ("hdr.ipv4.src_addr", 32, Ternary),
             ("hdr.ipv4.dst_addr", 32, Ternary),

@@ -1,0 +1,266 @@
+//! Real P4Runtime clients against `pisa-switch --program basic`: p4runtime-shell, finsy and a PTF
+//! suite, each in its own Python venv (scripts/py-clients.sh makes them under
+//! `${PISA_VENV_DIR:-/var/cache/pisa-switch/venvs}`). Every test makes a namespace with veth pairs
+//! sw_i/p_i (both ends inside it, PTF-style), runs the switch on sw1..sw4 serving gRPC on the
+//! namespace's loopback, runs the client script on p1..p4 inside the same namespace, and requires
+//! the script to exit 0 and the switch to stop cleanly. Needs root, iproute2, ethtool and the venvs:
+//! a missing venv fails the test.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use netns_tests::{Netns, Process, netns_exists, workspace_bin};
+
+/// Switch ports (and veth pairs) per test.
+const PORTS: u16 = 4;
+const DEVICE_ID: &str = "1";
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+/// The python of venv `name`; panics (fails the test) if the venv is missing or incomplete.
+fn venv_python(name: &str) -> PathBuf {
+    let root = std::env::var_os("PISA_VENV_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/pisa-switch/venvs"));
+    let dir = root.join(name);
+    let py = dir.join("bin/python");
+    assert!(
+        py.exists() && dir.join(".pisa-pins").exists(),
+        "the Python venv '{name}' is missing or incomplete at {}: run scripts/py-clients.sh",
+        dir.display()
+    );
+    py
+}
+
+/// A namespace with the switch running in it, and a scratch directory.
+/// Fields drop in order: the switch stops before its namespace goes.
+struct Rig {
+    switch: Process,
+    ns: Netns,
+    log: PathBuf,
+    dir: PathBuf,
+    grpc: String,
+}
+
+impl Rig {
+    fn new(tag: &str, grpc_port: u16) -> Rig {
+        let ns = Netns::new(tag).expect("namespace");
+        // No IPv6 on the test's interfaces: the kernel's router solicitations and MLD reports
+        // would be stray frames for PTF's verify_no_other_packets.
+        for knob in ["all", "default"] {
+            ns.exec(
+                "sh",
+                &[
+                    "-c",
+                    &format!("echo 1 > /proc/sys/net/ipv6/conf/{knob}/disable_ipv6"),
+                ],
+            )
+            .expect("disable IPv6");
+        }
+        for i in 1..=PORTS {
+            let (sw, p) = (format!("sw{i}"), format!("p{i}"));
+            ns.exec(
+                "ip",
+                &["link", "add", &sw, "type", "veth", "peer", "name", &p],
+            )
+            .expect("veth pair");
+            for ifname in [&sw, &p] {
+                ns.exec("ip", &["link", "set", ifname, "up"]).unwrap();
+                // Partial checksums would leave the veth unfinished (as in switch_basic.rs).
+                ns.exec("ethtool", &["-K", ifname, "tx", "off"])
+                    .expect("ethtool -K tx off");
+            }
+        }
+        let dir = std::env::temp_dir().join(ns.name());
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("switch.log");
+        let grpc = format!("127.0.0.1:{grpc_port}");
+        let mut args: Vec<String> = ["--program", "basic", "--io", "af-packet"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        for i in 1..=PORTS {
+            args.push("-i".into());
+            args.push(format!("{i}@sw{i}"));
+        }
+        args.extend([
+            "--device-id".into(),
+            DEVICE_ID.into(),
+            "--grpc-addr".into(),
+            grpc.clone(),
+        ]);
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut switch = Process::spawn(
+            &ns,
+            workspace_bin("pisa-switch").to_str().unwrap(),
+            &argv,
+            &log,
+        )
+        .expect("start pisa-switch");
+        // Wait for the gRPC port to listen inside the namespace.
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let listening = ns
+                .exec("ss", &["-Hltn"])
+                .map(|o| String::from_utf8_lossy(&o.stdout).contains(&grpc))
+                .unwrap_or(false);
+            if listening {
+                break;
+            }
+            assert!(
+                switch.running(),
+                "pisa-switch exited before serving gRPC: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+            assert!(
+                Instant::now() < deadline,
+                "pisa-switch does not listen on {grpc}: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Rig {
+            switch,
+            ns,
+            log,
+            dir,
+            grpc,
+        }
+    }
+
+    /// A dummy p4_device_config file (a fixed-pipeline switch accepts any bytes).
+    fn dummy_bin(&self) -> PathBuf {
+        let p = self.dir.join("dummy.bin");
+        std::fs::write(&p, b"pisa-switch ignores this\n").unwrap();
+        p
+    }
+
+    /// Runs `sh -c script` in the namespace (from the scratch directory) for at most `timeout`;
+    /// returns whether it exited 0, and its output.
+    fn run_client(&self, name: &str, script: &str, timeout: Duration) -> (bool, String) {
+        let log = self.dir.join(format!("{name}.log"));
+        let cmd = format!(
+            "cd '{}' && PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 exec {script}",
+            self.dir.display()
+        );
+        let t0 = Instant::now();
+        let mut p = Process::spawn(&self.ns, "sh", &["-c", &cmd], &log).expect("start client");
+        let status = p.wait(timeout);
+        let out = std::fs::read_to_string(&log).unwrap_or_default();
+        let elapsed = t0.elapsed();
+        let ok = status.is_some_and(|s| s.success());
+        let note = if elapsed >= timeout {
+            format!("\n{name}: killed after {timeout:?}")
+        } else {
+            String::new()
+        };
+        (ok, format!("{out}{note}"))
+    }
+
+    /// Stops the switch; panics unless it exits cleanly.
+    fn stop(mut self) -> String {
+        let name = self.ns.name().to_string();
+        let status = self.switch.terminate(Duration::from_secs(10));
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "pisa-switch did not exit cleanly ({status:?}): {log}"
+        );
+        let _ = std::fs::remove_dir_all(&self.dir);
+        drop(self);
+        assert!(!netns_exists(&name), "namespace {name} left behind");
+        log
+    }
+}
+
+fn ports_arg() -> String {
+    (1..=PORTS)
+        .map(|i| format!("{i}=p{i}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn python_dir() -> PathBuf {
+    repo_root().join("netns-tests/python")
+}
+
+fn p4info() -> PathBuf {
+    repo_root().join("pipeline/p4info/basic.txt")
+}
+
+/// Runs a client script of netns-tests/python with `venv`'s python and the usual arguments.
+fn script_client(tag: &str, venv: &str, script: &str, grpc_port: u16, timeout: Duration) {
+    let py = venv_python(venv);
+    let rig = Rig::new(tag, grpc_port);
+    let cmd = format!(
+        "'{}' '{}' --grpc-addr {} --device-id {DEVICE_ID} --p4info '{}' --bin '{}' --ports {}",
+        py.display(),
+        python_dir().join(script).display(),
+        rig.grpc,
+        p4info().display(),
+        rig.dummy_bin().display(),
+        ports_arg()
+    );
+    let (ok, out) = rig.run_client(venv, &cmd, timeout);
+    eprintln!("----- {script} -----\n{out}");
+    let switch_log = rig.stop();
+    assert!(
+        ok,
+        "{script} failed (output above)\n----- switch log -----\n{switch_log}"
+    );
+}
+
+#[test]
+fn p4runtime_shell_client() {
+    script_client(
+        "sh",
+        "shell",
+        "shell_test.py",
+        9559,
+        Duration::from_secs(110),
+    );
+}
+
+#[test]
+fn finsy_client() {
+    script_client(
+        "fy",
+        "finsy",
+        "finsy_test.py",
+        9560,
+        Duration::from_secs(100),
+    );
+}
+
+#[test]
+fn ptf_suite() {
+    let py = venv_python("ptf");
+    let ptf = py.with_file_name("ptf");
+    let rig = Rig::new("pt", 9561);
+    let ifaces: String = (1..=PORTS).map(|i| format!(" -i {i}@p{i}")).collect();
+    let params = format!(
+        "grpcaddr='{}';device_id={DEVICE_ID};p4info='{}';bin='{}'",
+        rig.grpc,
+        p4info().display(),
+        rig.dummy_bin().display()
+    );
+    let cmd = format!(
+        "'{}' '{}' --test-dir '{}'{ifaces} --log-file '{}' --test-case-timeout 30 --test-params \"{params}\"",
+        py.display(),
+        ptf.display(),
+        python_dir().join("ptf").display(),
+        rig.dir.join("ptf-debug.log").display()
+    );
+    let (ok, out) = rig.run_client("ptf", &cmd, Duration::from_secs(100));
+    eprintln!("----- ptf basic_test -----\n{out}");
+    let switch_log = rig.stop();
+    assert!(
+        ok,
+        "the PTF suite failed (output above)\n----- switch log -----\n{switch_log}"
+    );
+}
