@@ -2,6 +2,8 @@
 //! builders. Deterministic: every random choice comes from a seeded generator.
 #![forbid(unsafe_code)]
 
+pub mod harness;
+
 use std::sync::Arc;
 
 use etherparse::PacketBuilder;

@@ -77,8 +77,8 @@ pub struct SwitchConfig {
     pub workers: usize,
     /// Spin instead of sleeping when idle (benchmarks).
     pub busy_poll: bool,
-    /// Pin worker i to CPU i.
-    pub pin: bool,
+    /// Pin worker i to CPU `pin[i % pin.len()]` (empty: no pinning).
+    pub pin: Vec<usize>,
     /// Write `port<N>-in.pcap` / `port<N>-out.pcap` here.
     pub pcap_dir: Option<PathBuf>,
     /// Print a per-packet trace to stderr.
@@ -98,7 +98,7 @@ impl Default for SwitchConfig {
         SwitchConfig {
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             busy_poll: false,
-            pin: false,
+            pin: Vec::new(),
             pcap_dir: None,
             trace: false,
             buffers: 8192,
@@ -319,12 +319,12 @@ impl Switch {
         let mut threads = Vec::new();
         for (w, ports) in per_worker.into_iter().enumerate() {
             let shared = shared.clone();
-            let pin = config.pin;
+            let cpu = (!config.pin.is_empty()).then(|| config.pin[w % config.pin.len()]);
             let t = std::thread::Builder::new()
                 .name(format!("pisa-worker-{w}"))
                 .spawn(move || {
-                    if pin {
-                        pin_to_cpu(w);
+                    if let Some(cpu) = cpu {
+                        pin_to_cpu(cpu);
                     }
                     // SAFETY: prctl with integer arguments; sets this thread's timer slack to
                     // 1 ns so that shaping deadlines are met to the microsecond.

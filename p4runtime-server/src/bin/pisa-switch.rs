@@ -69,9 +69,10 @@ struct Args {
     /// Spin instead of sleeping when idle (benchmarks).
     #[arg(long)]
     busy_poll: bool,
-    /// Pin worker i to CPU i.
-    #[arg(long)]
-    pin: bool,
+    /// Pin the workers: `--pin` puts worker i on CPU i; `--pin 1,3` puts them on CPUs 1 and 3
+    /// in turn (the P4Runtime and admin threads stay unpinned).
+    #[arg(long, num_args = 0.., value_delimiter = ',')]
+    pin: Option<Vec<usize>>,
     /// The P4Runtime device id clients must use.
     #[arg(long, default_value_t = 1)]
     device_id: u64,
@@ -210,7 +211,11 @@ fn run(args: Args) -> Result<(), String> {
     let cfg = SwitchConfig {
         workers,
         busy_poll: args.busy_poll,
-        pin: args.pin,
+        pin: match &args.pin {
+            Some(cpus) if cpus.is_empty() => (0..workers).collect(),
+            Some(cpus) => cpus.clone(),
+            None => Vec::new(),
+        },
         pcap_dir: args.pcap.clone(),
         trace: args.trace,
         port_config,

@@ -1,0 +1,346 @@
+//! The veth line-rate harness shared by `pisa-linerate` and `pisa-p4rt-bench`: namespaces
+//! `h1 --[p1] sw [p2]-- h2`, an AF_XDP generator on h1 (CPU 0) and, as the sink on h2, a native XDP
+//! drop program that the kernel counts.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use netns_tests::{Netns, Process, run, veth, workspace_bin};
+
+/// The MAC the switch routes for.
+pub const ROUTER: &str = "02:00:00:00:00:fe";
+/// The sink host's MAC.
+pub const H2_MAC: &str = "02:00:00:00:02:01";
+
+/// `h1 --[p1] sw [p2]-- h2` with the generator on h1 and the XDP-drop sink on h2.
+#[derive(Debug)]
+pub struct Topo {
+    /// The generator's namespace.
+    pub h1: Netns,
+    /// The forwarder's namespace.
+    pub sw: Netns,
+    /// The sink's namespace.
+    pub h2: Netns,
+    /// The generator's interface (in h1).
+    pub gen_if: String,
+    /// The forwarder's port toward h1.
+    pub p1: String,
+    /// The forwarder's port toward h2.
+    pub p2: String,
+    /// The sink's interface (in h2).
+    pub sink_if: String,
+    /// Scratch directory for logs and objects.
+    pub dir: PathBuf,
+}
+
+/// Builds the topology (namespaces, veths, the sink's XDP program).
+pub fn topo() -> Topo {
+    let h1 = Netns::new("g1").expect("ns");
+    let sw = Netns::new("sw").expect("ns");
+    let h2 = Netns::new("k2").expect("ns");
+    let (gen_if, p1) = veth(&h1, &sw).expect("veth");
+    let (p2, sink_if) = veth(&sw, &h2).expect("veth");
+    h2.exec("ip", &["link", "set", &sink_if, "address", H2_MAC])
+        .unwrap();
+    let dir = std::env::temp_dir().join(sw.name());
+    std::fs::create_dir_all(&dir).unwrap();
+    // The sink: a native XDP drop program counted by the kernel.
+    let obj = dir.join("xdp_drop.o");
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/bpf/xdp_drop.c");
+    run(
+        "clang",
+        &[
+            "-O2",
+            "-g0",
+            "-target",
+            "bpf",
+            "-I/usr/include/x86_64-linux-gnu",
+            "-c",
+            src,
+            "-o",
+            obj.to_str().unwrap(),
+        ],
+    )
+    .expect("clang");
+    h2.exec(
+        "ip",
+        &[
+            "link",
+            "set",
+            "dev",
+            &sink_if,
+            "xdp",
+            "obj",
+            obj.to_str().unwrap(),
+            "sec",
+            "xdp",
+        ],
+    )
+    .expect("attach the sink");
+    Topo {
+        h1,
+        sw,
+        h2,
+        gen_if,
+        p1,
+        p2,
+        sink_if,
+        dir,
+    }
+}
+
+/// A workspace binary's path.
+pub fn bin(name: &str) -> String {
+    workspace_bin(name).display().to_string()
+}
+
+/// Frames the sink has dropped so far (its native XDP program's counter).
+pub fn sink_count(t: &Topo) -> u64 {
+    let out =
+        t.h2.exec("ethtool", &["-S", &t.sink_if])
+            .expect("ethtool -S");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("rx_queue_0_xdp_drops:")?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Runs the generator at `pps` (0 = flat out); returns the frames/s the sink received over the
+/// middle `seconds` of the run.
+pub fn measure(t: &Topo, size: usize, pps: u64, seconds: f64) -> f64 {
+    measure_offered(t, size, pps, seconds).0
+}
+
+/// [`measure`], and the rate the generator sent at over its whole run (the offered load).
+pub fn measure_offered(t: &Topo, size: usize, pps: u64, seconds: f64) -> (f64, f64) {
+    let gen_log = t.dir.join("gen.log");
+    let gen_secs = format!("{}", seconds + 2.0);
+    let (size_s, pps_s) = (size.to_string(), pps.to_string());
+    let mut generator = Process::spawn(
+        &t.h1,
+        "taskset",
+        &[
+            "-c",
+            "0",
+            &bin("pisa-gen"),
+            "--iface",
+            &t.gen_if,
+            "--size",
+            &size_s,
+            "--pps",
+            &pps_s,
+            "--seconds",
+            &gen_secs,
+            "--dst-mac",
+            ROUTER,
+        ],
+        &gen_log,
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let (c0, t0) = (sink_count(t), std::time::Instant::now());
+    std::thread::sleep(Duration::from_secs_f64(seconds));
+    let (c1, t1) = (sink_count(t), std::time::Instant::now());
+    let _ = generator.wait(Duration::from_secs(10));
+    // "sent N frames in S s"
+    let log = std::fs::read_to_string(&gen_log).unwrap_or_default();
+    let words: Vec<&str> = log.split_whitespace().collect();
+    let offered = words
+        .iter()
+        .position(|w| *w == "sent")
+        .and_then(|i| {
+            let n: f64 = words.get(i + 1)?.parse().ok()?;
+            let s: f64 = words.get(i + 4)?.parse().ok()?;
+            Some(n / s)
+        })
+        .unwrap_or(0.0);
+    (
+        c1.saturating_sub(c0) as f64 / (t1 - t0).as_secs_f64(),
+        offered,
+    )
+}
+
+/// Waits until `log` contains `word`.
+pub fn wait_for(log: &Path, word: &str) {
+    for _ in 0..500 {
+        if std::fs::read_to_string(log).is_ok_and(|t| t.contains(word)) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!(
+        "{} never said {word}: {}",
+        log.display(),
+        std::fs::read_to_string(log).unwrap_or_default()
+    );
+}
+
+/// The median of `v`.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// What forwards between p1 and p2.
+#[derive(Debug)]
+pub enum Forwarder {
+    /// `pisa-fwd`.
+    Bare,
+    /// The kernel's XDP_REDIRECT.
+    Kernel,
+    /// `pisa-switch` with this many workers.
+    Switch(usize),
+    /// One worker spinning instead of sleeping (`--busy-poll`).
+    SwitchBusy,
+}
+
+/// Starts a forwarder in `sw`; returns its process (None for the kernel program).
+pub fn start(t: &Topo, f: &Forwarder) -> Option<Process> {
+    match f {
+        Forwarder::Bare => {
+            let log = t.dir.join("fwd.log");
+            let p = Process::spawn(
+                &t.sw,
+                "taskset",
+                &["-c", "1", &bin("pisa-fwd"), "--a", &t.p1, "--b", &t.p2],
+                &log,
+            )
+            .unwrap();
+            wait_for(&log, "ready");
+            Some(p)
+        }
+        Forwarder::Kernel => {
+            let out =
+                t.sw.exec("cat", &[&format!("/sys/class/net/{}/ifindex", t.p2)])
+                    .unwrap();
+            let ifindex = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            let obj = t.dir.join("xdp_redirect.o");
+            let src = concat!(env!("CARGO_MANIFEST_DIR"), "/bpf/xdp_redirect.c");
+            run(
+                "clang",
+                &[
+                    "-O2",
+                    "-g0",
+                    "-target",
+                    "bpf",
+                    &format!("-DTARGET_IFINDEX={ifindex}"),
+                    "-I/usr/include/x86_64-linux-gnu",
+                    "-c",
+                    src,
+                    "-o",
+                    obj.to_str().unwrap(),
+                ],
+            )
+            .expect("clang");
+            let native = t.sw.exec(
+                "ip",
+                &[
+                    "link",
+                    "set",
+                    "dev",
+                    &t.p1,
+                    "xdp",
+                    "obj",
+                    obj.to_str().unwrap(),
+                    "sec",
+                    "xdp",
+                ],
+            );
+            if native.is_err() {
+                t.sw.exec(
+                    "ip",
+                    &[
+                        "link",
+                        "set",
+                        "dev",
+                        &t.p1,
+                        "xdpgeneric",
+                        "obj",
+                        obj.to_str().unwrap(),
+                        "sec",
+                        "xdp",
+                    ],
+                )
+                .expect("attach XDP redirect");
+            }
+            None
+        }
+        Forwarder::Switch(workers) => {
+            let cpus = if *workers == 1 { "1" } else { "0,1" };
+            Some(start_switch(t, *workers, cpus, &[]))
+        }
+        Forwarder::SwitchBusy => Some(start_switch(t, 1, "1", &["--busy-poll"])),
+    }
+}
+
+/// Starts `pisa-switch --program basic` (AF_XDP) in `sw` with `workers` workers on CPUs `cpus`
+/// (a taskset list for the whole process) and `extra` flags, routing h1 <-> h2.
+pub fn start_switch(t: &Topo, workers: usize, cpus: &str, extra: &[&str]) -> Process {
+    let log = t.dir.join("switch.log");
+    let entries = t.dir.join("entries.txt");
+    std::fs::write(&entries, format!("act_prof_create_member ecmp_selector 1 set_nhop {H2_MAC} {ROUTER} 2\ntable_indirect_add ipv4_lpm 10.0.2.0/24 => 1\nact_prof_create_member ecmp_selector 2 set_nhop 02:00:00:00:01:01 {ROUTER} 1\ntable_indirect_add ipv4_lpm 10.0.1.0/24 => 2\n")).unwrap();
+    let sock = t.dir.join("admin.sock");
+    let _ = std::fs::remove_file(&sock);
+    let w = workers.to_string();
+    let (p1, p2, e, s) = (
+        format!("1@{}", t.p1),
+        format!("2@{}", t.p2),
+        entries.display().to_string(),
+        sock.display().to_string(),
+    );
+    let bin = bin("pisa-switch");
+    let mut argv = vec![
+        "-c",
+        cpus,
+        bin.as_str(),
+        "--program",
+        "basic",
+        "--io",
+        "af-xdp",
+        "--workers",
+        &w,
+        "-i",
+        &p1,
+        "-i",
+        &p2,
+        "--entries",
+        &e,
+        "--admin-socket",
+        &s,
+        "--queue-depth",
+        "4096",
+    ];
+    argv.extend(extra);
+    let p = Process::spawn(&t.sw, "taskset", &argv, &log).unwrap();
+    for i in 0..=500 {
+        if sock.exists() {
+            break;
+        }
+        assert!(
+            i < 500,
+            "pisa-switch did not start: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    p
+}
+
+/// Stops a forwarder.
+pub fn stop(t: &Topo, f: &Forwarder, p: Option<Process>) {
+    if let Some(mut p) = p {
+        let _ = p.terminate(Duration::from_secs(5));
+    }
+    if let Forwarder::Kernel = f {
+        let _ =
+            t.sw.exec("ip", &["link", "set", "dev", &t.p1, "xdp", "off"]);
+        let _ =
+            t.sw.exec("ip", &["link", "set", "dev", &t.p1, "xdpgeneric", "off"]);
+    }
+}
