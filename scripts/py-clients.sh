@@ -4,6 +4,7 @@
 #   shell  p4runtime-shell + scapy              (netns-tests/python/shell_test.py)
 #   finsy  finsy                                (netns-tests/python/finsy_test.py)
 #   ptf    ptf + scapy + p4runtime-shell        (netns-tests/python/ptf/basic_test.py)
+#   plot   matplotlib                           (scripts/plot-uplinks.py, the main job's plot)
 # They live outside the git tree, under ${PISA_VENV_DIR:-/var/cache/pisa-switch/venvs}. Idempotent: a
 # venv whose marker file records the same pins is left alone; any other is rebuilt from scratch.
 # Needs PyPI; installs python3-venv with apt if `python3 -m venv` does not work (Debian, root).
@@ -17,8 +18,9 @@ declare -A pins=(
   [shell]="p4runtime-shell==0.0.6 scapy==2.8.0"
   [finsy]="finsy==0.30.0"
   [ptf]="ptf==0.12.0 scapy==2.8.0 p4runtime-shell==0.0.6"
+  [plot]="matplotlib==3.9.2"
 )
-order=(shell finsy ptf)
+order=(shell finsy ptf plot)
 
 die() { echo "py-clients: $*" >&2; exit 1; }
 

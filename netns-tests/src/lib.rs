@@ -5,6 +5,8 @@
 //! flows between the namespaces a test made. Needs root and iproute2.
 #![forbid(unsafe_code)]
 
+pub mod fabric;
+
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -76,6 +78,24 @@ impl Netns {
         run("ip", &["netns", "add", &ns.name])?;
         ns.exec("ip", &["link", "set", "lo", "up"])?;
         Ok(ns)
+    }
+
+    /// Creates a namespace named exactly `name` (for things that outlive this process, like a
+    /// fabric brought up by one command and torn down by another).
+    pub fn named(name: &str) -> Result<Self, NetError> {
+        run("ip", &["netns", "add", name])?;
+        let ns = Netns {
+            name: name.to_string(),
+        };
+        ns.exec("ip", &["link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    /// Keeps the namespace after this guard is gone; returns its name.
+    pub fn keep(self) -> String {
+        let name = self.name.clone();
+        std::mem::forget(self);
+        name
     }
 
     /// The namespace's name.
@@ -173,6 +193,11 @@ impl Process {
             child: Some(child),
             name: cmd,
         })
+    }
+
+    /// Lets the process run on after this guard is gone.
+    pub fn detach(mut self) {
+        drop(self.child.take());
     }
 
     /// The process id.

@@ -1,0 +1,431 @@
+//! Fabrics in namespaces: one namespace and one `pisa-switch` per switch, one namespace per host
+//! (the kernel's TCP/UDP stack), veth pairs for links, and a management namespace from which the
+//! controller reaches every switch's P4Runtime server over its own veth (a management network, as
+//! in a data centre; no traffic leaves the fabric's namespaces).
+//!
+//! Names: the namespaces of fabric `F` are `pf<F>-<node>` and `pf<F>--mgmt`; inside a switch's
+//! namespace port N is interface `pN` and the management interface is `mgmt`; a host's interface
+//! is `eth0`. [`teardown`] removes everything of a fabric by those names, so a fabric left behind by
+//! a crash or Ctrl-C is removed by the next `down` or `up`.
+
+pub mod plan;
+pub mod topo;
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::{Netns, Process, run, workspace_bin};
+use topo::{End, Topology};
+
+/// The P4Runtime port every switch serves on its management address.
+pub const GRPC_PORT: u16 = 9559;
+
+/// The namespace of `node` in fabric `fabric`.
+pub fn ns_name(fabric: &str, node: &str) -> String {
+    format!("pf{fabric}-{node}")
+}
+
+/// The management namespace of fabric `fabric` (where the controller runs).
+pub fn mgmt_ns(fabric: &str) -> String {
+    format!("pf{fabric}--mgmt")
+}
+
+/// Switch `i`'s management address (a /30 per switch in 172.30.0.0/16): (controller side,
+/// switch side).
+pub fn mgmt_addrs(i: usize) -> (Ipv4Addr, Ipv4Addr) {
+    let base = u32::from(Ipv4Addr::new(172, 30, 0, 0)) + 4 * i as u32;
+    (Ipv4Addr::from(base + 1), Ipv4Addr::from(base + 2))
+}
+
+/// Options of a bring-up.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The fabric's name (at most 6 letters and digits).
+    pub name: String,
+    /// Port I/O of the switches (`af-xdp` or `af-packet`).
+    pub io: String,
+    /// Where logs, entries files and the topology copy go.
+    pub dir: PathBuf,
+}
+
+/// A fabric that is up. Dropping it tears it down; [`Fabric::keep`] leaves it running.
+#[derive(Debug)]
+pub struct Fabric {
+    /// The topology.
+    pub topo: Topology,
+    /// The options it was brought up with.
+    pub opts: Options,
+    /// Switch processes by switch name (dropped first: stopped before their namespaces go).
+    switches: BTreeMap<String, Process>,
+    /// Namespaces by node name, plus the management namespace under "".
+    namespaces: BTreeMap<String, Netns>,
+}
+
+/// Runs `ip -batch` with `lines` (in namespace `ns`, or the root one).
+fn ip_batch(ns: Option<&str>, lines: &[String], dir: &Path) -> Result<(), String> {
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let file = dir.join(format!("ip-{}.batch", ns.unwrap_or("root")));
+    std::fs::write(&file, lines.join("\n") + "\n").map_err(|e| e.to_string())?;
+    let f = file.to_str().unwrap_or_default();
+    let args: Vec<&str> = match ns {
+        Some(n) => vec!["-n", n, "-batch", f],
+        None => vec!["-batch", f],
+    };
+    run("ip", &args).map(|_| ()).map_err(|e| e.to_string())
+}
+
+/// Removes every namespace of fabric `name` and the processes in them. Returns how many
+/// namespaces it removed.
+pub fn teardown(name: &str) -> usize {
+    let prefix = format!("pf{name}-");
+    let list = run("ip", &["netns", "list"])
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let mine: Vec<String> = list
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&prefix))
+        .map(str::to_string)
+        .collect();
+    // Stop the switches first (SIGTERM: they detach their XDP programs), then anything else.
+    for signal in ["-TERM", "-KILL"] {
+        let mut any = false;
+        for ns in &mine {
+            let pids = run("ip", &["netns", "pids", ns])
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default();
+            for pid in pids.split_whitespace() {
+                any = true;
+                let _ = run("kill", &[signal, pid]);
+            }
+        }
+        if !any {
+            break;
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline
+            && mine
+                .iter()
+                .any(|ns| run("ip", &["netns", "pids", ns]).is_ok_and(|o| !o.stdout.is_empty()))
+        {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    for ns in &mine {
+        let _ = run("ip", &["netns", "del", ns]);
+    }
+    mine.len()
+}
+
+impl Fabric {
+    /// Brings `topo` up: namespaces, links, hosts (addresses, default routes through their
+    /// switch with a static neighbour entry, checksum offload off) and one `pisa-switch` per
+    /// switch with its traffic-manager settings. The routes come from [`Fabric::program`].
+    pub fn up(
+        topo: &Topology,
+        opts: &Options,
+        mut progress: impl FnMut(&str),
+    ) -> Result<Fabric, String> {
+        topo.check()?;
+        if opts.name.is_empty()
+            || opts.name.len() > 6
+            || !opts.name.chars().all(|c| c.is_ascii_alphanumeric())
+        {
+            return Err("a fabric name is 1-6 letters and digits".into());
+        }
+        std::fs::create_dir_all(&opts.dir).map_err(|e| format!("{}: {e}", opts.dir.display()))?;
+        let removed = teardown(&opts.name);
+        if removed > 0 {
+            progress(&format!(
+                "removed {removed} namespaces left from an earlier run"
+            ));
+        }
+        let mut fabric = Fabric {
+            topo: topo.clone(),
+            opts: opts.clone(),
+            switches: BTreeMap::new(),
+            namespaces: BTreeMap::new(),
+        };
+        let nodes = topo
+            .switches
+            .iter()
+            .map(|s| &s.name)
+            .chain(topo.hosts.iter().map(|h| &h.name));
+        for n in nodes {
+            let ns = Netns::named(&ns_name(&opts.name, n)).map_err(|e| e.to_string())?;
+            fabric.namespaces.insert(n.clone(), ns);
+        }
+        let mgmt = Netns::named(&mgmt_ns(&opts.name)).map_err(|e| e.to_string())?;
+        fabric.namespaces.insert(String::new(), mgmt);
+        progress(&format!(
+            "{} namespaces ({} switches, {} hosts, 1 management)",
+            fabric.namespaces.len(),
+            topo.switches.len(),
+            topo.hosts.len()
+        ));
+
+        // Links: veth ends created straight into their namespaces with their final names.
+        let ifname = |e: &End| match e {
+            End::Switch(_, p) => format!("p{p}"),
+            End::Host(_) => "eth0".to_string(),
+        };
+        let mut root = Vec::new();
+        for l in &topo.links {
+            root.push(format!(
+                "link add {} netns {} type veth peer name {} netns {}",
+                ifname(&l.a),
+                ns_name(&opts.name, l.a.node()),
+                ifname(&l.b),
+                ns_name(&opts.name, l.b.node())
+            ));
+        }
+        for (i, s) in topo.switches.iter().enumerate() {
+            root.push(format!(
+                "link add m{i} netns {} type veth peer name mgmt netns {}",
+                mgmt_ns(&opts.name),
+                ns_name(&opts.name, &s.name)
+            ));
+        }
+        ip_batch(None, &root, &opts.dir)?;
+        progress(&format!(
+            "{} links and {} management links",
+            topo.links.len(),
+            topo.switches.len()
+        ));
+
+        // Management addresses.
+        let mut mgmt_lines = Vec::new();
+        for (i, s) in topo.switches.iter().enumerate() {
+            let (ctl, sw) = mgmt_addrs(i);
+            mgmt_lines.push(format!("addr add {ctl}/30 dev m{i}"));
+            mgmt_lines.push(format!("link set m{i} up"));
+            let lines = vec![
+                format!("addr add {sw}/30 dev mgmt"),
+                "link set mgmt up".to_string(),
+            ];
+            ip_batch(Some(&ns_name(&opts.name, &s.name)), &lines, &opts.dir)?;
+        }
+        ip_batch(Some(&mgmt_ns(&opts.name)), &mgmt_lines, &opts.dir)?;
+
+        // Hosts: /32 and /128 addresses, default routes via their switch (link-local
+        // gateways with static neighbour entries: the switches do not answer ARP or NDP).
+        for (i, h) in topo.hosts.iter().enumerate() {
+            let (sw, _) = topo
+                .host_attachment(&h.name)
+                .ok_or_else(|| format!("host {} has no link", h.name))?;
+            let si = topo
+                .switches
+                .iter()
+                .position(|s| s.name == sw)
+                .unwrap_or_default();
+            let gw = plan::mac_text(plan::switch_mac(si));
+            let ns = ns_name(&opts.name, &h.name);
+            let lines = vec![
+                format!(
+                    "link set eth0 address {}",
+                    plan::mac_text(plan::host_mac(i))
+                ),
+                format!("addr add {}/32 dev eth0", h.ipv4),
+                format!("addr add {}/128 dev eth0 nodad", h.ipv6),
+                "link set eth0 up".to_string(),
+                "route add default via 169.254.1.1 dev eth0 onlink".to_string(),
+                format!("neigh add 169.254.1.1 lladdr {gw} dev eth0 nud permanent"),
+                "route add default via fe80::1 dev eth0".to_string(),
+                format!("neigh add fe80::1 lladdr {gw} dev eth0 nud permanent"),
+            ];
+            ip_batch(Some(&ns), &lines, &opts.dir)?;
+            run(
+                "ip",
+                &["netns", "exec", &ns, "ethtool", "-K", "eth0", "tx", "off"],
+            )
+            .map_err(|e| e.to_string())?;
+        }
+        progress(&format!("{} hosts addressed and routed", topo.hosts.len()));
+
+        // Switches.
+        let plans = plan::plan(topo);
+        let bin = workspace_bin("pisa-switch");
+        for (i, s) in topo.switches.iter().enumerate() {
+            let ns = &fabric.namespaces[&s.name];
+            let ports: Vec<u16> = topo.ports()[s.name.as_str()].keys().copied().collect();
+            let mut up = vec!["link set mgmt up".to_string()];
+            up.extend(ports.iter().map(|p| format!("link set p{p} up")));
+            ip_batch(Some(ns.name()), &up, &opts.dir)?;
+            let entries = opts.dir.join(format!("{}.tm", s.name));
+            let tm = plans
+                .get(&s.name)
+                .map(|p| p.tm.join("\n"))
+                .unwrap_or_default();
+            std::fs::write(&entries, tm + "\n").map_err(|e| e.to_string())?;
+            let (_, addr) = mgmt_addrs(i);
+            let grpc = format!("{addr}:{GRPC_PORT}");
+            let log = opts.dir.join(format!("{}.log", s.name));
+            let sock = opts.dir.join(format!("{}.sock", s.name));
+            let iface: Vec<String> = ports.iter().map(|p| format!("{p}@p{p}")).collect();
+            let mut args: Vec<&str> = vec![
+                "--program",
+                &s.program,
+                "--io",
+                &opts.io,
+                "--workers",
+                "1",
+                "--grpc-addr",
+                &grpc,
+                "--entries",
+                entries.to_str().unwrap_or_default(),
+                "--admin-socket",
+                sock.to_str().unwrap_or_default(),
+                "--log-level",
+                "warn",
+            ];
+            for f in &iface {
+                args.extend(["-i", f]);
+            }
+            let p = Process::spawn(ns, bin.to_str().unwrap_or_default(), &args, &log)
+                .map_err(|e| e.to_string())?;
+            fabric.switches.insert(s.name.clone(), p);
+        }
+        // Ready when each has bound its admin socket (after loading its entries).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        for s in &topo.switches {
+            let sock = opts.dir.join(format!("{}.sock", s.name));
+            while !sock.exists() {
+                let proc = fabric.switches.get_mut(&s.name).expect("spawned");
+                if !proc.running() || Instant::now() > deadline {
+                    let log = std::fs::read_to_string(opts.dir.join(format!("{}.log", s.name)))
+                        .unwrap_or_default();
+                    return Err(format!("switch {} did not start:\n{log}", s.name));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        progress(&format!("{} switches running", topo.switches.len()));
+        std::fs::write(opts.dir.join("topology.txt"), topo.to_text(&opts.name))
+            .map_err(|e| e.to_string())?;
+        Ok(fabric)
+    }
+
+    /// Programs every switch over P4Runtime from the management namespace (runs
+    /// `pisa-fabric program` there); returns its output.
+    pub fn program(&self) -> Result<String, String> {
+        let topo_file = self.opts.dir.join("topology.txt");
+        let bin = workspace_bin("pisa-fabric");
+        let out = self.mgmt().exec(
+            bin.to_str().unwrap_or_default(),
+            &["program", topo_file.to_str().unwrap_or_default()],
+        );
+        match out {
+            Ok(o) => Ok(String::from_utf8_lossy(&o.stdout).into_owned()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Pings every host from every other host (IPv4 or IPv6), all sources at once; returns
+    /// (answered, total) and the failures.
+    pub fn all_pairs(&self, v6: bool) -> (usize, usize, Vec<String>) {
+        let hosts = &self.topo.hosts;
+        let mut children = Vec::new();
+        for src in hosts {
+            let dsts: Vec<String> = hosts
+                .iter()
+                .filter(|h| h.name != src.name)
+                .map(|h| {
+                    if v6 {
+                        h.ipv6.to_string()
+                    } else {
+                        h.ipv4.to_string()
+                    }
+                })
+                .collect();
+            let script = format!(
+                "for d in {}; do if ping {} -c 1 -W 2 -q $d >/dev/null 2>&1; then echo ok $d; else echo fail $d; fi; done",
+                dsts.join(" "),
+                if v6 { "-6" } else { "-4" }
+            );
+            let child = std::process::Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    self.ns(&src.name).name(),
+                    "sh",
+                    "-c",
+                    &script,
+                ])
+                .stdout(std::process::Stdio::piped())
+                .spawn();
+            children.push((src.name.clone(), child));
+        }
+        let (mut ok, mut total, mut failed) = (0, 0, Vec::new());
+        for (src, child) in children {
+            let Ok(out) = child.and_then(std::process::Child::wait_with_output) else {
+                continue;
+            };
+            for l in String::from_utf8_lossy(&out.stdout).lines() {
+                total += 1;
+                match l.split_once(' ') {
+                    Some(("ok", _)) => ok += 1,
+                    Some((_, d)) => failed.push(format!("{src} -> {d}")),
+                    None => {}
+                }
+            }
+        }
+        (ok, total, failed)
+    }
+
+    /// The management namespace.
+    pub fn mgmt(&self) -> &Netns {
+        &self.namespaces[""]
+    }
+
+    /// The namespace of node `name`.
+    pub fn ns(&self, name: &str) -> &Netns {
+        &self.namespaces[name]
+    }
+
+    /// The switch processes by name.
+    pub fn switch_processes(&self) -> impl Iterator<Item = (&String, &Process)> {
+        self.switches.iter()
+    }
+
+    /// Whether every switch is still running.
+    pub fn switches_running(&mut self) -> bool {
+        self.switches.values_mut().all(Process::running)
+    }
+
+    /// Leaves the fabric running after this process exits (torn down later by [`teardown`]).
+    pub fn keep(mut self) {
+        for (_, p) in std::mem::take(&mut self.switches) {
+            p.detach();
+        }
+        for (_, ns) in std::mem::take(&mut self.namespaces) {
+            ns.keep();
+        }
+    }
+
+    /// Stops every switch (SIGTERM) and returns how many exited cleanly; the namespaces go when
+    /// the fabric drops.
+    pub fn stop_switches(&mut self) -> usize {
+        let mut clean = 0;
+        for p in self.switches.values_mut() {
+            if p.terminate(Duration::from_secs(10))
+                .is_some_and(|s| s.success())
+            {
+                clean += 1;
+            }
+        }
+        self.switches.clear();
+        clean
+    }
+}
+
+impl Drop for Fabric {
+    fn drop(&mut self) {
+        // Switches first (their guards send SIGTERM and wait), then the namespaces.
+        self.switches.clear();
+        self.namespaces.clear();
+    }
+}

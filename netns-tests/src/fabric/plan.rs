@@ -1,0 +1,216 @@
+//! What every switch of a fabric is told: its traffic-manager settings (from the links'
+//! properties) and its L3 routes with ECMP groups over every equal-cost next hop (what the
+//! controller writes over P4Runtime), in the BMv2-style command language both understand.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+use super::topo::{End, Topology};
+
+/// A MAC address as text.
+pub fn mac_text(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// The router MAC of switch number `i` (0-based, in topology order).
+pub fn switch_mac(i: usize) -> [u8; 6] {
+    [0x02, 0x5e, 0, 0, (i >> 8) as u8, i as u8]
+}
+
+/// The MAC of host number `i` (0-based, in topology order).
+pub fn host_mac(i: usize) -> [u8; 6] {
+    [0x02, 0xee, 0, 0, (i >> 8) as u8, i as u8]
+}
+
+/// What one switch gets.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SwitchPlan {
+    /// Traffic-manager settings per port, loaded at start (`--entries`).
+    pub tm: Vec<String>,
+    /// Members, groups and routes, written by the controller over P4Runtime.
+    pub routes: Vec<String>,
+}
+
+/// Hop counts from every switch to switch `dst` over switch-to-switch links.
+fn distances(adj: &HashMap<&str, Vec<(u16, &str)>>, dst: &str) -> HashMap<String, usize> {
+    let mut dist = HashMap::new();
+    dist.insert(dst.to_string(), 0usize);
+    let mut queue = VecDeque::from([dst]);
+    while let Some(s) = queue.pop_front() {
+        let d = dist[s];
+        for &(_, n) in adj.get(s).map(Vec::as_slice).unwrap_or_default() {
+            if !dist.contains_key(n) {
+                dist.insert(n.to_string(), d + 1);
+                queue.push_back(n);
+            }
+        }
+    }
+    dist
+}
+
+/// The plan of every switch, by name. Routes are per host (/32 and /128): at the host's own
+/// switch to its port, elsewhere to every neighbour one hop closer (a group when there are
+/// several).
+pub fn plan(t: &Topology) -> BTreeMap<String, SwitchPlan> {
+    let switch_index: HashMap<&str, usize> = t
+        .switches
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.name.as_str(), i))
+        .collect();
+    let host_index: HashMap<&str, usize> = t
+        .hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| (h.name.as_str(), i))
+        .collect();
+    let ports = t.ports();
+    let mut adj: HashMap<&str, Vec<(u16, &str)>> = HashMap::new();
+    for (s, ps) in &ports {
+        for (p, (other, _)) in ps {
+            if let End::Switch(n, _) = other {
+                adj.entry(s).or_default().push((*p, n.as_str()));
+            }
+        }
+    }
+    let dist: HashMap<&str, HashMap<String, usize>> = t
+        .switches
+        .iter()
+        .map(|s| (s.name.as_str(), distances(&adj, &s.name)))
+        .collect();
+    let mut out = BTreeMap::new();
+    for sw in &t.switches {
+        let me = sw.name.as_str();
+        let my_mac = mac_text(switch_mac(switch_index[me]));
+        let mut plan = SwitchPlan::default();
+        let my_ports = &ports[me];
+        for (p, (_, props)) in my_ports {
+            plan.tm
+                .push(format!("set_port_rate {} {p}", props.rate_bps));
+            plan.tm
+                .push(format!("set_queue_depth {} {p}", props.buffer));
+            if props.delay_us > 0 {
+                plan.tm
+                    .push(format!("set_port_delay {} {p}", props.delay_us));
+            }
+        }
+        // One member per port: set_nhop to whatever is at its other end.
+        for (p, (other, _)) in my_ports {
+            let dmac = match other {
+                End::Switch(n, _) => switch_mac(switch_index[n.as_str()]),
+                End::Host(h) => host_mac(host_index[h.as_str()]),
+            };
+            plan.routes.push(format!(
+                "act_prof_create_member ecmp_selector {p} set_nhop {} {my_mac} {p}",
+                mac_text(dmac)
+            ));
+        }
+        let mut groups: BTreeMap<BTreeSet<u16>, u32> = BTreeMap::new();
+        let mut routes = Vec::new();
+        for h in &t.hosts {
+            let Some((attach, port)) = t.host_attachment(&h.name) else {
+                continue;
+            };
+            let next: BTreeSet<u16> = if attach == me {
+                BTreeSet::from([port])
+            } else {
+                let d = &dist[attach];
+                let Some(&mine) = d.get(me) else {
+                    continue; // unreachable
+                };
+                adj.get(me)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default()
+                    .iter()
+                    .filter(|(_, n)| d.get(*n).is_some_and(|&x| x + 1 == mine))
+                    .map(|(p, _)| *p)
+                    .collect()
+            };
+            let (verb, target) = match next.len() {
+                0 => continue, // unreachable
+                1 => ("table_indirect_add", u32::from(*next.first().unwrap_or(&0))),
+                _ => {
+                    let n = groups.len() as u32 + 1;
+                    (
+                        "table_indirect_add_with_group",
+                        *groups.entry(next).or_insert(n),
+                    )
+                }
+            };
+            routes.push(format!("{verb} ipv4_lpm {}/32 => {target}", h.ipv4));
+            routes.push(format!("{verb} ipv6_lpm {}/128 => {target}", h.ipv6));
+        }
+        for (members, id) in &groups {
+            let m: Vec<String> = members.iter().map(u16::to_string).collect();
+            plan.routes.push(format!(
+                "act_prof_create_group ecmp_selector {id} {}",
+                m.join(" ")
+            ));
+        }
+        plan.routes.extend(routes);
+        out.insert(sw.name.clone(), plan);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::topo::{GenProps, LinkProps, fat_tree, leaf_spine};
+    use super::*;
+
+    #[test]
+    fn leaf_spine_leaves_spread_over_every_spine() {
+        let t = leaf_spine(4, 4, 4, 2.0, LinkProps::default());
+        let p = plan(&t);
+        let leaf1 = &p["leaf1"];
+        // A host on another leaf: a group of the four uplinks (ports 5-8).
+        assert!(
+            leaf1
+                .routes
+                .contains(&"act_prof_create_group ecmp_selector 1 5 6 7 8".to_string()),
+            "{:?}",
+            leaf1.routes
+        );
+        assert!(
+            leaf1
+                .routes
+                .contains(&"table_indirect_add_with_group ipv4_lpm 10.0.2.1/32 => 1".to_string())
+        );
+        // Its own host: the host port.
+        assert!(
+            leaf1
+                .routes
+                .contains(&"table_indirect_add ipv4_lpm 10.0.1.1/32 => 1".to_string())
+        );
+        // A spine reaches each host through that host's leaf only.
+        assert!(
+            p["spine1"]
+                .routes
+                .contains(&"table_indirect_add ipv6_lpm fd00::3:2/128 => 3".to_string())
+        );
+        assert!(leaf1.tm.contains(&"set_port_rate 500000000 5".to_string()));
+    }
+
+    #[test]
+    fn fat_tree_edges_use_both_aggregations() {
+        let g = GenProps {
+            host: LinkProps::default(),
+            fabric: LinkProps::default(),
+        };
+        let t = fat_tree(4, g);
+        let p = plan(&t);
+        // Edge p1e1 reaches a host in pod 2 over both aggregation switches (ports 3 and 4).
+        let e = &p["p1e1"];
+        assert!(
+            e.routes
+                .contains(&"act_prof_create_group ecmp_selector 1 3 4".to_string())
+        );
+        // Every switch has a route to every host, twice (IPv4 and IPv6).
+        for (name, sp) in &p {
+            let n = sp.routes.iter().filter(|r| r.contains("_lpm")).count();
+            assert_eq!(n, 32, "{name}");
+        }
+    }
+}
