@@ -92,26 +92,32 @@ pub fn teardown(name: &str) -> usize {
         .map(str::to_string)
         .collect();
     // Stop the switches first (SIGTERM: they detach their XDP programs), then anything else.
-    for signal in ["-TERM", "-KILL"] {
-        let mut any = false;
-        for ns in &mine {
-            let pids = run("ip", &["netns", "pids", ns])
+    let pids: Vec<String> = mine
+        .iter()
+        .flat_map(|ns| {
+            run("ip", &["netns", "pids", ns])
                 .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-                .unwrap_or_default();
-            for pid in pids.split_whitespace() {
-                any = true;
-                let _ = run("kill", &[signal, pid]);
-            }
-        }
-        if !any {
+                .unwrap_or_default()
+                .split_whitespace()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    // Alive: /proc/<pid> exists and is not a zombie.
+    let alive = |pid: &String| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.rsplit(") ").next().is_some_and(|r| !r.starts_with('Z')))
+    };
+    for signal in ["-TERM", "-KILL"] {
+        let left: Vec<&String> = pids.iter().filter(|p| alive(p)).collect();
+        if left.is_empty() {
             break;
         }
+        for pid in &left {
+            let _ = run("kill", &[signal, pid]);
+        }
         let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline
-            && mine
-                .iter()
-                .any(|ns| run("ip", &["netns", "pids", ns]).is_ok_and(|o| !o.stdout.is_empty()))
-        {
+        while Instant::now() < deadline && pids.iter().any(alive) {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
