@@ -196,8 +196,6 @@ pub enum Forwarder {
     Kernel,
     /// `pisa-switch` with this many workers.
     Switch(usize),
-    /// One worker spinning instead of sleeping (`--busy-poll`).
-    SwitchBusy,
 }
 
 /// Starts a forwarder in `sw`; returns its process (None for the kernel program).
@@ -275,7 +273,6 @@ pub fn start(t: &Topo, f: &Forwarder) -> Option<Process> {
             let cpus = if *workers == 1 { "1" } else { "0,1" };
             Some(start_switch(t, *workers, cpus, &[]))
         }
-        Forwarder::SwitchBusy => Some(start_switch(t, 1, "1", &["--busy-poll"])),
     }
 }
 

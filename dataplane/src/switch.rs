@@ -77,6 +77,9 @@ pub struct SwitchConfig {
     pub workers: usize,
     /// Spin instead of sleeping when idle (benchmarks).
     pub busy_poll: bool,
+    /// After traffic, keep polling this long before sleeping (ns): a reply that follows a
+    /// request finds the worker awake instead of paying a wake-up. Idle switches still sleep.
+    pub poll_window_ns: u64,
     /// Pin worker i to CPU `pin[i % pin.len()]` (empty: no pinning).
     pub pin: Vec<usize>,
     /// Write `port<N>-in.pcap` / `port<N>-out.pcap` here.
@@ -98,6 +101,7 @@ impl Default for SwitchConfig {
         SwitchConfig {
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             busy_poll: false,
+            poll_window_ns: 200_000,
             pin: Vec::new(),
             pcap_dir: None,
             trace: false,
@@ -152,6 +156,7 @@ struct Shared {
     pcap: Vec<Option<(Capture, Capture)>>,
     trace: Option<Mutex<io::Stderr>>,
     busy_poll: bool,
+    poll_window_ns: u64,
     traced: AtomicU64,
     shared_buffer: Option<SharedBuffer>,
     /// Kernel thread ids of the workers.
@@ -311,6 +316,7 @@ impl Switch {
             pcap,
             trace: config.trace.then(|| Mutex::new(io::stderr())),
             busy_poll: config.busy_poll,
+            poll_window_ns: config.poll_window_ns,
             traced: AtomicU64::new(0),
             shared_buffer: config.shared_buffer,
             tids: Mutex::new(Vec::new()),
@@ -514,6 +520,7 @@ impl WorkerLoop {
         // cloning the Arc (an atomic on a line every worker shares) per packet.
         let shared = self.sh.clone();
         let sh = &*shared;
+        let mut last_active = 0u64;
         while !sh.stop.load(Ordering::Acquire) {
             let now = sh.now();
             self.worker.begin_batch();
@@ -563,7 +570,9 @@ impl WorkerLoop {
                 busy |= self.transmit_cpu(sh, now);
             }
             self.worker.end_batch();
-            if !busy && self.again.is_empty() && !self.sh.busy_poll {
+            if busy || !self.again.is_empty() {
+                last_active = now;
+            } else if !sh.busy_poll && now.saturating_sub(last_active) >= sh.poll_window_ns {
                 self.sleep(now, next);
             }
         }

@@ -29,6 +29,7 @@ fn fat_tree_k4_reaches_all_pairs_carries_tcp_idles_and_tears_down() {
         name: name.clone(),
         io: "af-xdp".into(),
         dir: std::env::temp_dir().join(format!("pisa-fabric-test-{name}")),
+        cancel: Default::default(),
     };
     let started = Instant::now();
     let mut f = Fabric::up(&t, &opts, |m| {

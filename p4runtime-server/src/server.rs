@@ -41,8 +41,9 @@ const READ_CHUNK: usize = 1000;
 /// Responses queued per stream before packet-ins to it are dropped.
 const STREAM_QUEUE: usize = 4096;
 
-/// Largest error trailer: p4runtime-shell keeps gRPC's default 8 KB metadata limit.
-const MAX_DETAILS_BYTES: usize = 6 * 1024;
+/// Largest encoded error details: `-bin` trailers travel base64-encoded (4/3 larger), and
+/// p4runtime-shell keeps gRPC's default 8 KB limit for all of the metadata.
+const MAX_DETAILS_BYTES: usize = 5 * 1024;
 
 /// How the service reaches the data plane besides the control API.
 pub struct DeviceIo {
@@ -149,6 +150,10 @@ struct Inner {
     pipeline_config: Mutex<PipelineConfig>,
     streams: Mutex<Streams>,
     next_stream: AtomicU64,
+    /// Serialises Write and SetForwardingPipelineConfig.
+    write_lock: Mutex<()>,
+    /// Added to the data plane's clock to give ns since the Unix epoch (stream timestamps).
+    epoch_offset_ns: u64,
     next_one_shot: std::sync::atomic::AtomicU32,
     /// How each multicast group (false) and clone session (true) had its replica ports written.
     port_forms: Mutex<HashMap<(bool, u32), PortForm>>,
@@ -290,10 +295,9 @@ struct Expanded {
     updates: Vec<Update>,
     /// For replication entries: how the replica ports were written.
     form: Option<((bool, u32), PortForm)>,
-    /// Applied after the batch if the update succeeded (a replaced one-shot group's removal).
-    post: Vec<Update>,
-    /// Applied after the batch if the update failed (a new one-shot group's removal).
-    undo: Vec<Update>,
+    /// It may leave a one-shot group unreferenced (a set written, or an entry of a table with
+    /// a selector modified or deleted).
+    one_shot: bool,
 }
 
 impl Expanded {
@@ -301,8 +305,7 @@ impl Expanded {
         Box::new(Expanded {
             updates: vec![update],
             form: None,
-            post: Vec::new(),
-            undo: Vec::new(),
+            one_shot: false,
         })
     }
 }
@@ -329,6 +332,10 @@ impl Service {
             arbiter: Arbiter::new(config.election),
             ..Streams::default()
         };
+        let epoch_offset_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+            .saturating_sub((io.clock)());
         Service {
             inner: Arc::new(Inner {
                 config,
@@ -340,6 +347,8 @@ impl Service {
                 pipeline_config: Mutex::new(PipelineConfig::default()),
                 streams: Mutex::new(streams),
                 next_stream: AtomicU64::new(1),
+                write_lock: Mutex::new(()),
+                epoch_offset_ns,
                 next_one_shot: std::sync::atomic::AtomicU32::new(0),
                 port_forms: Mutex::new(HashMap::new()),
                 digests: Mutex::new(BTreeMap::new()),
@@ -397,6 +406,9 @@ impl Inner {
     fn write(&self, req: &p4::WriteRequest) -> Result<(), Status> {
         self.check_device(req.device_id)?;
         Self::check_role(&req.role)?;
+        // One write (or pipeline change) at a time: the service's own state (digest configs,
+        // one-shot groups) is read and changed along with the batch.
+        let _serial = self.write_lock.lock();
         self.check_primary(req.election_id.as_ref())?;
         use p4::write_request::Atomicity as A;
         let atomicity = match A::try_from(req.atomicity) {
@@ -433,8 +445,15 @@ impl Inner {
             }
             return self.write_result(results);
         }
-        // Digest configs are validated in order against a copy, applied with the batch.
-        let mut digests = self.digests.lock().clone();
+        // Digest configs are validated in order against a copy of the configs; the changes are
+        // applied to the live state (which also holds the batching state) with the batch.
+        let mut configs: BTreeMap<u32, p4::digest_entry::Config> = self
+            .digests
+            .lock()
+            .iter()
+            .map(|(id, d)| (*id, d.config))
+            .collect();
+        let mut digest_changes = Vec::new();
         let mut updates = Vec::new();
         let mut expanded = Vec::new();
         for (i, s) in staged {
@@ -445,7 +464,11 @@ impl Inner {
                     expanded.push((i, range, x));
                 }
                 Staged::Digest(kind, id, config) => {
-                    results[i] = Some(self.stage_digest(&mut digests, kind, id, config));
+                    let r = self.stage_digest(&mut configs, kind, id, config);
+                    if r.is_ok() {
+                        digest_changes.push((id, configs.get(&id).copied()));
+                    }
+                    results[i] = Some(r);
                 }
             }
         }
@@ -463,36 +486,40 @@ impl Inner {
         }
         let outcome = self.control.write(&updates, atomicity);
         let control_failed = outcome.iter().any(Result::is_err);
-        let mut cleanup = Vec::new();
+        let mut one_shot = false;
         for (i, range, x) in expanded {
             let r = outcome[range]
                 .iter()
                 .find_map(|r| r.clone().err())
                 .map_or(Ok(()), |e| Err(EntityError::from(e)));
-            if r.is_ok() {
-                if let Some((key, form)) = x.form {
-                    self.port_forms.lock().insert(key, form);
-                }
-                cleanup.extend(x.post);
-            } else {
-                cleanup.extend(x.undo);
+            if r.is_ok()
+                && let Some((key, form)) = x.form
+            {
+                self.port_forms.lock().insert(key, form);
             }
+            one_shot |= x.one_shot;
             results[i] = Some(r);
         }
         if all_or_none && control_failed {
-            // Nothing was applied: nothing to clean up.
+            // Nothing was applied.
             for r in &mut results {
                 if matches!(r, Some(Ok(()))) {
                     *r = Some(aborted());
                 }
             }
         } else {
-            if !cleanup.is_empty() {
-                // Removing what is no longer referenced; a part that was never created is
-                // NOT_FOUND, which is fine.
-                let _ = self.control.write(&cleanup, Atomicity::ContinueOnError);
+            if one_shot {
+                self.collect_one_shot_garbage();
             }
-            *self.digests.lock() = digests;
+            let mut live = self.digests.lock();
+            for (id, config) in digest_changes {
+                match config {
+                    None => {
+                        live.remove(&id);
+                    }
+                    Some(c) => live.entry(id).or_insert_with(|| DigestState::new(c)).config = c,
+                }
+            }
         }
         self.write_result(results)
     }
@@ -584,6 +611,7 @@ impl Inner {
                     .members
                     .iter()
                     .map(|m| {
+                        reserved(m.member_id)?;
                         if m.watch_kind.is_some() {
                             return Err(EntityError::unimplemented("member watch ports"));
                         }
@@ -724,8 +752,9 @@ impl Inner {
     ) -> Result<Staged, EntityError> {
         let schema = &self.schema;
         let mut entry = convert::table_entry(schema, te)?;
-        if let Some(control::TableAction::Member(id) | control::TableAction::Group(id)) =
-            entry.action
+        if kind != UpdateKind::Delete
+            && let Some(control::TableAction::Member(id) | control::TableAction::Group(id)) =
+                entry.action
         {
             reserved(id)?;
         }
@@ -734,22 +763,19 @@ impl Inner {
             kind,
             entity: Entity::TableEntry(entry.clone()),
         });
-        // The one-shot group this entry holds now, if any: removed once the update succeeds.
-        if kind != UpdateKind::Insert
-            && !entry.is_default
-            && let Ok(old) = self.control.read_entry_by_key(&entry, false, false)
-            && let Some(control::TableAction::Group(g)) = old.action
-            && g >= ONE_SHOT_BASE
-        {
-            x.post = self.one_shot_removal(entry.table_id, g);
-        }
+        // Replacing or removing an entry of a table with a selector may orphan its one-shot
+        // group: collected after the batch.
+        let table = schema.table_by_id(entry.table_id).unwrap_or_default();
+        let selector = schema.tables[table]
+            .implementation
+            .is_some_and(|p| schema.action_profiles[p].selector);
+        x.one_shot = selector && kind != UpdateKind::Insert && !entry.is_default;
         let Some(set) = set else {
             return Ok(Staged::Control(x));
         };
         if kind == UpdateKind::Delete {
             return Ok(Staged::Control(x));
         }
-        let table = schema.table_by_id(entry.table_id).unwrap_or_default();
         let profile = schema.tables[table]
             .implementation
             .map(|p| &schema.action_profiles[p])
@@ -789,7 +815,7 @@ impl Inner {
             kind,
             entity: Entity::TableEntry(entry),
         });
-        x.undo = removal(profile.id, group_id, members.iter().map(|m| m.0));
+        x.one_shot = true;
         x.updates = updates;
         Ok(Staged::Control(x))
     }
@@ -799,25 +825,67 @@ impl Inner {
         ONE_SHOT_BASE | (n & !ONE_SHOT_BASE)
     }
 
-    /// The updates that remove one-shot group `group` of table `table_id` and its members.
-    fn one_shot_removal(&self, table_id: u32, group: u32) -> Vec<Update> {
+    /// Removes the one-shot groups no entry refers to any more, and hidden members in no
+    /// group (what a replaced, deleted or failed one-shot entry leaves behind).
+    fn collect_one_shot_garbage(&self) {
         let schema = &self.schema;
-        let Some(profile) = schema
-            .table_by_id(table_id)
-            .and_then(|t| schema.tables[t].implementation)
-            .map(|p| schema.action_profiles[p].id)
-        else {
-            return Vec::new();
+        let Ok(groups) = self.control.read_groups(None) else {
+            return;
         };
-        let members = self
+        let hidden_members: Vec<(u32, u32)> = self
             .control
-            .read_groups(Some(profile))
+            .read_members(None)
             .unwrap_or_default()
             .into_iter()
-            .find(|g| g.1 == group)
-            .map(|g| g.2)
-            .unwrap_or_default();
-        removal(profile, group, members.iter().map(|m| m.0))
+            .filter(|m| m.1 >= ONE_SHOT_BASE)
+            .map(|m| (m.0, m.1))
+            .collect();
+        if hidden_members.is_empty() && !groups.iter().any(|g| g.1 >= ONE_SHOT_BASE) {
+            return;
+        }
+        let mut referenced = HashSet::new();
+        for t in &schema.tables {
+            let Some(p) = t.implementation else { continue };
+            let pid = schema.action_profiles[p].id;
+            for e in self
+                .control
+                .read_entries(Some(t.id), false, false)
+                .unwrap_or_default()
+            {
+                if let Some(control::TableAction::Group(g)) = e.action
+                    && g >= ONE_SHOT_BASE
+                {
+                    referenced.insert((pid, g));
+                }
+            }
+        }
+        let mut deletes = Vec::new();
+        let mut in_live_group = HashSet::new();
+        for (pid, g, members) in &groups {
+            if *g < ONE_SHOT_BASE {
+                continue;
+            }
+            if referenced.contains(&(*pid, *g)) {
+                in_live_group.extend(members.iter().map(|m| (*pid, m.0)));
+            } else {
+                deletes.push(group_removal(*pid, *g));
+            }
+        }
+        for (pid, m) in hidden_members {
+            if !in_live_group.contains(&(pid, m)) {
+                deletes.push(Update {
+                    kind: UpdateKind::Delete,
+                    entity: Entity::Member {
+                        profile_id: pid,
+                        member_id: m,
+                        action: None,
+                    },
+                });
+            }
+        }
+        if !deletes.is_empty() {
+            let _ = self.control.write(&deletes, Atomicity::ContinueOnError);
+        }
     }
 
     /// One-shot groups by (profile id, group id) with their actions and weights, for reads.
@@ -875,7 +943,7 @@ impl Inner {
 
     fn stage_digest(
         &self,
-        digests: &mut BTreeMap<u32, DigestState>,
+        digests: &mut BTreeMap<u32, p4::digest_entry::Config>,
         kind: UpdateKind,
         id: u32,
         config: Option<p4::digest_entry::Config>,
@@ -907,12 +975,7 @@ impl Inner {
         if c.max_timeout_ns < 0 || c.max_list_size < 0 || c.ack_timeout_ns < 0 {
             return Err(EntityError::invalid("digest config with a negative value"));
         }
-        match digests.get_mut(&id) {
-            Some(s) => s.config = c,
-            None => {
-                digests.insert(id, DigestState::new(c));
-            }
-        }
+        digests.insert(id, c);
         Ok(())
     }
 
@@ -1057,9 +1120,11 @@ impl Inner {
                 }
             }
             E::DirectCounterEntry(dc) => {
+                let sets = self.one_shot_sets();
                 for e in self.direct_entries(dc.table_entry.as_ref(), true, false)? {
                     let data = e.counter_data.map(convert::counter_data_msg);
                     let mut te = convert::table_entry_msg(schema, &e, false);
+                    self.show_one_shot(&sets, &mut te);
                     te.counter_data = None;
                     let msg = p4::DirectCounterEntry {
                         table_entry: Some(te),
@@ -1069,8 +1134,10 @@ impl Inner {
                 }
             }
             E::DirectMeterEntry(dm) => {
+                let sets = self.one_shot_sets();
                 for e in self.direct_entries(dm.table_entry.as_ref(), false, true)? {
                     let mut te = convert::table_entry_msg(schema, &e, false);
+                    self.show_one_shot(&sets, &mut te);
                     let config = te.meter_config.take();
                     let msg = p4::DirectMeterEntry {
                         table_entry: Some(te),
@@ -1201,17 +1268,22 @@ impl Inner {
         use p4::set_forwarding_pipeline_config_request::Action as A;
         self.check_device(req.device_id)?;
         Self::check_role(&req.role)?;
+        let _serial = self.write_lock.lock();
         self.check_primary(req.election_id.as_ref())?;
         let action = A::try_from(req.action)
             .ok()
             .filter(|a| *a != A::Unspecified)
             .ok_or_else(|| Status::invalid_argument(format!("action {}", req.action)))?;
         if action == A::Commit {
+            // The saved config becomes the current one; the writes made since VERIFY_AND_SAVE
+            // stand (the program is the same, so there is nothing to replay them onto).
+            if req.config.is_some() {
+                return Err(Status::invalid_argument("COMMIT takes no config"));
+            }
             let mut pc = self.pipeline_config.lock();
             let (cookie, device_config) = pc.saved.take().ok_or_else(|| {
                 Status::failed_precondition("COMMIT without a config saved by VERIFY_AND_SAVE")
             })?;
-            self.commit_fresh();
             pc.cookie = cookie;
             pc.device_config = device_config;
             return Ok(());
@@ -1343,6 +1415,10 @@ impl Inner {
         streams.role.insert(s, a.role.clone());
         if changed {
             self.notify_all(&streams);
+            // The new primary starts with a clean digest slate.
+            for d in self.digests.lock().values_mut() {
+                d.outstanding = None;
+            }
         } else {
             let _ = tx.try_send(Ok(self.arbitration_reply(&streams, s)));
         }
@@ -1478,7 +1554,10 @@ impl Inner {
                 Ok(())
             }
             Some(U::DigestAck(a)) => {
-                self.on_digest_ack(tx, &a);
+                // Lists go to the primary; only its acks count.
+                if self.streams.lock().arbiter.primary() == Some(s) {
+                    self.on_digest_ack(tx, &a);
+                }
                 Ok(())
             }
             Some(U::Other(_)) | None => {
@@ -1548,18 +1627,38 @@ impl Inner {
     }
 
     fn housekeeping_loop(&self) {
+        let mut next_idle_scan = 0u64;
         while !self.stop.load(Ordering::Relaxed) {
             let now = (self.io.clock)();
             let busy_digests = self.pump_digests(now);
-            let idle_tables = self.scan_idle(now);
+            // Idle timeouts are scanned at a quarter of the shortest timeout (5 ms to 1 s): the
+            // scan reads every entry of the tables that have them.
+            if now >= next_idle_scan {
+                let step = self
+                    .scan_idle(now)
+                    .map_or(1_000_000_000, |t| (t / 4).clamp(5_000_000, 1_000_000_000));
+                next_idle_scan = now + step;
+            }
             // Tick fast only while there is something to watch: an idle switch must stay idle.
-            let tick = if busy_digests || idle_tables {
+            let tick = if busy_digests {
                 Duration::from_millis(5)
             } else {
-                Duration::from_millis(100)
+                Duration::from_nanos(
+                    next_idle_scan
+                        .saturating_sub(now)
+                        .clamp(5_000_000, 100_000_000),
+                )
             };
             std::thread::sleep(tick);
         }
+    }
+
+    fn has_primary(&self) -> bool {
+        self.streams.lock().arbiter.primary().is_some()
+    }
+
+    fn wall_ns(&self, now: u64) -> i64 {
+        i64::try_from(now.saturating_add(self.epoch_offset_ns)).unwrap_or(i64::MAX)
     }
 
     /// Moves digests from the data plane into lists for the primary. Returns whether any digest
@@ -1583,7 +1682,9 @@ impl Inner {
             }
         }
         let mut lists = Vec::new();
-        for (&id, d) in digests.iter_mut() {
+        // Without a primary the digests wait (up to the pending limit) rather than go nowhere.
+        let primary = self.has_primary();
+        for (&id, d) in digests.iter_mut().filter(|_| primary) {
             if let Some((_, sent)) = d.outstanding {
                 let ack_timeout = u64::try_from(d.config.ack_timeout_ns).unwrap_or(0);
                 if now.saturating_sub(sent) < ack_timeout {
@@ -1612,7 +1713,7 @@ impl Inner {
                 digest_id: id,
                 list_id,
                 data: batch.into_iter().map(|v| digest_data(&v)).collect(),
-                timestamp: i64::try_from(now).unwrap_or(i64::MAX),
+                timestamp: self.wall_ns(now),
             });
         }
         let any = !digests.is_empty();
@@ -1628,9 +1729,10 @@ impl Inner {
         any
     }
 
-    /// Reports entries idle for longer than their timeout (once per idle period). Returns whether
-    /// any table with idle timeouts has entries.
-    fn scan_idle(&self, now: u64) -> bool {
+    /// Reports entries idle for longer than their timeout, once per idle period (an entry is
+    /// marked reported only when a primary took the notification). Returns the shortest idle
+    /// timeout among the entries, if any has one.
+    fn scan_idle(&self, now: u64) -> Option<u64> {
         let tables: Vec<u32> = self
             .schema
             .tables
@@ -1639,11 +1741,12 @@ impl Inner {
             .map(|t| t.id)
             .collect();
         if tables.is_empty() {
-            return false;
+            return None;
         }
         self.control.set_now(now);
-        let mut any = false;
+        let mut shortest: Option<u64> = None;
         let mut expired = Vec::new();
+        let mut keys = Vec::new();
         let mut reported = self.idle_reported.lock();
         let mut live = HashSet::new();
         for id in tables {
@@ -1654,7 +1757,7 @@ impl Inner {
                 if e.idle_timeout_ns == 0 {
                     continue;
                 }
-                any = true;
+                shortest = Some(shortest.map_or(e.idle_timeout_ns, |s| s.min(e.idle_timeout_ns)));
                 let key = (id, format!("{:?}/{}", e.matches, e.priority));
                 live.insert(key.clone());
                 let elapsed = e.elapsed_since_hit_ns.unwrap_or(0);
@@ -1667,31 +1770,35 @@ impl Inner {
                     None => {}
                 }
                 if elapsed >= e.idle_timeout_ns {
-                    reported.insert(key, elapsed);
+                    keys.push((key, elapsed));
                     expired.push(convert::table_entry_msg(&self.schema, &e, false));
                 }
             }
         }
         reported.retain(|k, _| live.contains(k));
-        drop(reported);
         if !expired.is_empty() {
+            let sets = self.one_shot_sets();
+            for e in &mut expired {
+                self.show_one_shot(&sets, e);
+            }
             let msg = p4::StreamMessageResponse {
                 update: Some(
                     p4::stream_message_response::Update::IdleTimeoutNotification(
                         p4::IdleTimeoutNotification {
                             table_entry: expired,
-                            timestamp: i64::try_from(now).unwrap_or(i64::MAX),
+                            timestamp: self.wall_ns(now),
                         },
                     ),
                 ),
             };
             if self.to_primary(msg) {
+                reported.extend(keys);
                 self.stats
                     .idle_notifications
                     .fetch_add(1, Ordering::Relaxed);
             }
         }
-        any
+        shortest
     }
 }
 
@@ -1706,9 +1813,9 @@ fn reserved(id: u32) -> Result<(), EntityError> {
     Ok(())
 }
 
-/// Deletes of group `group` of profile `profile` and then of its `members`.
-fn removal(profile: u32, group: u32, members: impl Iterator<Item = u32>) -> Vec<Update> {
-    let mut out = vec![Update {
+/// The delete of group `group` of profile `profile`.
+fn group_removal(profile: u32, group: u32) -> Update {
+    Update {
         kind: UpdateKind::Delete,
         entity: Entity::Group {
             profile_id: profile,
@@ -1716,16 +1823,7 @@ fn removal(profile: u32, group: u32, members: impl Iterator<Item = u32>) -> Vec<
             members: Vec::new(),
             max_size: 0,
         },
-    }];
-    out.extend(members.map(|m| Update {
-        kind: UpdateKind::Delete,
-        entity: Entity::Member {
-            profile_id: profile,
-            member_id: m,
-            action: None,
-        },
-    }));
-    out
+    }
 }
 
 /// A digest message as P4Data: a struct of bitstrings.

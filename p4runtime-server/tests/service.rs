@@ -436,11 +436,36 @@ async fn pipeline_config() {
         .await
         .unwrap_err();
     assert_eq!(rpc_code(err), Code::InvalidArgument);
+    // COMMIT takes no config; without one it needs a VERIFY_AND_SAVE first, and keeps the
+    // writes made since.
     let err = c
-        .set_pipeline(A::Commit, p4info, vec![], None)
+        .set_pipeline(A::Commit, p4info.clone(), vec![], None)
         .await
         .unwrap_err();
-    assert_eq!(rpc_code(err), Code::FailedPrecondition);
+    assert_eq!(rpc_code(err), Code::InvalidArgument);
+    let mut raw = p4::p4_runtime_client::P4RuntimeClient::connect(format!("http://{}", f.addr()))
+        .await
+        .unwrap();
+    let commit = p4::SetForwardingPipelineConfigRequest {
+        device_id: 1,
+        election_id: Some(p4::Uint128 { high: 0, low: 1 }),
+        action: A::Commit as i32,
+        ..Default::default()
+    };
+    let err = raw
+        .set_forwarding_pipeline_config(commit.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    c.set_pipeline(A::VerifyAndSave, p4info, vec![], Some(4))
+        .await
+        .unwrap();
+    c.run_commands(&["table_add l2_exact l2_forward 02:00:00:00:00:03 => 1"])
+        .await
+        .unwrap();
+    raw.set_forwarding_pipeline_config(commit).await.unwrap();
+    assert_eq!(f.control.read_entries(None, false, false).unwrap().len(), 1);
+    assert_eq!(c.get_pipeline().await.unwrap().1, Some(4));
 }
 
 /// Items 16-23: defaults, const default, indexed and direct resources, registers, PRE entries
@@ -998,6 +1023,18 @@ async fn one_shot_action_sets() {
     )
     .await
     .unwrap();
+    assert!(f.control.read_groups(None).unwrap().is_empty());
+    assert!(f.control.read_members(None).unwrap().is_empty());
+    // In one batch: insert with a set, then modify to another: only the second group remains.
+    let mut batch = write(p4::update::Type::Insert, with_set(&[2, 3]));
+    batch.extend(write(p4::update::Type::Modify, with_set(&[4])));
+    c.write(batch, Atomicity::ContinueOnError).await.unwrap();
+    assert_eq!(f.control.read_groups(None).unwrap().len(), 1);
+    assert_eq!(f.control.read_members(None).unwrap().len(), 1);
+    let mut batch = write(p4::update::Type::Delete, with_set(&[4]));
+    batch.extend(write(p4::update::Type::Insert, with_set(&[2])));
+    batch.extend(write(p4::update::Type::Delete, with_set(&[2])));
+    c.write(batch, Atomicity::ContinueOnError).await.unwrap();
     assert!(f.control.read_groups(None).unwrap().is_empty());
     assert!(f.control.read_members(None).unwrap().is_empty());
     // Reserved ids are refused.

@@ -12,7 +12,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use bench::harness::{Forwarder, ROUTER, measure, median, start, stop, topo};
+use bench::harness::{Forwarder, ROUTER, measure, median, start, start_switch, stop, topo};
 use clap::Parser;
 use netns_tests::{Netns, veth};
 
@@ -27,6 +27,9 @@ struct Args {
     /// Also write the report to this file.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Only the idle-latency part.
+    #[arg(long)]
+    latency_only: bool,
 }
 
 /// Ping RTTs (ms): p50 and p99 of `n` pings.
@@ -70,75 +73,78 @@ fn ping_percentiles(from: &Netns, to: &str, n: usize) -> (f64, f64) {
 fn main() {
     let args = Args::parse();
     let t = topo();
-    let mut report = String::from("| path | 64 B | 1500 B |\n|---|---|---|\n");
-    let cases: [(&str, Forwarder); 4] = [
-        ("(a) bare AF_XDP forwarder", Forwarder::Bare),
-        ("(b) kernel XDP_REDIRECT", Forwarder::Kernel),
-        ("(c) pisa-switch basic, 1 worker", Forwarder::Switch(1)),
-        ("(c) pisa-switch basic, 2 workers", Forwarder::Switch(2)),
-    ];
-    let mut results = Vec::new();
-    for (name, f) in &cases {
-        let mut row = Vec::new();
-        for size in [64usize, 1500] {
-            let p = start(&t, f);
-            std::thread::sleep(Duration::from_millis(200));
-            let rates: Vec<f64> = (0..args.runs)
-                .map(|_| measure(&t, size, 0, args.seconds))
-                .collect();
-            stop(&t, f, p);
-            let m = median(rates.clone());
-            eprintln!("{name} {size} B: runs {rates:.0?} -> median {m:.0} frames/s");
-            row.push(m);
+    let mut report = String::new();
+    if !args.latency_only {
+        report += "| path | 64 B | 1500 B |\n|---|---|---|\n";
+        let cases: [(&str, Forwarder); 4] = [
+            ("(a) bare AF_XDP forwarder", Forwarder::Bare),
+            ("(b) kernel XDP_REDIRECT", Forwarder::Kernel),
+            ("(c) pisa-switch basic, 1 worker", Forwarder::Switch(1)),
+            ("(c) pisa-switch basic, 2 workers", Forwarder::Switch(2)),
+        ];
+        let mut results = Vec::new();
+        for (name, f) in &cases {
+            let mut row = Vec::new();
+            for size in [64usize, 1500] {
+                let p = start(&t, f);
+                std::thread::sleep(Duration::from_millis(200));
+                let rates: Vec<f64> = (0..args.runs)
+                    .map(|_| measure(&t, size, 0, args.seconds))
+                    .collect();
+                stop(&t, f, p);
+                let m = median(rates.clone());
+                eprintln!("{name} {size} B: runs {rates:.0?} -> median {m:.0} frames/s");
+                row.push(m);
+            }
+            report += &format!(
+                "| {name} | {:.3} Mpps | {:.3} Mpps |\n",
+                row[0] / 1e6,
+                row[1] / 1e6
+            );
+            results.push(row);
         }
+        let ratio = |c: usize, base: usize, s: usize| results[c][s] / results[base][s].max(1.0);
         report += &format!(
-            "| {name} | {:.3} Mpps | {:.3} Mpps |\n",
-            row[0] / 1e6,
-            row[1] / 1e6
+            "\nRatios at 64 B: (c,1w)/(a) = {:.2}, (c,2w)/(a) = {:.2}, (c,1w)/(b) = {:.2}, (c,2w)/(b) = {:.2}\n",
+            ratio(2, 0, 0),
+            ratio(3, 0, 0),
+            ratio(2, 1, 0),
+            ratio(3, 1, 0)
         );
-        results.push(row);
-    }
-    let ratio = |c: usize, base: usize, s: usize| results[c][s] / results[base][s].max(1.0);
-    report += &format!(
-        "\nRatios at 64 B: (c,1w)/(a) = {:.2}, (c,2w)/(a) = {:.2}, (c,1w)/(b) = {:.2}, (c,2w)/(b) = {:.2}\n",
-        ratio(2, 0, 0),
-        ratio(3, 0, 0),
-        ratio(2, 1, 0),
-        ratio(3, 1, 0)
-    );
-    report += &format!(
-        "Ratios at 1500 B: (c,1w)/(a) = {:.2}, (c,2w)/(a) = {:.2}, (c,1w)/(b) = {:.2}, (c,2w)/(b) = {:.2}\n",
-        ratio(2, 0, 1),
-        ratio(3, 0, 1),
-        ratio(2, 1, 1),
-        ratio(3, 1, 1)
-    );
+        report += &format!(
+            "Ratios at 1500 B: (c,1w)/(a) = {:.2}, (c,2w)/(a) = {:.2}, (c,1w)/(b) = {:.2}, (c,2w)/(b) = {:.2}\n",
+            ratio(2, 0, 1),
+            ratio(3, 0, 1),
+            ratio(2, 1, 1),
+            ratio(3, 1, 1)
+        );
 
-    // Flood: offered rate ramp through the 1-worker switch at 64 B; peak vs the unlimited flood.
-    let f = Forwarder::Switch(1);
-    let p = start(&t, &f);
-    let mut ramp = Vec::new();
-    for pps in [100_000u64, 200_000, 400_000, 600_000, 800_000] {
-        let r = measure(&t, 64, pps, args.seconds);
-        eprintln!("offered {pps} pps -> delivered {r:.0}");
-        ramp.push((pps, r));
+        // Flood: offered rate ramp through the 1-worker switch at 64 B; peak vs the unlimited flood.
+        let f = Forwarder::Switch(1);
+        let p = start(&t, &f);
+        let mut ramp = Vec::new();
+        for pps in [100_000u64, 200_000, 400_000, 600_000, 800_000] {
+            let r = measure(&t, 64, pps, args.seconds);
+            eprintln!("offered {pps} pps -> delivered {r:.0}");
+            ramp.push((pps, r));
+        }
+        let flood: Vec<f64> = (0..args.runs)
+            .map(|_| measure(&t, 64, 0, args.seconds))
+            .collect();
+        let flood = median(flood);
+        stop(&t, &f, p);
+        let peak = ramp.iter().map(|r| r.1).fold(flood, f64::max);
+        report += &format!(
+            "\nFlood (1 worker, 64 B): peak delivered {:.3} Mpps over the ramp {}, delivered under an unlimited flood {:.3} Mpps: {:.0}% of the peak\n",
+            peak / 1e6,
+            ramp.iter()
+                .map(|(o, d)| format!("{}k->{:.0}k", o / 1000, d / 1000.0))
+                .collect::<Vec<_>>()
+                .join(", "),
+            flood / 1e6,
+            100.0 * flood / peak.max(1.0)
+        );
     }
-    let flood: Vec<f64> = (0..args.runs)
-        .map(|_| measure(&t, 64, 0, args.seconds))
-        .collect();
-    let flood = median(flood);
-    stop(&t, &f, p);
-    let peak = ramp.iter().map(|r| r.1).fold(flood, f64::max);
-    report += &format!(
-        "\nFlood (1 worker, 64 B): peak delivered {:.3} Mpps over the ramp {}, delivered under an unlimited flood {:.3} Mpps: {:.0}% of the peak\n",
-        peak / 1e6,
-        ramp.iter()
-            .map(|(o, d)| format!("{}k->{:.0}k", o / 1000, d / 1000.0))
-            .collect::<Vec<_>>()
-            .join(", "),
-        flood / 1e6,
-        100.0 * flood / peak.max(1.0)
-    );
 
     // Idle latency: ping through the switch (routed) against a direct veth pair.
     let d1 = Netns::new("d1").unwrap();
@@ -148,7 +154,6 @@ fn main() {
         .unwrap();
     d2.exec("ip", &["addr", "add", "192.0.2.2/24", "dev", &y])
         .unwrap();
-    let (dp50, dp99) = ping_percentiles(&d1, "192.0.2.2", 200);
     // The sink's drop program would eat the pings.
     let _ =
         t.h2.exec("ip", &["link", "set", "dev", &t.sink_if, "xdp", "off"]);
@@ -191,25 +196,47 @@ fn main() {
         ],
     )
     .unwrap();
-    let p = start(&t, &Forwarder::Switch(1));
-    let (sp50, sp99) = ping_percentiles(&t.h1, "10.0.2.1", 200);
-    stop(&t, &Forwarder::Switch(1), p);
-    let p = start(&t, &Forwarder::SwitchBusy);
-    let (bp50, bp99) = ping_percentiles(&t.h1, "10.0.2.1", 200);
-    stop(&t, &Forwarder::SwitchBusy, p);
+    // Side by side, `runs` times: direct veth; the switch with its default poll window (it
+    // sleeps when idle, polls 200 us after traffic); sleeping at once (window 0); busy-polling.
+    let switches: [(&str, &[&str]); 3] = [
+        (
+            "pisa-switch, default (sleeps when idle, 200 us poll window)",
+            &[],
+        ),
+        (
+            "pisa-switch, --poll-window-us 0 (sleeps at once)",
+            &["--poll-window-us", "0"],
+        ),
+        ("pisa-switch, --busy-poll", &["--busy-poll"]),
+    ];
+    let mut direct = Vec::new();
+    let mut through: Vec<Vec<(f64, f64)>> = vec![Vec::new(); switches.len()];
+    for _ in 0..args.runs {
+        direct.push(ping_percentiles(&d1, "192.0.2.2", 200));
+        for (i, (_, extra)) in switches.iter().enumerate() {
+            let p = start_switch(&t, 1, "1", extra);
+            through[i].push(ping_percentiles(&t.h1, "10.0.2.1", 200));
+            stop(&t, &Forwarder::Switch(1), Some(p));
+        }
+    }
+    let p50 = |v: &[(f64, f64)]| median(v.iter().map(|x| x.0).collect());
+    let p99 = |v: &[(f64, f64)]| median(v.iter().map(|x| x.1).collect());
+    let dp50 = p50(&direct);
     report += &format!(
-        "\nIdle ping RTT (200 pings, two switch traversals per ping): direct veth p50 {:.0} us, p99 {:.0} us; \
-         through pisa-switch (sleeping when idle) p50 {:.0} us, p99 {:.0} us: p50 ratio {:.2}; \
-         with --busy-poll p50 {:.0} us, p99 {:.0} us: p50 ratio {:.2}\n",
+        "\nIdle ping RTT (200 pings at 100/s, two switch traversals per ping; medians of {} runs): \
+         direct veth p50 {:.0} us, p99 {:.0} us\n",
+        args.runs,
         dp50 * 1000.0,
-        dp99 * 1000.0,
-        sp50 * 1000.0,
-        sp99 * 1000.0,
-        sp50 / dp50.max(1e-9),
-        bp50 * 1000.0,
-        bp99 * 1000.0,
-        bp50 / dp50.max(1e-9)
+        p99(&direct) * 1000.0
     );
+    for ((name, _), v) in switches.iter().zip(&through) {
+        report += &format!(
+            "- {name}: p50 {:.0} us, p99 {:.0} us: p50 ratio {:.2}\n",
+            p50(v) * 1000.0,
+            p99(v) * 1000.0,
+            p50(v) / dp50.max(1e-9)
+        );
+    }
     println!("{report}");
     if let Some(out) = &args.out {
         std::fs::write(out, &report).expect("write report");

@@ -12,6 +12,8 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
@@ -312,8 +314,11 @@ fn mbits(line: &str) -> Option<f64> {
     w.get(i.checked_sub(1)?)?.parse().ok()
 }
 
-fn demo(a: &DemoArgs) -> Result<(), String> {
+fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> Result<(), String> {
     let (leaves, spines, hosts_per_leaf) = (a.leaves, a.spines, a.hosts_per_leaf);
+    if leaves < 2 || spines < 1 || hosts_per_leaf < 1 {
+        return Err("the demo needs at least 2 leaves, 1 spine and 1 host per leaf".into());
+    }
     let (host_rate, seconds, out) = (a.host_rate.as_str(), a.seconds, &a.out);
     let t0 = Instant::now();
     let step = |msg: &str| println!("[{:6.1} s] {msg}", t0.elapsed().as_secs_f64());
@@ -327,13 +332,14 @@ fn demo(a: &DemoArgs) -> Result<(), String> {
         name: "demo".into(),
         io: "af-xdp".into(),
         dir: out.join("run"),
+        cancel,
     };
     step(&format!(
         "bringing up a {leaves}x{spines} leaf-spine, {hosts_per_leaf} hosts per leaf, host links \
          {host_rate}b/s, uplinks {:.0} Mb/s (2:1)",
         host.rate_bps as f64 * hosts_per_leaf as f64 / (spines as f64 * 2.0) / 1e6
     ));
-    let mut f = Fabric::up(&t, &opts, |m| step(m))?;
+    let mut f = bring_up(&t, &opts, |m| step(m))?;
     step("programming the switches over P4Runtime (from the management namespace)");
     print!("{}", f.program()?);
     step("all pairs, IPv4 and IPv6");
@@ -486,7 +492,9 @@ fn demo(a: &DemoArgs) -> Result<(), String> {
 fn main() {
     let args = Args::parse();
     let result = match &args.cmd {
-        Cmd::Gen { kind } => generate(kind).map(|(t, c)| print!("{}", t.to_text(&c))),
+        Cmd::Gen { kind } => generate(kind)
+            .and_then(|(t, c)| t.check().map(|()| (t, c)))
+            .map(|(t, c)| print!("{}", t.to_text(&c))),
         Cmd::Program { topology } => {
             read_topology(topology).and_then(|t| runtime().block_on(program(&t)))
         }
@@ -498,14 +506,15 @@ fn main() {
             println!("removed {n} namespaces");
             Ok(())
         }
-        Cmd::Up { topology, name, io } => with_cleanup(name, || {
+        Cmd::Up { topology, name, io } => with_cleanup(name, |cancel| {
             let t = read_topology(topology)?;
             let opts = Options {
                 name: name.clone(),
                 io: io.clone(),
                 dir: std::env::temp_dir().join(format!("pisa-fabric-{name}")),
+                cancel,
             };
-            let f = Fabric::up(&t, &opts, |m| println!("{m}"))?;
+            let f = bring_up(&t, &opts, |m| println!("{m}"))?;
             print!("{}", f.program()?);
             println!(
                 "fabric {name} is up: hosts are namespaces pf{name}-<host>; logs in {}; \
@@ -515,7 +524,7 @@ fn main() {
             f.keep();
             Ok(())
         }),
-        Cmd::Demo(a) => with_cleanup("demo", || demo(a)),
+        Cmd::Demo(a) => with_cleanup("demo", |cancel| demo(a, cancel)),
     };
     if let Err(e) = result {
         eprintln!("pisa-fabric: {e}");
@@ -523,17 +532,39 @@ fn main() {
     }
 }
 
-/// Runs `f`; on SIGINT/SIGTERM meanwhile, or when `f` fails, removes fabric `name`.
-fn with_cleanup(name: &str, f: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+/// Held while a fabric is being brought up: a teardown waits for the bring-up to stop, so that
+/// no switch starts after the teardown has looked for processes.
+static BRINGUP: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Brings `t` up under [`BRINGUP`], cancellable through `opts.cancel`.
+fn bring_up(t: &Topology, opts: &Options, progress: impl FnMut(&str)) -> Result<Fabric, String> {
+    let _g = BRINGUP
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    Fabric::up(t, opts, progress)
+}
+
+/// Runs `f` with a cancel flag; on SIGINT/SIGTERM meanwhile, or when `f` fails, removes fabric
+/// `name`.
+fn with_cleanup(
+    name: &str,
+    f: impl FnOnce(Arc<AtomicBool>) -> Result<(), String>,
+) -> Result<(), String> {
     dataplane::signals::block_termination();
     let n = name.to_string();
+    let cancel = Arc::new(AtomicBool::new(false));
+    let c = cancel.clone();
     std::thread::spawn(move || {
         let sig = dataplane::signals::wait_for_termination();
         eprintln!("pisa-fabric: signal {sig}: tearing fabric {n} down");
+        c.store(true, Ordering::Relaxed);
+        let _g = BRINGUP
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         fabric::teardown(&n);
         std::process::exit(130);
     });
-    let r = f();
+    let r = f(cancel);
     if r.is_err() {
         fabric::teardown(name);
     }

@@ -14,6 +14,8 @@ pub mod topo;
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::{Netns, Process, run, workspace_bin};
@@ -48,6 +50,8 @@ pub struct Options {
     pub io: String,
     /// Where logs, entries files and the topology copy go.
     pub dir: PathBuf,
+    /// Set (e.g. by a signal handler) to stop a bring-up between steps.
+    pub cancel: Arc<AtomicBool>,
 }
 
 /// A fabric that is up. Dropping it tears it down; [`Fabric::keep`] leaves it running.
@@ -81,6 +85,9 @@ fn ip_batch(ns: Option<&str>, lines: &[String], dir: &Path) -> Result<(), String
 /// Removes every namespace of fabric `name` and the processes in them. Returns how many
 /// namespaces it removed.
 pub fn teardown(name: &str) -> usize {
+    if name.is_empty() {
+        return 0; // no fabric has an empty name; "pf-" would match other things
+    }
     let prefix = format!("pf{name}-");
     let list = run("ip", &["netns", "list"])
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
@@ -144,6 +151,13 @@ impl Fabric {
             return Err("a fabric name is 1-6 letters and digits".into());
         }
         std::fs::create_dir_all(&opts.dir).map_err(|e| format!("{}: {e}", opts.dir.display()))?;
+        let cancelled = || {
+            if opts.cancel.load(Ordering::Relaxed) {
+                Err("bring-up cancelled".to_string())
+            } else {
+                Ok(())
+            }
+        };
         let removed = teardown(&opts.name);
         if removed > 0 {
             progress(&format!(
@@ -162,6 +176,7 @@ impl Fabric {
             .map(|s| &s.name)
             .chain(topo.hosts.iter().map(|h| &h.name));
         for n in nodes {
+            cancelled()?;
             let ns = Netns::named(&ns_name(&opts.name, n)).map_err(|e| e.to_string())?;
             fabric.namespaces.insert(n.clone(), ns);
         }
@@ -220,6 +235,7 @@ impl Fabric {
         // Hosts: /32 and /128 addresses, default routes via their switch (link-local
         // gateways with static neighbour entries: the switches do not answer ARP or NDP).
         for (i, h) in topo.hosts.iter().enumerate() {
+            cancelled()?;
             let (sw, _) = topo
                 .host_attachment(&h.name)
                 .ok_or_else(|| format!("host {} has no link", h.name))?;
@@ -256,6 +272,7 @@ impl Fabric {
         let plans = plan::plan(topo);
         let bin = workspace_bin("pisa-switch");
         for (i, s) in topo.switches.iter().enumerate() {
+            cancelled()?;
             let ns = &fabric.namespaces[&s.name];
             let ports: Vec<u16> = topo.ports()[s.name.as_str()].keys().copied().collect();
             let mut up = vec!["link set mgmt up".to_string()];
@@ -271,6 +288,8 @@ impl Fabric {
             let grpc = format!("{addr}:{GRPC_PORT}");
             let log = opts.dir.join(format!("{}.log", s.name));
             let sock = opts.dir.join(format!("{}.sock", s.name));
+            // A socket left by an earlier run would pass for this switch being ready.
+            let _ = std::fs::remove_file(&sock);
             let iface: Vec<String> = ports.iter().map(|p| format!("{p}@p{p}")).collect();
             let mut args: Vec<&str> = vec![
                 "--program",
@@ -300,6 +319,7 @@ impl Fabric {
         for s in &topo.switches {
             let sock = opts.dir.join(format!("{}.sock", s.name));
             while !sock.exists() {
+                cancelled()?;
                 let proc = fabric.switches.get_mut(&s.name).expect("spawned");
                 if !proc.running() || Instant::now() > deadline {
                     let log = std::fs::read_to_string(opts.dir.join(format!("{}.log", s.name)))

@@ -274,9 +274,15 @@ impl Topology {
                 return Err(format!("link {} {}: rate and buffer must be > 0", l.a, l.b));
             }
         }
+        let mut addrs = HashSet::new();
         for h in &self.hosts {
             if host_links.get(h.name.as_str()) != Some(&1) {
                 return Err(format!("host {} needs exactly one link", h.name));
+            }
+            for a in [h.ipv4.to_string(), h.ipv6.to_string()] {
+                if !addrs.insert(a.clone()) {
+                    return Err(format!("address {a} of host {} is used twice", h.name));
+                }
             }
         }
         Ok(())
@@ -347,6 +353,8 @@ pub struct GenProps {
     pub fabric: LinkProps,
 }
 
+/// Generated addresses: 10.0.G.N and fd00::G:N, for G <= 255 groups of N <= 254 hosts (the
+/// generators check their sizes against that).
 fn host_addr(group: usize, n: usize) -> (Ipv4Addr, Ipv6Addr) {
     let (g, n) = (group as u8, (n + 1) as u8);
     (

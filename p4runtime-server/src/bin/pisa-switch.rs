@@ -69,6 +69,9 @@ struct Args {
     /// Spin instead of sleeping when idle (benchmarks).
     #[arg(long)]
     busy_poll: bool,
+    /// After traffic, keep polling this many microseconds before sleeping (0: sleep at once).
+    #[arg(long, default_value_t = 200)]
+    poll_window_us: u64,
     /// Pin the workers: `--pin` puts worker i on CPU i; `--pin 1,3` puts them on CPUs 1 and 3
     /// in turn (the P4Runtime and admin threads stay unpinned).
     #[arg(long, num_args = 0.., value_delimiter = ',')]
@@ -211,6 +214,7 @@ fn run(args: Args) -> Result<(), String> {
     let cfg = SwitchConfig {
         workers,
         busy_poll: args.busy_poll,
+        poll_window_ns: args.poll_window_us * 1000,
         pin: match &args.pin {
             Some(cpus) if cpus.is_empty() => (0..workers).collect(),
             Some(cpus) => cpus.clone(),
