@@ -46,22 +46,11 @@ pub fn topo() -> Topo {
     std::fs::create_dir_all(&dir).unwrap();
     // The sink: a native XDP drop program counted by the kernel.
     let obj = dir.join("xdp_drop.o");
-    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/bpf/xdp_drop.c");
-    run(
-        "clang",
-        &[
-            "-O2",
-            "-g0",
-            "-target",
-            "bpf",
-            "-I/usr/include/x86_64-linux-gnu",
-            "-c",
-            src,
-            "-o",
-            obj.to_str().unwrap(),
-        ],
-    )
-    .expect("clang");
+    compile_bpf(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/bpf/xdp_drop.c"),
+        &obj,
+        &[],
+    );
     h2.exec(
         "ip",
         &[
@@ -87,6 +76,15 @@ pub fn topo() -> Topo {
         sink_if,
         dir,
     }
+}
+
+/// Compiles the XDP program `src` to `obj` with clang (extra `-D` flags in `defines`).
+fn compile_bpf(src: &str, obj: &Path, defines: &[&str]) {
+    let mut args = vec!["-O2", "-g0", "-target", "bpf"];
+    args.extend_from_slice(defines);
+    args.extend(["-I/usr/include/x86_64-linux-gnu", "-c", src, "-o"]);
+    args.push(obj.to_str().expect("utf-8 path"));
+    run("clang", &args).expect("clang");
 }
 
 /// A workspace binary's path.
@@ -219,23 +217,11 @@ pub fn start(t: &Topo, f: &Forwarder) -> Option<Process> {
                     .unwrap();
             let ifindex = String::from_utf8_lossy(&out.stdout).trim().to_string();
             let obj = t.dir.join("xdp_redirect.o");
-            let src = concat!(env!("CARGO_MANIFEST_DIR"), "/bpf/xdp_redirect.c");
-            run(
-                "clang",
-                &[
-                    "-O2",
-                    "-g0",
-                    "-target",
-                    "bpf",
-                    &format!("-DTARGET_IFINDEX={ifindex}"),
-                    "-I/usr/include/x86_64-linux-gnu",
-                    "-c",
-                    src,
-                    "-o",
-                    obj.to_str().unwrap(),
-                ],
-            )
-            .expect("clang");
+            compile_bpf(
+                concat!(env!("CARGO_MANIFEST_DIR"), "/bpf/xdp_redirect.c"),
+                &obj,
+                &[&format!("-DTARGET_IFINDEX={ifindex}")],
+            );
             let native = t.sw.exec(
                 "ip",
                 &[

@@ -77,8 +77,9 @@ pub struct SwitchConfig {
     pub workers: usize,
     /// Spin instead of sleeping when idle (benchmarks).
     pub busy_poll: bool,
-    /// After traffic, keep polling this long before sleeping (ns): a reply that follows a
-    /// request finds the worker awake instead of paying a wake-up. Idle switches still sleep.
+    /// After traffic, keep polling this long before sleeping (ns; 0 = sleep at once). With a
+    /// window longer than the gaps between packets the worker never sleeps while traffic flows
+    /// (busy-poll latency, a core's worth of CPU) and still sleeps when the switch is idle.
     pub poll_window_ns: u64,
     /// Pin worker i to CPU `pin[i % pin.len()]` (empty: no pinning).
     pub pin: Vec<usize>,
@@ -101,7 +102,7 @@ impl Default for SwitchConfig {
         SwitchConfig {
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             busy_poll: false,
-            poll_window_ns: 200_000,
+            poll_window_ns: 0,
             pin: Vec::new(),
             pcap_dir: None,
             trace: false,

@@ -546,6 +546,28 @@ pub fn unpack_header(fields: &[(u32, &'static str, u8)], bytes: &[u8]) -> Option
     )
 }
 
+/// An action selector group for the wire.
+pub fn group_msg(
+    profile_id: u32,
+    group_id: u32,
+    members: &[(u32, u32)],
+    max_size: u32,
+) -> p4::ActionProfileGroup {
+    p4::ActionProfileGroup {
+        action_profile_id: profile_id,
+        group_id,
+        members: members
+            .iter()
+            .map(|&(member_id, w)| p4::action_profile_group::Member {
+                member_id,
+                weight: i32::try_from(w).unwrap_or(i32::MAX),
+                watch_kind: None,
+            })
+            .collect(),
+        max_size: i32::try_from(max_size).unwrap_or(i32::MAX),
+    }
+}
+
 /// The P4Runtime form of a control-API entity (what a client sends).
 pub fn entity_msg(schema: &Schema, e: &Entity) -> p4::entity::Entity {
     use p4::entity::Entity as E;
@@ -571,19 +593,7 @@ pub fn entity_msg(schema: &Schema, e: &Entity) -> p4::entity::Entity {
             group_id,
             members,
             max_size,
-        } => E::ActionProfileGroup(p4::ActionProfileGroup {
-            action_profile_id: *profile_id,
-            group_id: *group_id,
-            members: members
-                .iter()
-                .map(|&(member_id, w)| p4::action_profile_group::Member {
-                    member_id,
-                    weight: i32::try_from(w).unwrap_or(i32::MAX),
-                    watch_kind: None,
-                })
-                .collect(),
-            max_size: i32::try_from(*max_size).unwrap_or(i32::MAX),
-        }),
+        } => E::ActionProfileGroup(group_msg(*profile_id, *group_id, members, *max_size)),
         Entity::Counter {
             counter_id,
             index: i,

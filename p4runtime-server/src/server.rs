@@ -206,9 +206,14 @@ pub fn fingerprint(p: &p4i::P4Info) -> Vec<String> {
     fn pre(p: Option<&p4i::Preamble>) -> String {
         p.map_or_else(String::new, |p| format!("{:#x} {}", p.id, p.name))
     }
+    fn fields<'a>(it: impl Iterator<Item = (u32, &'a str, i32)>) -> String {
+        it.map(|(id, name, w)| format!("{id}:{name}:{w}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
     let mut out = Vec::new();
     for t in &p.tables {
-        let fields: Vec<String> = t
+        let match_fields: Vec<String> = t
             .match_fields
             .iter()
             .map(|f| format!("{}:{}:{}:{:?}", f.id, f.name, f.bitwidth, f.r#match))
@@ -220,22 +225,14 @@ pub fn fingerprint(p: &p4i::P4Info) -> Vec<String> {
         out.push(format!(
             "table {} [{}] {refs:?} impl={:#x} direct={direct:?} const={}",
             pre(t.preamble.as_ref()),
-            fields.join(","),
+            match_fields.join(","),
             t.implementation_id,
             t.is_const_table
         ));
     }
     for a in &p.actions {
-        let params: Vec<String> = a
-            .params
-            .iter()
-            .map(|q| format!("{}:{}:{}", q.id, q.name, q.bitwidth))
-            .collect();
-        out.push(format!(
-            "action {} [{}]",
-            pre(a.preamble.as_ref()),
-            params.join(",")
-        ));
+        let params = fields(a.params.iter().map(|q| (q.id, q.name.as_str(), q.bitwidth)));
+        out.push(format!("action {} [{params}]", pre(a.preamble.as_ref())));
     }
     for a in &p.action_profiles {
         let mut tables = a.table_ids.clone();
@@ -246,43 +243,50 @@ pub fn fingerprint(p: &p4i::P4Info) -> Vec<String> {
             a.with_selector
         ));
     }
-    let named = |kind: &str, p: Option<&p4i::Preamble>| format!("{kind} {}", pre(p));
-    out.extend(
-        p.counters
-            .iter()
-            .map(|c| named("counter", c.preamble.as_ref())),
-    );
-    out.extend(
-        p.direct_counters
-            .iter()
-            .map(|c| named("direct_counter", c.preamble.as_ref())),
-    );
-    out.extend(p.meters.iter().map(|c| named("meter", c.preamble.as_ref())));
-    out.extend(
-        p.direct_meters
-            .iter()
-            .map(|c| named("direct_meter", c.preamble.as_ref())),
-    );
-    out.extend(
-        p.registers
-            .iter()
-            .map(|c| named("register", c.preamble.as_ref())),
-    );
-    out.extend(
-        p.digests
-            .iter()
-            .map(|c| named("digest", c.preamble.as_ref())),
-    );
+    let named: [(&str, Vec<Option<&p4i::Preamble>>); 6] = [
+        (
+            "counter",
+            p.counters.iter().map(|c| c.preamble.as_ref()).collect(),
+        ),
+        (
+            "direct_counter",
+            p.direct_counters
+                .iter()
+                .map(|c| c.preamble.as_ref())
+                .collect(),
+        ),
+        (
+            "meter",
+            p.meters.iter().map(|c| c.preamble.as_ref()).collect(),
+        ),
+        (
+            "direct_meter",
+            p.direct_meters
+                .iter()
+                .map(|c| c.preamble.as_ref())
+                .collect(),
+        ),
+        (
+            "register",
+            p.registers.iter().map(|c| c.preamble.as_ref()).collect(),
+        ),
+        (
+            "digest",
+            p.digests.iter().map(|c| c.preamble.as_ref()).collect(),
+        ),
+    ];
+    for (kind, preambles) in named {
+        out.extend(preambles.into_iter().map(|p| format!("{kind} {}", pre(p))));
+    }
     for c in &p.controller_packet_metadata {
-        let fields: Vec<String> = c
-            .metadata
-            .iter()
-            .map(|m| format!("{}:{}:{}", m.id, m.name, m.bitwidth))
-            .collect();
+        let md = fields(
+            c.metadata
+                .iter()
+                .map(|m| (m.id, m.name.as_str(), m.bitwidth)),
+        );
         out.push(format!(
-            "controller_header {} [{}]",
-            pre(c.preamble.as_ref()),
-            fields.join(",")
+            "controller_header {} [{md}]",
+            pre(c.preamble.as_ref())
         ));
     }
     out.sort();
@@ -1057,20 +1061,8 @@ impl Inner {
                     let profile = schema
                         .profile_by_id(pid)
                         .map(|p| &schema.action_profiles[p]);
-                    let msg = p4::ActionProfileGroup {
-                        action_profile_id: pid,
-                        group_id: gid,
-                        members: members
-                            .iter()
-                            .map(|&(member_id, w)| p4::action_profile_group::Member {
-                                member_id,
-                                weight: i32::try_from(w).unwrap_or(i32::MAX),
-                                watch_kind: None,
-                            })
-                            .collect(),
-                        max_size: profile
-                            .map_or(0, |p| i32::try_from(p.max_group_size).unwrap_or(i32::MAX)),
-                    };
+                    let max = profile.map_or(0, |p| p.max_group_size as u32);
+                    let msg = convert::group_msg(pid, gid, &members, max);
                     push(out, E::ActionProfileGroup(msg));
                 }
             }

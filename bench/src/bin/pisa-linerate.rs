@@ -196,25 +196,33 @@ fn main() {
         ],
     )
     .unwrap();
-    // Side by side, `runs` times: direct veth; the switch with its default poll window (it
-    // sleeps when idle, polls 200 us after traffic); sleeping at once (window 0); busy-polling.
-    let switches: [(&str, &[&str]); 3] = [
+    // Side by side, `runs` times: direct veth; the switch sleeping when idle (the default), on
+    // CPU 1 as in the throughput runs and unpinned; polling for 20 ms after traffic (longer than
+    // the 10 ms between pings); busy-polling.
+    let switches: [(&str, &str, &[&str]); 4] = [
         (
-            "pisa-switch, default (sleeps when idle, 200 us poll window)",
+            "pisa-switch, default (sleeps when idle), on CPU 1",
+            "1",
             &[],
         ),
         (
-            "pisa-switch, --poll-window-us 0 (sleeps at once)",
-            &["--poll-window-us", "0"],
+            "pisa-switch, default (sleeps when idle), unpinned",
+            "0,1",
+            &[],
         ),
-        ("pisa-switch, --busy-poll", &["--busy-poll"]),
+        (
+            "pisa-switch, --poll-window-us 20000 (polls 20 ms after traffic, then sleeps), on CPU 1",
+            "1",
+            &["--poll-window-us", "20000"],
+        ),
+        ("pisa-switch, --busy-poll, on CPU 1", "1", &["--busy-poll"]),
     ];
     let mut direct = Vec::new();
     let mut through: Vec<Vec<(f64, f64)>> = vec![Vec::new(); switches.len()];
     for _ in 0..args.runs {
         direct.push(ping_percentiles(&d1, "192.0.2.2", 200));
-        for (i, (_, extra)) in switches.iter().enumerate() {
-            let p = start_switch(&t, 1, "1", extra);
+        for (i, (_, cpus, extra)) in switches.iter().enumerate() {
+            let p = start_switch(&t, 1, cpus, extra);
             through[i].push(ping_percentiles(&t.h1, "10.0.2.1", 200));
             stop(&t, &Forwarder::Switch(1), Some(p));
         }
@@ -229,7 +237,7 @@ fn main() {
         dp50 * 1000.0,
         p99(&direct) * 1000.0
     );
-    for ((name, _), v) in switches.iter().zip(&through) {
+    for ((name, _, _), v) in switches.iter().zip(&through) {
         report += &format!(
             "- {name}: p50 {:.0} us, p99 {:.0} us: p50 ratio {:.2}\n",
             p50(v) * 1000.0,

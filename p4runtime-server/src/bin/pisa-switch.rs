@@ -70,7 +70,9 @@ struct Args {
     #[arg(long)]
     busy_poll: bool,
     /// After traffic, keep polling this many microseconds before sleeping (0: sleep at once).
-    #[arg(long, default_value_t = 200)]
+    /// Above the gaps between packets it gives busy-poll latency while traffic flows, at the cost
+    /// of a core, and the switch still sleeps when idle.
+    #[arg(long, default_value_t = 0)]
     poll_window_us: u64,
     /// Pin the workers: `--pin` puts worker i on CPU i; `--pin 1,3` puts them on CPUs 1 and 3
     /// in turn (the P4Runtime and admin threads stay unpinned).
