@@ -291,6 +291,8 @@ async fn run(args: Args) -> Result<(), ClientError> {
         Command::Watch { seconds } => {
             let deadline =
                 (seconds > 0).then(|| std::time::Instant::now() + Duration::from_secs(seconds));
+            let role = |primary: bool| if primary { "primary" } else { "backup" };
+            println!("arbitration: {}", role(c.is_primary()));
             loop {
                 let left = deadline.map_or(Duration::from_secs(3600), |d| {
                     d.saturating_duration_since(std::time::Instant::now())
@@ -298,8 +300,16 @@ async fn run(args: Args) -> Result<(), ClientError> {
                 if left.is_zero() {
                     break;
                 }
+                if let Some(a) = c.arbitration_changed(Duration::ZERO).await {
+                    let what = match a.status {
+                        tonic::Code::Ok => "primary",
+                        tonic::Code::AlreadyExists => "backup",
+                        _ => "no primary",
+                    };
+                    println!("arbitration: {what} (election id {})", a.election_id);
+                }
                 use p4::stream_message_response::Update as U;
-                match c.next_event(left).await {
+                match c.next_event(left.min(Duration::from_millis(100))).await {
                     None => continue,
                     Some(Err(s)) => return Err(ClientError::Rpc(s)),
                     Some(Ok(msg)) => match msg.update {
