@@ -265,6 +265,23 @@ impl Fabric {
                 &["netns", "exec", &ns, "ethtool", "-K", "eth0", "tx", "off"],
             )
             .map_err(|e| e.to_string())?;
+            // The host's side of its link: the kernel's token bucket at the link rate (the
+            // switch's traffic manager shapes the other direction). Burst: 1 ms of the rate,
+            // at least two full frames; queue: the link's buffer in full frames.
+            let props = topo
+                .links
+                .iter()
+                .find(|l| l.a.node() == h.name || l.b.node() == h.name)
+                .map(|l| l.props)
+                .unwrap_or_default();
+            let burst = (props.rate_bps / 8_000).max(3028).to_string();
+            let limit = (u64::from(props.buffer) * 1514).max(3028).to_string();
+            let rate = format!("{}bit", props.rate_bps);
+            let tbf = [
+                "netns", "exec", &ns, "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate",
+                &rate, "burst", &burst, "limit", &limit,
+            ];
+            run("ip", &tbf).map_err(|e| e.to_string())?;
         }
         progress(&format!("{} hosts addressed and routed", topo.hosts.len()));
 
