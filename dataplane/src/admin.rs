@@ -7,6 +7,8 @@
 //! set_port_rate <bits/s> [<port>]         set_port_delay <us> [<port>]
 //! set_ecn_threshold <packets> [<port>]    show_ports | show_drops | show_queues <port>
 //! register_read <register> <index>        counter_read <counter> <index>
+//! pktgen_set <app> <period_us> <batches> <packets> header|raw <template hex>
+//! pktgen_enable <app>    pktgen_disable <app>    show_pktgen
 //! ```
 //! Without `<port>` a setting applies to every data port.
 
@@ -95,6 +97,36 @@ pub fn run(sw: &Switch, line: &str) -> Result<String, String> {
                 let n: u32 = arg(&args, 0, "threshold")?;
                 set_ports(sw, &args, |c| c.ecn_threshold = (n != 0).then_some(n))
             }
+            "pktgen_set" => {
+                let app: u8 = arg(&args, 0, "application")?;
+                let period_us: f64 = arg(&args, 1, "period (us)")?;
+                let header = match args.get(4).map(String::as_str) {
+                    Some("header") => true,
+                    Some("raw") => false,
+                    _ => return Err("expected header or raw".into()),
+                };
+                let hex = args.get(5).ok_or("missing template")?;
+                let template = (0..hex.len())
+                    .step_by(2)
+                    .map(|i| u8::from_str_radix(hex.get(i..i + 2).unwrap_or("x"), 16))
+                    .collect::<Result<Vec<u8>, _>>()
+                    .map_err(|_| "the template must be hex digits".to_string())?;
+                let config = crate::pktgen::AppConfig {
+                    period_ns: (period_us * 1000.0) as u64,
+                    batches: arg(&args, 2, "batches")?,
+                    packets: arg(&args, 3, "packets")?,
+                    header,
+                    template,
+                };
+                sw.pktgen().configure(app, config)?;
+                Ok(String::new())
+            }
+            "pktgen_enable" | "pktgen_disable" => {
+                let app: u8 = arg(&args, 0, "application")?;
+                sw.pktgen().enable(app, verb == "pktgen_enable")?;
+                Ok(String::new())
+            }
+            "show_pktgen" => Ok(sw.pktgen().show()),
             "show_ports" => {
                 let mut out = String::from("port rx tx errors pfc_rx pfc_tx\n");
                 for &p in sw.ports() {

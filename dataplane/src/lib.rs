@@ -11,6 +11,7 @@ pub mod admin;
 pub mod ecn;
 pub mod io;
 pub mod pcap;
+pub mod pktgen;
 pub mod pool;
 pub mod signals;
 pub mod switch;

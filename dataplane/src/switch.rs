@@ -34,6 +34,7 @@ use crate::io::packet::PacketPort;
 use crate::io::xdp::{XdpPort, XdpSpec};
 use crate::io::{BATCH, Frame};
 use crate::pcap::PcapWriter;
+use crate::pktgen::{self, Pktgen, Schedule};
 use crate::pool::{HEADROOM, LocalCache, Pool};
 use crate::tm::{Dequeued, PortConfig, Queued, SharedBuffer, TrafficManager, TxState};
 
@@ -142,6 +143,7 @@ fn capture(c: &Capture, now: u64, bytes: &[u8]) {
 #[derive(Debug)]
 struct Shared {
     pipeline: Arc<Pipeline>,
+    pktgen: Pktgen,
     tm: TrafficManager<Frame>,
     pool: Pool,
     stop: AtomicBool,
@@ -228,14 +230,29 @@ impl Switch {
         let max_port = ports
             .iter()
             .map(|p| p.id)
-            .chain([cpu_port, pipeline.config.recirc_port])
+            .chain([
+                cpu_port,
+                pipeline.config.recirc_port,
+                pipeline.config.pktgen_port,
+            ])
             .max()
             .unwrap_or(0);
         let nports = usize::from(max_port) + 1;
         let mut owner = vec![usize::MAX; nports];
         let mut per_worker: Vec<Vec<PortSpec>> = (0..workers).map(|_| Vec::new()).collect();
         let mut ids = Vec::new();
+        let reserved = [
+            (cpu_port, "the CPU port"),
+            (pipeline.config.recirc_port, "the recirculation port"),
+            (pipeline.config.pktgen_port, "the packet generator's port"),
+        ];
         for (i, p) in ports.into_iter().enumerate() {
+            if let Some((_, what)) = reserved.iter().find(|r| r.0 == p.id) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("port {} is {what}", p.id),
+                ));
+            }
             if owner[usize::from(p.id)] != usize::MAX {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
@@ -304,13 +321,25 @@ impl Switch {
         cache.flush(&pool);
         let (in_tx, in_rx) = crossbeam::channel::bounded(4096);
         let (out_tx, out_rx) = crossbeam::channel::bounded(4096);
+        let wake: Vec<OwnedFd> = (0..workers).map(|_| eventfd()).collect::<io::Result<_>>()?;
+        // A changed generator setting wakes worker 0, which runs the generator.
+        let wake0 = wake[0].try_clone()?;
+        let pktgen = Pktgen::new(
+            pool.buf_size() - HEADROOM,
+            Box::new(move || {
+                let one = 1u64.to_ne_bytes();
+                // SAFETY: writes 8 bytes from a live array to an eventfd this closure owns.
+                let _ = unsafe { libc::write(wake0.as_raw_fd(), one.as_ptr().cast(), 8) };
+            }),
+        );
         let shared = Arc::new(Shared {
+            pktgen,
             tm: TrafficManager::new(nports, config.port_config, config.shared_buffer),
             pool,
             stop: AtomicBool::new(false),
             epoch: Instant::now(),
             owner,
-            wake: (0..workers).map(|_| eventfd()).collect::<io::Result<_>>()?,
+            wake,
             counters: (0..nports).map(|_| PortCounters::default()).collect(),
             packet_in: in_tx,
             packet_out: out_rx,
@@ -356,6 +385,11 @@ impl Switch {
             cpu,
             ports: ids,
         })
+    }
+
+    /// The packet generator.
+    pub fn pktgen(&self) -> &Pktgen {
+        &self.shared.pktgen
     }
 
     /// The data plane's clock: ns since the switch started, the time base of hit times, digests
@@ -485,6 +519,8 @@ struct WorkerLoop {
     copies: Vec<pipeline::pre::Copy>,
     /// Worker 0: the CPU port's transmit state.
     cpu_tx: Option<TxState<Frame>>,
+    /// Worker 0: the packet generator's schedule.
+    schedule: Schedule,
 }
 
 impl WorkerLoop {
@@ -512,6 +548,7 @@ impl WorkerLoop {
             again: VecDeque::new(),
             copies: Vec::new(),
             cpu_tx: None,
+            schedule: Schedule::default(),
         }
     }
 
@@ -551,6 +588,10 @@ impl WorkerLoop {
                     }
                 }
             }
+            let mut next: Option<u64> = None;
+            if self.id == 0 {
+                next = self.generate(sh, now);
+            }
             for _ in 0..BATCH {
                 let Some((f, md)) = self.again.pop_front() else {
                     break;
@@ -558,7 +599,6 @@ impl WorkerLoop {
                 busy = true;
                 self.ingress(sh, f, md, now);
             }
-            let mut next: Option<u64> = None;
             for i in 0..self.ports.len() {
                 let (b, n) = self.transmit(sh, i, now);
                 busy |= b;
@@ -584,6 +624,43 @@ impl WorkerLoop {
             }
         }
         self.cache.flush(&self.sh.pool);
+    }
+
+    /// Worker 0: queues the packet generator's frames due at `now` for ingress; returns when
+    /// the next are due.
+    fn generate(&mut self, sh: &Shared, now: u64) -> Option<u64> {
+        let port = sh.pipeline.config.pktgen_port;
+        let mut schedule = std::mem::take(&mut self.schedule);
+        let (cache, again) = (&mut self.cache, &mut self.again);
+        let next = schedule.run(&sh.pktgen, now, |app, c, batch, packet| {
+            let Some(stats) = sh.pktgen.stats(app) else {
+                return;
+            };
+            let Some(mut b) = cache.alloc(&sh.pool) else {
+                stats.dropped.fetch_add(1, Ordering::Relaxed);
+                return;
+            };
+            let bytes = sh.pool.bytes_mut(&mut b);
+            let mut len = 0;
+            if c.header {
+                bytes[HEADROOM..HEADROOM + pktgen::HEADER_LEN]
+                    .copy_from_slice(&pktgen::header(app, batch, packet));
+                len = pktgen::HEADER_LEN;
+            }
+            // The template fits: its length was checked against the buffer size.
+            bytes[HEADROOM + len..HEADROOM + len + c.template.len()].copy_from_slice(&c.template);
+            len += c.template.len();
+            let md = StdMeta::new(port, len, now);
+            let frame = Frame {
+                buf: b,
+                start: HEADROOM,
+                len,
+            };
+            again.push_back((frame, md));
+            stats.generated.fetch_add(1, Ordering::Relaxed);
+        });
+        self.schedule = schedule;
+        next
     }
 
     fn sleep(&mut self, now: u64, next: Option<u64>) {

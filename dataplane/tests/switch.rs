@@ -422,3 +422,103 @@ fn one_interface_cannot_be_two_af_xdp_ports() {
     .unwrap_err();
     assert!(err.to_string().contains("given twice"), "{err}");
 }
+
+#[test]
+fn the_packet_generator_injects_counted_frames_at_its_period() {
+    let (sw, links) = start(SwitchConfig {
+        workers: 1,
+        ..SwitchConfig::default()
+    });
+    // A raw template (a routed UDP frame to port 3), every 2 ms, batches of 2 x 2 packets.
+    let template: String = udp_to(3, 80).iter().map(|b| format!("{b:02x}")).collect();
+    dataplane::admin::run(&sw, &format!("pktgen_set 1 2000 2 2 raw {template}")).unwrap();
+    assert!(
+        recv_n(&links[2], 1, Duration::from_millis(100)).is_empty(),
+        "not enabled yet"
+    );
+    let bad = dataplane::admin::run(&sw, &format!("pktgen_set 1 1 100 100 raw {template}"));
+    assert!(bad.is_err_and(|e| e.contains("bound")), "rate bound");
+    let started = Instant::now();
+    dataplane::admin::run(&sw, "pktgen_enable 1").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    dataplane::admin::run(&sw, "pktgen_disable 1").unwrap();
+    let elapsed = started.elapsed();
+    let got = recv_n(&links[2], 10_000, Duration::from_millis(300));
+    let generated = sw
+        .pktgen()
+        .stats(1)
+        .unwrap()
+        .generated
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(
+        got.len() as u64,
+        generated,
+        "every generated frame was forwarded"
+    );
+    // 4 frames per 2 ms tick.
+    let expected = 4.0 * elapsed.as_secs_f64() / 0.002;
+    assert!(
+        (generated as f64) > expected * 0.8 && (generated as f64) <= expected + 8.0,
+        "generated {generated}, expected about {expected:.0}: {}",
+        dataplane::admin::run(&sw, "show_pktgen").unwrap()
+    );
+    assert_eq!(got[0].1[22], 63, "routed by the pipeline (TTL decremented)");
+    // The generator's port counts as an ingress port.
+    assert!(sw.counters(509).is_some());
+    assert!(
+        dataplane::admin::run(&sw, "show_pktgen")
+            .unwrap()
+            .contains("1 false 2000000 2 2 false")
+    );
+    sw.stop();
+}
+
+#[test]
+fn generated_frames_carry_the_timer_header() {
+    // With the header, `basic` reads the 6 header bytes as the destination MAC: L2 entries for
+    // app 4, batch 0, packets 0-2 send them to port 2, where the header can be checked.
+    let (sw, links) = start(SwitchConfig {
+        workers: 1,
+        ..SwitchConfig::default()
+    });
+    for k in 0..3 {
+        dataplane::admin::run(
+            &sw,
+            &format!("table_add l2_exact l2_forward 04:00:00:00:00:0{k} => 2"),
+        )
+        .unwrap();
+    }
+    // The template: source MAC, an experimental EtherType, payload.
+    let mut template = vec![0x02, 0, 0, 0, 0, 0x77, 0x88, 0xb5];
+    template.extend([0xee; 50]);
+    let hex: String = template.iter().map(|b| format!("{b:02x}")).collect();
+    dataplane::admin::run(&sw, &format!("pktgen_set 4 100000 1 3 header {hex}")).unwrap();
+    dataplane::admin::run(&sw, "pktgen_enable 4").unwrap();
+    let got = recv_n(&links[1], 3, Duration::from_secs(2));
+    dataplane::admin::run(&sw, "pktgen_disable 4").unwrap();
+    assert_eq!(got.len(), 3);
+    for (k, (_, f)) in got.iter().enumerate() {
+        assert_eq!(
+            &f[..6],
+            &[4, 0, 0, 0, 0, k as u8],
+            "app 4, batch 0, packet {k}"
+        );
+        assert_eq!(&f[6..], &template[..], "then the template");
+    }
+    sw.stop();
+}
+
+#[test]
+fn a_reserved_port_cannot_be_a_data_port() {
+    let (p, _l) = mem::pair().unwrap();
+    let err = Switch::start(
+        basic(),
+        vec![PortSpec {
+            id: 509,
+            io: PortIo::Mem(p),
+        }],
+        SwitchConfig::default(),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("packet generator"), "{err}");
+}

@@ -24,6 +24,8 @@ pub struct Config {
     pub recirc_port: PortId,
     /// Most recirculations plus resubmits of one packet before it is dropped.
     pub max_recirculations: u8,
+    /// The packet generator's port (ingress_port of generated frames).
+    pub pktgen_port: PortId,
 }
 
 impl Default for Config {
@@ -32,6 +34,7 @@ impl Default for Config {
             cpu_port: 510,
             recirc_port: 68,
             max_recirculations: 8,
+            pktgen_port: 509,
         }
     }
 }
