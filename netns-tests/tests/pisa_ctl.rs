@@ -16,36 +16,38 @@ fn ctl(ns: &Netns, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-#[test]
-fn pisa_ctl_writes_reads_and_sends() {
-    let ns = Netns::new("ct").unwrap();
-    for (a, b) in [("sw1", "p1"), ("sw2", "p2")] {
-        ns.exec("ip", &["link", "add", a, "type", "veth", "peer", "name", b])
-            .unwrap();
-        for i in [a, b] {
+/// A namespace with `ports` veth pairs `swN`/`pN` and `pisa-switch` on the `swN` ends (with
+/// `extra` flags), serving P4Runtime; returns them and the scratch directory.
+fn switch_in_ns(tag: &str, ports: u16, extra: &[&str]) -> (Netns, Process, std::path::PathBuf) {
+    let ns = Netns::new(tag).unwrap();
+    let mut args: Vec<String> = ["--program", "basic", "--io", "af-packet"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for n in 1..=ports {
+        let (a, b) = (format!("sw{n}"), format!("p{n}"));
+        ns.exec(
+            "ip",
+            &["link", "add", &a, "type", "veth", "peer", "name", &b],
+        )
+        .unwrap();
+        for i in [&a, &b] {
             ns.exec("ip", &["link", "set", i, "up"]).unwrap();
         }
+        args.extend(["-i".to_string(), format!("{n}@{a}")]);
     }
+    args.extend(extra.iter().map(|s| s.to_string()));
     let dir = std::env::temp_dir().join(ns.name());
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("switch.log");
-    let mut sw = Process::spawn(
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let sw = Process::spawn(
         &ns,
         workspace_bin("pisa-switch").to_str().unwrap(),
-        &[
-            "--program",
-            "basic",
-            "--io",
-            "af-packet",
-            "-i",
-            "1@sw1",
-            "-i",
-            "2@sw2",
-        ],
+        &argv,
         &log,
     )
     .unwrap();
-    // Wait for the P4Runtime port.
     for i in 0..=100 {
         let ss = ns.exec("ss", &["-ltn"]).unwrap();
         if String::from_utf8_lossy(&ss.stdout).contains(":9559") {
@@ -58,6 +60,12 @@ fn pisa_ctl_writes_reads_and_sends() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    (ns, sw, dir)
+}
+
+#[test]
+fn pisa_ctl_writes_reads_and_sends() {
+    let (ns, mut sw, _dir) = switch_in_ns("ct", 2, &[]);
 
     let info = ctl(&ns, &["info"]);
     assert!(
@@ -126,42 +134,7 @@ fn pisa_ctl_writes_reads_and_sends() {
 /// and the service tests.)
 #[test]
 fn backup_takes_over_when_the_primary_leaves() {
-    let ns = Netns::new("fo").unwrap();
-    ns.exec(
-        "ip",
-        &["link", "add", "sw1", "type", "veth", "peer", "name", "p1"],
-    )
-    .unwrap();
-    for i in ["sw1", "p1"] {
-        ns.exec("ip", &["link", "set", i, "up"]).unwrap();
-    }
-    let dir = std::env::temp_dir().join(ns.name());
-    std::fs::create_dir_all(&dir).unwrap();
-    let log = dir.join("switch.log");
-    let mut sw = Process::spawn(
-        &ns,
-        workspace_bin("pisa-switch").to_str().unwrap(),
-        &[
-            "--program",
-            "basic",
-            "--io",
-            "af-packet",
-            "-i",
-            "1@sw1",
-            "--election-compat",
-            "live-highest",
-        ],
-        &log,
-    )
-    .unwrap();
-    for i in 0..=100 {
-        let ss = ns.exec("ss", &["-ltn"]).unwrap();
-        if String::from_utf8_lossy(&ss.stdout).contains(":9559") {
-            break;
-        }
-        assert!(i < 100, "no P4Runtime server");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (ns, mut sw, dir) = switch_in_ns("fo", 1, &["--election-compat", "live-highest"]);
     let bin = workspace_bin("pisa-ctl");
     let bin = bin.to_str().unwrap();
     let (blog, alog) = (dir.join("backup.log"), dir.join("primary.log"));
