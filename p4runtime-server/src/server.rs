@@ -243,38 +243,20 @@ pub fn fingerprint(p: &p4i::P4Info) -> Vec<String> {
             a.with_selector
         ));
     }
-    let named: [(&str, Vec<Option<&p4i::Preamble>>); 6] = [
-        (
-            "counter",
-            p.counters.iter().map(|c| c.preamble.as_ref()).collect(),
-        ),
-        (
-            "direct_counter",
-            p.direct_counters
-                .iter()
-                .map(|c| c.preamble.as_ref())
-                .collect(),
-        ),
-        (
-            "meter",
-            p.meters.iter().map(|c| c.preamble.as_ref()).collect(),
-        ),
-        (
-            "direct_meter",
-            p.direct_meters
-                .iter()
-                .map(|c| c.preamble.as_ref())
-                .collect(),
-        ),
-        (
-            "register",
-            p.registers.iter().map(|c| c.preamble.as_ref()).collect(),
-        ),
-        (
-            "digest",
-            p.digests.iter().map(|c| c.preamble.as_ref()).collect(),
-        ),
-    ];
+    // The generated types share no trait: a macro takes the preamble of each.
+    macro_rules! preambles {
+        ($($kind:literal => $list:expr),*) => {
+            [$(($kind, $list.iter().map(|c| c.preamble.as_ref()).collect::<Vec<_>>())),*]
+        };
+    }
+    let named = preambles!(
+        "counter" => p.counters,
+        "direct_counter" => p.direct_counters,
+        "meter" => p.meters,
+        "direct_meter" => p.direct_meters,
+        "register" => p.registers,
+        "digest" => p.digests
+    );
     for (kind, preambles) in named {
         out.extend(preambles.into_iter().map(|p| format!("{kind} {}", pre(p))));
     }
