@@ -1048,49 +1048,38 @@ impl Inner {
                     push(out, E::ActionProfileGroup(msg));
                 }
             }
+            // Cells read back in the same wire form a client writes them in.
             E::CounterEntry(ce) => {
                 let index = convert::index(ce.index.as_ref())?;
                 for cell in c.read_counters(nonzero(ce.counter_id), index)? {
-                    let msg = p4::CounterEntry {
+                    let e = Entity::Counter {
                         counter_id: cell.id,
-                        index: Some(p4::Index {
-                            index: i64::try_from(cell.index).unwrap_or(i64::MAX),
-                        }),
-                        data: Some(convert::counter_data_msg(cell.value)),
+                        index: Some(cell.index),
+                        data: cell.value,
                     };
-                    push(out, E::CounterEntry(msg));
+                    push(out, convert::entity_msg(schema, &e));
                 }
             }
             E::MeterEntry(me) => {
                 let index = convert::index(me.index.as_ref())?;
                 for cell in c.read_meters(nonzero(me.meter_id), index)? {
-                    let algorithm = schema
-                        .meter_by_id(cell.id)
-                        .map_or(pipeline::externs::MeterAlgorithm::TrTcm, |i| {
-                            schema.meters[i].algorithm
-                        });
-                    let msg = p4::MeterEntry {
+                    let e = Entity::Meter {
                         meter_id: cell.id,
-                        index: Some(p4::Index {
-                            index: i64::try_from(cell.index).unwrap_or(i64::MAX),
-                        }),
-                        config: cell.value.map(|v| convert::meter_config_msg(v, algorithm)),
-                        counter_data: None,
+                        index: Some(cell.index),
+                        config: cell.value,
                     };
-                    push(out, E::MeterEntry(msg));
+                    push(out, convert::entity_msg(schema, &e));
                 }
             }
             E::RegisterEntry(re) => {
                 let index = convert::index(re.index.as_ref())?;
                 for cell in c.read_registers(nonzero(re.register_id), index)? {
-                    let msg = p4::RegisterEntry {
+                    let e = Entity::Register {
                         register_id: cell.id,
-                        index: Some(p4::Index {
-                            index: i64::try_from(cell.index).unwrap_or(i64::MAX),
-                        }),
-                        data: Some(convert::bitstring(u128::from(cell.value))),
+                        index: Some(cell.index),
+                        value: u128::from(cell.value),
                     };
-                    push(out, E::RegisterEntry(msg));
+                    push(out, convert::entity_msg(schema, &e));
                 }
             }
             E::DirectCounterEntry(dc) => {
