@@ -26,28 +26,11 @@ from finsy import GRPCStatusCode, P4ClientError
 from finsy.p4entity import P4Replica
 
 import netio
+from netio import Fail, ROUTER, expect, host_ip, host_mac  # noqa: E402
 
-ROUTER = "02:00:00:00:00:fe"
 RESULTS = []
 ARGS = None
 PORTS = None
-
-
-class Fail(Exception):
-    pass
-
-
-def expect(cond, msg):
-    if not cond:
-        raise Fail(msg)
-
-
-def host_mac(port):
-    return "02:00:00:00:%02x:01" % port
-
-
-def host_ip(port):
-    return "10.0.%d.1" % port
 
 
 async def collect(sw, entity):

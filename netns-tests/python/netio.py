@@ -117,3 +117,28 @@ def udp4_frame(dst_mac, src_mac, src_ip, dst_ip, sport, dport, payload, ttl=64):
                                socket.inet_aton(src_ip), socket.inet_aton(dst_ip)))
     struct.pack_into("!H", ip, 10, ipv4_checksum(ip))
     return mac_bytes(dst_mac) + mac_bytes(src_mac) + b"\x08\x00" + bytes(ip) + udp
+
+
+# The addressing of the `basic` tests: host N hangs off switch port N.
+ROUTER = "02:00:00:00:00:fe"
+
+
+def host_mac(port):
+    return "02:00:00:00:%02x:01" % port
+
+
+def host_ip(port):
+    return "10.0.%d.1" % port
+
+
+def host_ip6(port):
+    return "2001:db8:%x::1" % port
+
+
+class Fail(Exception):
+    pass
+
+
+def expect(cond, msg):
+    if not cond:
+        raise Fail(msg)

@@ -39,22 +39,10 @@ from p4runtime_sh.p4runtime import P4RuntimeException, P4RuntimeWriteException
 from scapy.all import ARP, IP, UDP, Ether, IPv6, Raw  # noqa: E402
 
 import netio
+from netio import Fail, ROUTER, expect, host_ip, host_ip6, host_mac  # noqa: E402
 
-ROUTER = "02:00:00:00:00:fe"
 PRIMARY = (0, 20)  # the election id of the main session
 CODE = {v: k for k, v in code_pb2.Code.items()}
-
-
-def host_mac(port):
-    return "02:00:00:00:%02x:01" % port
-
-
-def host_ip(port):
-    return "10.0.%d.1" % port
-
-
-def host_ip6(port):
-    return "2001:db8:%x::1" % port
 
 
 # ----------------------------------------------------------------------------------------------
@@ -72,15 +60,6 @@ def check(*items):
         return f
 
     return deco
-
-
-class Fail(Exception):
-    pass
-
-
-def expect(cond, msg):
-    if not cond:
-        raise Fail(msg)
 
 
 def code_name(c):

@@ -11,25 +11,18 @@ pushes the pipeline with VERIFY_AND_COMMIT, which must leave the tables empty; t
 session. Covers p4runtime.md items 1, 4, 5, 6, 10, 14, 15, 21, 24 and the PTF section.
 """
 
+import os
+import sys
+
 import ptf
 import ptf.testutils as tu
 from ptf.base_tests import BaseTest
 
 import p4runtime_sh.shell as sh
 
-ROUTER = "02:00:00:00:00:fe"
-
-
-def host_mac(port):
-    return "02:00:00:00:%02x:01" % port
-
-
-def host_ip(port):
-    return "10.0.%d.1" % port
-
-
-def host_ip6(port):
-    return "2001:db8:%x::1" % port
+# The helpers shared by the client tests live one directory up.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from netio import ROUTER, host_ip, host_ip6, host_mac  # noqa: E402
 
 
 class BasicTest(BaseTest):
