@@ -87,6 +87,20 @@ fn compile_bpf(src: &str, obj: &Path, defines: &[&str]) {
     run("clang", &args).expect("clang");
 }
 
+/// How many runs of how long, and where the report goes: the flags the harnesses share.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Runs per case (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Seconds of traffic per run.
+    #[arg(long, default_value_t = 3.0)]
+    pub seconds: f64,
+    /// Also write the report to this file.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
 /// A workspace binary's path.
 pub fn bin(name: &str) -> String {
     workspace_bin(name).display().to_string()

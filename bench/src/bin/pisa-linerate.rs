@@ -9,24 +9,21 @@
 //! the delivered rate under a flood against the peak over a ramp of offered rates.
 //! Medians of `--runs` runs. Needs root, iproute2, ethtool, clang (for the two XDP programs).
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use bench::harness::{Forwarder, ROUTER, measure, median, start, start_switch, stop, topo};
+use bench::harness::{
+    Forwarder, ROUTER, RunArgs, measure, median, start, start_switch, stop, topo,
+};
 use clap::Parser;
 use netns_tests::{Netns, veth};
 
 #[derive(Parser, Debug)]
+#[command(
+    about = "The veth line-rate harness: bare AF_XDP, kernel XDP_REDIRECT and pisa-switch side by side (root)"
+)]
 struct Args {
-    /// Runs per case (the median is reported).
-    #[arg(long, default_value_t = 3)]
-    runs: usize,
-    /// Seconds of traffic per run.
-    #[arg(long, default_value_t = 3.0)]
-    seconds: f64,
-    /// Also write the report to this file.
-    #[arg(long)]
-    out: Option<PathBuf>,
+    #[command(flatten)]
+    run: RunArgs,
     /// Only the idle-latency part.
     #[arg(long)]
     latency_only: bool,
@@ -88,8 +85,8 @@ fn main() {
             for size in [64usize, 1500] {
                 let p = start(&t, f);
                 std::thread::sleep(Duration::from_millis(200));
-                let rates: Vec<f64> = (0..args.runs)
-                    .map(|_| measure(&t, size, 0, args.seconds))
+                let rates: Vec<f64> = (0..args.run.runs)
+                    .map(|_| measure(&t, size, 0, args.run.seconds))
                     .collect();
                 stop(&t, f, p);
                 let m = median(rates.clone());
@@ -124,12 +121,12 @@ fn main() {
         let p = start(&t, &f);
         let mut ramp = Vec::new();
         for pps in [100_000u64, 200_000, 400_000, 600_000, 800_000] {
-            let r = measure(&t, 64, pps, args.seconds);
+            let r = measure(&t, 64, pps, args.run.seconds);
             eprintln!("offered {pps} pps -> delivered {r:.0}");
             ramp.push((pps, r));
         }
-        let flood: Vec<f64> = (0..args.runs)
-            .map(|_| measure(&t, 64, 0, args.seconds))
+        let flood: Vec<f64> = (0..args.run.runs)
+            .map(|_| measure(&t, 64, 0, args.run.seconds))
             .collect();
         let flood = median(flood);
         stop(&t, &f, p);
@@ -219,7 +216,7 @@ fn main() {
     ];
     let mut direct = Vec::new();
     let mut through: Vec<Vec<(f64, f64)>> = vec![Vec::new(); switches.len()];
-    for _ in 0..args.runs {
+    for _ in 0..args.run.runs {
         direct.push(ping_percentiles(&d1, "192.0.2.2", 200));
         for (i, (_, cpus, extra)) in switches.iter().enumerate() {
             let p = start_switch(&t, 1, cpus, extra);
@@ -233,7 +230,7 @@ fn main() {
     report += &format!(
         "\nIdle ping RTT (200 pings at 100/s, two switch traversals per ping; medians of {} runs): \
          direct veth p50 {:.0} us, p99 {:.0} us\n",
-        args.runs,
+        args.run.runs,
         dp50 * 1000.0,
         p99(&direct) * 1000.0
     );
@@ -246,7 +243,7 @@ fn main() {
         );
     }
     println!("{report}");
-    if let Some(out) = &args.out {
+    if let Some(out) = &args.run.out {
         std::fs::write(out, &report).expect("write report");
     }
 }

@@ -10,10 +10,11 @@
 //! The P4Runtime client runs inside the switch's namespace as `pisa-p4rt-bench client ...`.
 //! Needs root, iproute2, ethtool, clang.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use bench::harness::{Forwarder, measure, measure_offered, median, start_switch, stop, topo};
+use bench::harness::{
+    Forwarder, RunArgs, measure, measure_offered, median, start_switch, stop, topo,
+};
 use clap::{Parser, Subcommand};
 use netns_tests::Process;
 use p4runtime_server::client::Client;
@@ -23,21 +24,15 @@ use pipeline::control::{Entity, TableAction, TableEntry, Update, UpdateKind};
 use pipeline::table::FieldMatch;
 
 #[derive(Parser, Debug)]
+#[command(about = "P4Runtime write throughput and forwarding during a write storm (root)")]
 struct Args {
     #[command(subcommand)]
     cmd: Option<Cmd>,
     /// Routes per throughput run.
     #[arg(long, default_value_t = 100_000)]
     routes: u32,
-    /// Runs per forwarding case (the median is reported).
-    #[arg(long, default_value_t = 3)]
-    runs: usize,
-    /// Seconds of traffic per forwarding run.
-    #[arg(long, default_value_t = 3.0)]
-    seconds: f64,
-    /// Also write the report to this file.
-    #[arg(long)]
-    out: Option<PathBuf>,
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -190,20 +185,20 @@ fn main() {
     }
 
     // 2. Forwarding without and with a write storm, flat out and at half rate.
-    let storm_secs = args.seconds + 3.0;
+    let storm_secs = args.run.seconds + 3.0;
     let mut rows = Vec::new();
     let mut storm_rates = Vec::new();
-    let flat: Vec<f64> = (0..args.runs)
-        .map(|_| measure(&t, 64, 0, args.seconds))
+    let flat: Vec<f64> = (0..args.run.runs)
+        .map(|_| measure(&t, 64, 0, args.run.seconds))
         .collect();
     let flat = median(flat);
     let half = (flat / 2.0) as u64;
     for (name, pps) in [("flat out", 0u64), ("half rate", half)] {
-        let quiet: Vec<(f64, f64)> = (0..args.runs)
-            .map(|_| measure_offered(&t, 64, pps, args.seconds))
+        let quiet: Vec<(f64, f64)> = (0..args.run.runs)
+            .map(|_| measure_offered(&t, 64, pps, args.run.seconds))
             .collect();
         let mut stormy = Vec::new();
-        for _ in 0..args.runs {
+        for _ in 0..args.run.runs {
             let log = t.dir.join("storm.log");
             let secs = storm_secs.to_string();
             let mut s = Process::spawn(
@@ -215,7 +210,7 @@ fn main() {
                 &log,
             )
             .expect("storm client");
-            stormy.push(measure_offered(&t, 64, pps, args.seconds));
+            stormy.push(measure_offered(&t, 64, pps, args.run.seconds));
             s.wait(Duration::from_secs(120)).expect("the storm ends");
             let out = std::fs::read_to_string(&log).unwrap_or_default();
             if let Some(l) = out.lines().find(|l| l.starts_with("storm")) {
@@ -247,7 +242,7 @@ fn main() {
         } else {
             median(storm_rates)
         },
-        args.runs
+        args.run.runs
     );
     for (name, pps, quiet, quiet_sent, stormy, stormy_sent) in rows {
         let offered = if pps == 0 {
@@ -267,7 +262,7 @@ fn main() {
         );
     }
     println!("{report}");
-    if let Some(path) = args.out {
+    if let Some(path) = args.run.out {
         std::fs::write(&path, &report).expect("write the report");
     }
 }

@@ -53,12 +53,8 @@ struct LinkArgs {
 enum Gen {
     /// Leaf-spine: every leaf to every spine.
     LeafSpine {
-        #[arg(long, default_value_t = 4)]
-        leaves: usize,
-        #[arg(long, default_value_t = 4)]
-        spines: usize,
-        #[arg(long, default_value_t = 4)]
-        hosts_per_leaf: usize,
+        #[command(flatten)]
+        shape: Shape,
         /// Oversubscription (host capacity : uplink capacity per leaf).
         #[arg(long, default_value_t = 2.0)]
         oversub: f64,
@@ -125,14 +121,21 @@ enum Cmd {
     Demo(DemoArgs),
 }
 
-#[derive(clap::Args, Debug)]
-struct DemoArgs {
+/// The size of a leaf-spine.
+#[derive(clap::Args, Debug, Clone, Copy)]
+struct Shape {
     #[arg(long, default_value_t = 4)]
     leaves: usize,
     #[arg(long, default_value_t = 4)]
     spines: usize,
     #[arg(long, default_value_t = 4)]
     hosts_per_leaf: usize,
+}
+
+#[derive(clap::Args, Debug)]
+struct DemoArgs {
+    #[command(flatten)]
+    shape: Shape,
     /// Host link rate; uplinks get hosts_per_leaf * rate / (spines * 2): 2:1 oversubscribed.
     #[arg(long, default_value = "100M")]
     host_rate: String,
@@ -158,9 +161,12 @@ fn link_props(l: &LinkArgs, rate: &str) -> Result<LinkProps, String> {
 fn generate(kind: &Gen) -> Result<(Topology, String), String> {
     Ok(match kind {
         Gen::LeafSpine {
-            leaves,
-            spines,
-            hosts_per_leaf,
+            shape:
+                Shape {
+                    leaves,
+                    spines,
+                    hosts_per_leaf,
+                },
             oversub,
             links,
         } => (
@@ -315,7 +321,11 @@ fn mbits(line: &str) -> Option<f64> {
 }
 
 fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> Result<(), String> {
-    let (leaves, spines, hosts_per_leaf) = (a.leaves, a.spines, a.hosts_per_leaf);
+    let Shape {
+        leaves,
+        spines,
+        hosts_per_leaf,
+    } = a.shape;
     if leaves < 2 || spines < 1 || hosts_per_leaf < 1 {
         return Err("the demo needs at least 2 leaves, 1 spine and 1 host per leaf".into());
     }
