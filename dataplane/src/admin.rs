@@ -23,29 +23,13 @@ use pipeline::control::Atomicity;
 use pipeline::metadata::PortId;
 
 use crate::switch::Switch;
-use crate::tm::{PortConfig, Shaping};
+use crate::tm::Setting;
 
 fn arg<T: std::str::FromStr>(args: &[String], i: usize, what: &str) -> Result<T, String> {
     args.get(i)
         .ok_or_else(|| format!("missing {what}"))?
         .parse()
         .map_err(|_| format!("bad {what}: {}", args[i]))
-}
-
-fn ports(sw: &Switch, args: &[String], i: usize) -> Result<Vec<PortId>, String> {
-    match args.get(i) {
-        Some(p) => Ok(vec![p.parse().map_err(|_| format!("bad port {p}"))?]),
-        None => Ok(sw.ports().to_vec()),
-    }
-}
-
-fn set_ports(sw: &Switch, args: &[String], f: impl Fn(&mut PortConfig)) -> Result<String, String> {
-    for p in ports(sw, args, 1)? {
-        let mut c = sw.tm().config(p).ok_or_else(|| format!("no port {p}"))?;
-        f(&mut c);
-        sw.tm().configure(p, c);
-    }
-    Ok(String::new())
 }
 
 /// Runs one command line; returns its output, or an error message.
@@ -60,42 +44,15 @@ pub fn run(sw: &Switch, line: &str) -> Result<String, String> {
             Ok(String::new())
         }
         Command::Other(verb, args) => match verb.as_str() {
-            "set_queue_depth" => {
-                let n: u32 = arg(&args, 0, "depth")?;
-                set_ports(sw, &args, |c| c.max_packets = n)
-            }
-            "set_queue_rate" => {
-                let n: u64 = arg(&args, 0, "rate")?;
-                set_ports(sw, &args, |c| {
-                    c.shaping = if n == 0 {
-                        Shaping::None
-                    } else {
-                        Shaping::PacketsPerSec(n)
-                    };
-                    // The burst is in the shaping unit: one packet.
-                    c.burst = 1;
-                })
-            }
-            "set_port_rate" => {
-                let n: u64 = arg(&args, 0, "rate")?;
-                set_ports(sw, &args, |c| {
-                    c.shaping = if n == 0 {
-                        Shaping::None
-                    } else {
-                        Shaping::BitsPerSec(n)
-                    };
-                    // The burst is in the shaping unit: one full-size frame.
-                    c.burst = 1514;
-                    c.link_bps = if n == 0 { c.link_bps } else { n };
-                })
-            }
-            "set_port_delay" => {
-                let us: u64 = arg(&args, 0, "delay")?;
-                set_ports(sw, &args, |c| c.delay_ns = us * 1000)
-            }
-            "set_ecn_threshold" => {
-                let n: u32 = arg(&args, 0, "threshold")?;
-                set_ports(sw, &args, |c| c.ecn_threshold = (n != 0).then_some(n))
+            v if let Some(setting) = Setting::parse(v, &args) => {
+                let (setting, port) = setting?;
+                let ports = port.map_or_else(|| sw.ports().to_vec(), |p| vec![p]);
+                for p in ports {
+                    let mut c = sw.tm().config(p).ok_or_else(|| format!("no port {p}"))?;
+                    setting.apply(&mut c);
+                    sw.tm().configure(p, c);
+                }
+                Ok(String::new())
             }
             "pktgen_set" => {
                 let app: u8 = arg(&args, 0, "application")?;

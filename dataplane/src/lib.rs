@@ -3,16 +3,17 @@
 //!
 //! - [`pool`]: the packet buffers, owned through unique tokens.
 //! - [`io`]: ports (AF_PACKET sockets and in-memory links; AF_XDP is next).
-//! - [`tm`]: the traffic manager (queues, shaping, shared buffer, PFC).
-//! - [`switch`]: worker threads, the packet path, the CPU and recirculation ports, capture, trace.
+//! - [`switch`]: worker threads running the packet path of [`pipeline::driver`] on real ports,
+//!   the CPU port, capture, trace.
 //! - [`admin`]: the text commands for entries and run-time settings.
 
 pub mod admin;
-pub mod ecn;
 pub mod io;
 pub mod pcap;
 pub mod pktgen;
 pub mod pool;
 pub mod signals;
 pub mod switch;
-pub mod tm;
+
+/// The traffic manager lives in the sans-IO core, on the one packet path.
+pub use pipeline::tm;

@@ -199,8 +199,10 @@ impl Pool {
         self.base.wrapping_add(buf.index as usize * self.size)
     }
 
-    /// The whole buffer, to read.
-    pub fn bytes(&self, buf: &Buf) -> &[u8] {
+    /// The whole buffer, to read. The slice borrows both the pool and the token, so it cannot
+    /// outlive either, and a `&mut Buf` borrowed for [`Pool::bytes_mut`] cannot be read here at
+    /// the same time.
+    pub fn bytes<'a>(&'a self, buf: &'a Buf) -> &'a [u8] {
         let p = self.start(buf);
         // SAFETY: `p..p + size` lies inside the pool's memory (index < count) and belongs to the
         // buffer whose token is borrowed shared for the lifetime of the result; writes need
@@ -214,7 +216,7 @@ impl Pool {
         clippy::mut_from_ref,
         reason = "exclusivity comes from the unique &mut Buf token"
     )]
-    pub fn bytes_mut(&self, buf: &mut Buf) -> &mut [u8] {
+    pub fn bytes_mut<'a>(&'a self, buf: &'a mut Buf) -> &'a mut [u8] {
         let p = self.start(buf);
         // SAFETY: as in `bytes`; the token is borrowed mutably for the lifetime of the result and
         // tokens are unique per index, so this is the only reference to these bytes. Heap memory

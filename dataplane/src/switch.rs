@@ -14,7 +14,6 @@
 //! from a per-worker cache, the table snapshot is loaded once per batch, and the traffic manager's
 //! queues are lock-free.
 
-use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
@@ -24,10 +23,10 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crossbeam::channel::{Receiver, Sender};
-use pipeline::frame::Frame as PFrame;
-use pipeline::metadata::{DropReason, InstanceType, PortId, StdMeta};
-use pipeline::runtime::{Dest, EgressVerdict, Pipeline, Worker};
-use pipeline::wire::{EtherType, EthernetFrame, PfcFrame, PfcRepr};
+use pipeline::driver::{Buffers, Driver, Env, PortTx, Received, frame_bytes};
+use pipeline::metadata::{PortId, StdMeta};
+use pipeline::runtime::{Pipeline, Worker};
+use pipeline::tm::{PortConfig, SharedBuffer, TrafficManager, TxState};
 
 use crate::io::mem::MemPort;
 use crate::io::packet::PacketPort;
@@ -35,8 +34,7 @@ use crate::io::xdp::{XdpPort, XdpSpec};
 use crate::io::{BATCH, Frame};
 use crate::pcap::PcapWriter;
 use crate::pktgen::{self, Pktgen, Schedule};
-use crate::pool::{HEADROOM, LocalCache, Pool};
-use crate::tm::{Dequeued, PortConfig, Queued, SharedBuffer, TrafficManager, TxState};
+use crate::pool::{Buf, HEADROOM, LocalCache, Pool};
 
 /// How a port moves frames.
 #[derive(Debug)]
@@ -161,7 +159,6 @@ struct Shared {
     busy_poll: bool,
     poll_window_ns: u64,
     traced: AtomicU64,
-    shared_buffer: Option<SharedBuffer>,
     /// Kernel thread ids of the workers.
     tids: Mutex<Vec<libc::pid_t>>,
 }
@@ -348,7 +345,6 @@ impl Switch {
             busy_poll: config.busy_poll,
             poll_window_ns: config.poll_window_ns,
             traced: AtomicU64::new(0),
-            shared_buffer: config.shared_buffer,
             tids: Mutex::new(Vec::new()),
             pipeline,
         });
@@ -493,30 +489,98 @@ fn pin_to_cpu(cpu: usize) {
     }
 }
 
-/// A port as a worker holds it.
+/// A port as a worker holds it: its I/O and its transmit side on the packet path.
 #[derive(Debug)]
 struct OwnedPort {
-    id: PortId,
     io: PortIo,
-    tx_state: TxState<Frame>,
-    /// Frames held for the propagation delay: (release time, frame).
-    delay: VecDeque<(u64, Frame)>,
-    /// Frames ready to send.
-    out: VecDeque<Frame>,
-    /// When this port last sent XOFF (to refresh it before it expires).
-    last_xoff: u64,
+    tx: PortTx<Buf>,
+}
+
+/// The data plane's side of the packet path for one worker: the shared pool through this
+/// worker's cache, port ownership, wake-ups, capture, counters and trace output.
+struct DpEnv<'a> {
+    sh: &'a Shared,
+    cache: &'a mut LocalCache,
+    me: usize,
+}
+
+impl Buffers for DpEnv<'_> {
+    type Buf = Buf;
+    #[inline]
+    fn bytes<'a>(&'a self, b: &'a Buf) -> &'a [u8] {
+        self.sh.pool.bytes(b)
+    }
+    #[inline]
+    fn bytes_mut<'a>(&'a self, b: &'a mut Buf) -> &'a mut [u8] {
+        self.sh.pool.bytes_mut(b)
+    }
+    #[inline]
+    fn alloc(&mut self) -> Option<Buf> {
+        self.cache.alloc(&self.sh.pool)
+    }
+    #[inline]
+    fn free(&mut self, b: Buf) {
+        self.cache.free(&self.sh.pool, b);
+    }
+    #[inline]
+    fn headroom(&self) -> usize {
+        HEADROOM
+    }
+}
+
+impl Env for DpEnv<'_> {
+    #[inline]
+    fn has_port(&self, port: PortId) -> bool {
+        self.sh
+            .owner
+            .get(usize::from(port))
+            .is_some_and(|&o| o != usize::MAX)
+    }
+
+    #[inline]
+    fn wake(&mut self, port: PortId) {
+        let owner = self
+            .sh
+            .owner
+            .get(usize::from(port))
+            .copied()
+            .unwrap_or(usize::MAX);
+        if owner != self.me && owner != usize::MAX {
+            self.sh.wake(owner);
+        }
+    }
+
+    #[inline]
+    fn departing(&mut self, port: PortId, frame: &Frame, now: u64) {
+        if let Some(Some((_, c))) = self.sh.pcap.get(usize::from(port)) {
+            capture(c, now, frame_bytes(self, frame));
+        }
+    }
+
+    fn pfc_sent(&mut self, port: PortId) {
+        if let Some(c) = self.sh.counters.get(usize::from(port)) {
+            c.pfc_tx.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn trace(&mut self, port: PortId, lines: Vec<String>) {
+        let Some(t) = &self.sh.trace else { return };
+        let n = self.sh.traced.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut out) = t.lock() {
+            for l in lines {
+                let _ = writeln!(out, "trace pkt={n} worker={} port={port} {l}", self.me);
+            }
+        }
+    }
 }
 
 struct WorkerLoop {
     sh: Arc<Shared>,
     id: usize,
     ports: Vec<OwnedPort>,
-    worker: Worker,
+    driver: Driver<Buf>,
     cache: LocalCache,
     rx: Vec<Frame>,
-    /// Packets re-entering ingress (recirculated, resubmitted, from the CPU): frame and metadata.
-    again: VecDeque<(Frame, StdMeta)>,
-    copies: Vec<pipeline::pre::Copy>,
     /// Worker 0: the CPU port's transmit state.
     cpu_tx: Option<TxState<Frame>>,
     /// Worker 0: the packet generator's schedule.
@@ -528,12 +592,8 @@ impl WorkerLoop {
         let ports = ports
             .into_iter()
             .map(|p| OwnedPort {
-                tx_state: sh.tm.tx_state(p.id),
-                id: p.id,
+                tx: PortTx::new(&sh.tm, p.id),
                 io: p.io,
-                delay: VecDeque::new(),
-                out: VecDeque::new(),
-                last_xoff: 0,
             })
             .collect();
         let mut worker = Worker::new(sh.pipeline.clone(), id, 0x9e37_79b9_7f4a_7c15 ^ id as u64);
@@ -542,11 +602,9 @@ impl WorkerLoop {
             sh,
             id,
             ports,
-            worker,
+            driver: Driver::new(worker),
             cache: LocalCache::default(),
             rx: Vec::with_capacity(BATCH),
-            again: VecDeque::new(),
-            copies: Vec::new(),
             cpu_tx: None,
             schedule: Schedule::default(),
         }
@@ -561,30 +619,30 @@ impl WorkerLoop {
         let mut last_active = 0u64;
         while !sh.stop.load(Ordering::Acquire) {
             let now = sh.now();
-            self.worker.begin_batch();
+            self.driver.begin_batch();
             let mut busy = false;
             for i in 0..self.ports.len() {
                 busy |= self.receive(sh, i, now);
             }
             if self.id == 0 {
                 for _ in 0..BATCH {
-                    let Ok(bytes) = self.sh.packet_out.try_recv() else {
+                    let Ok(bytes) = sh.packet_out.try_recv() else {
                         break;
                     };
                     busy = true;
-                    if let Some(mut b) = self.cache.alloc(&self.sh.pool) {
-                        let len = bytes.len().min(self.sh.pool.buf_size() - HEADROOM);
-                        self.sh.pool.bytes_mut(&mut b)[HEADROOM..HEADROOM + len]
+                    if let Some(mut b) = self.cache.alloc(&sh.pool) {
+                        let len = bytes.len().min(sh.pool.buf_size() - HEADROOM);
+                        sh.pool.bytes_mut(&mut b)[HEADROOM..HEADROOM + len]
                             .copy_from_slice(&bytes[..len]);
                         let md = StdMeta::new(cpu_port, len, now);
-                        self.again.push_back((
+                        self.driver.inject(
                             Frame {
                                 buf: b,
                                 start: HEADROOM,
                                 len,
                             },
                             md,
-                        ));
+                        );
                     }
                 }
             }
@@ -592,13 +650,12 @@ impl WorkerLoop {
             if self.id == 0 {
                 next = self.generate(sh, now);
             }
-            for _ in 0..BATCH {
-                let Some((f, md)) = self.again.pop_front() else {
-                    break;
-                };
-                busy = true;
-                self.ingress(sh, f, md, now);
-            }
+            let mut env = DpEnv {
+                sh,
+                cache: &mut self.cache,
+                me: self.id,
+            };
+            busy |= self.driver.run_pending(&mut env, &sh.tm, now, BATCH);
             for i in 0..self.ports.len() {
                 let (b, n) = self.transmit(sh, i, now);
                 busy |= b;
@@ -610,8 +667,8 @@ impl WorkerLoop {
             if self.id == 0 {
                 busy |= self.transmit_cpu(sh, now);
             }
-            self.worker.end_batch();
-            if busy || !self.again.is_empty() {
+            self.driver.end_batch();
+            if busy || self.driver.pending() {
                 last_active = now;
             } else if !sh.busy_poll && now.saturating_sub(last_active) >= sh.poll_window_ns {
                 self.sleep(now, next);
@@ -619,19 +676,20 @@ impl WorkerLoop {
         }
         // Give every buffer back (queued frames die with the switch).
         for p in &mut self.ports {
-            for f in p.out.drain(..).chain(p.delay.drain(..).map(|(_, f)| f)) {
+            for f in p.tx.drain() {
                 self.cache.free(&self.sh.pool, f.buf);
             }
+        }
+        for f in self.driver.drain() {
+            self.cache.free(&self.sh.pool, f.buf);
         }
         self.cache.flush(&self.sh.pool);
     }
 
-    /// Worker 0: queues the packet generator's frames due at `now` for ingress; returns when
-    /// the next are due.
     fn generate(&mut self, sh: &Shared, now: u64) -> Option<u64> {
         let port = sh.pipeline.config.pktgen_port;
         let mut schedule = std::mem::take(&mut self.schedule);
-        let (cache, again) = (&mut self.cache, &mut self.again);
+        let (cache, driver) = (&mut self.cache, &mut self.driver);
         let next = schedule.run(&sh.pktgen, now, |app, c, batch, packet| {
             let Some(stats) = sh.pktgen.stats(app) else {
                 return;
@@ -656,7 +714,7 @@ impl WorkerLoop {
                 start: HEADROOM,
                 len,
             };
-            again.push_back((frame, md));
+            driver.inject(frame, md);
             stats.generated.fetch_add(1, Ordering::Relaxed);
         });
         self.schedule = schedule;
@@ -669,7 +727,12 @@ impl WorkerLoop {
             .iter()
             .map(|p| libc::pollfd {
                 fd: p.io.fd(),
-                events: libc::POLLIN | if p.out.is_empty() { 0 } else { libc::POLLOUT },
+                events: libc::POLLIN
+                    | if p.tx.out.is_empty() {
+                        0
+                    } else {
+                        libc::POLLOUT
+                    },
                 revents: 0,
             })
             .collect();
@@ -703,6 +766,7 @@ impl WorkerLoop {
     }
 
     /// Receives a batch on port `i` and runs ingress on it; returns whether anything arrived.
+    /// Receives a batch on port `i` and runs ingress on it; returns whether anything arrived.
     fn receive(&mut self, sh: &Shared, i: usize, now: u64) -> bool {
         let p = &mut self.ports[i];
         let mut rx = std::mem::take(&mut self.rx);
@@ -712,264 +776,46 @@ impl WorkerLoop {
             PortIo::Packet(s) => s.recv(&sh.pool, &mut self.cache, &mut rx).unwrap_or((0, 0)),
             PortIo::Mem(m) => m.recv(&sh.pool, &mut self.cache, &mut rx, BATCH),
         };
-        let id = p.id;
+        let id = p.tx.id();
         let c = &sh.counters[usize::from(id)];
         c.rx.fetch_add(got as u64, Ordering::Relaxed);
         c.errors.fetch_add(oversize as u64, Ordering::Relaxed);
+        let mut env = DpEnv {
+            sh,
+            cache: &mut self.cache,
+            me: self.id,
+        };
         for f in rx.drain(..) {
             if let Some((c, _)) = &sh.pcap[usize::from(id)] {
                 capture(c, now, &sh.pool.bytes(&f.buf)[f.start..f.start + f.len]);
             }
-            if self.mac_control(id, &f, now) {
-                self.cache.free(&sh.pool, f.buf);
-                continue;
+            if self.driver.receive(&mut env, &sh.tm, id, f, now) == Received::Pause {
+                c.pfc_rx.fetch_add(1, Ordering::Relaxed);
             }
-            let md = StdMeta::new(id, f.len, now);
-            self.ingress(sh, f, md, now);
         }
         self.rx = rx;
         got > 0
     }
 
-    /// Consumes received PAUSE / PFC frames (the MAC handles them, not the program).
-    fn mac_control(&mut self, port: PortId, f: &Frame, now: u64) -> bool {
-        let bytes = &self.sh.pool.bytes(&f.buf)[f.start..f.start + f.len];
-        let Ok(eth) = EthernetFrame::new_checked(bytes) else {
-            return false;
-        };
-        if eth.ethertype() != EtherType::MAC_CONTROL {
-            return false;
-        }
-        let Ok(pfc) = PfcFrame::new_checked(eth.payload()) else {
-            return true;
-        };
-        match PfcRepr::parse(&pfc) {
-            Ok(PfcRepr::Pfc {
-                class_enable_vector,
-                quanta,
-            }) => {
-                self.sh
-                    .tm
-                    .pause_received(port, class_enable_vector, quanta, now);
-            }
-            Ok(PfcRepr::Pause { quanta }) => {
-                self.sh.tm.pause_received(port, 0xff, [quanta; 8], now);
-            }
-            Err(_) => {}
-        }
-        self.sh.counters[usize::from(port)]
-            .pfc_rx
-            .fetch_add(1, Ordering::Relaxed);
-        true
-    }
-
-    fn trace_flush(&mut self, port: PortId) {
-        let Some(t) = &self.sh.trace else { return };
-        let lines = self.worker.take_trace();
-        if lines.is_empty() {
-            return;
-        }
-        let n = self.sh.traced.fetch_add(1, Ordering::Relaxed);
-        if let Ok(mut out) = t.lock() {
-            for l in lines {
-                let _ = writeln!(out, "trace pkt={n} worker={} port={port} {l}", self.id);
-            }
-        }
-    }
-
-    fn ingress(&mut self, sh: &Shared, mut f: Frame, mut md: StdMeta, now: u64) {
-        let verdict = {
-            let bytes = self.sh.pool.bytes_mut(&mut f.buf);
-            let mut pf = PFrame::new(bytes, f.start, f.len);
-            let v = self.worker.ingress(now, &mut pf, &mut md);
-            f.start = pf.start();
-            f.len = pf.len();
-            v
-        };
-        self.trace_flush(md.ingress_port);
-        if verdict.dest == Dest::Resubmit {
-            Worker::prepare_resubmit(&mut md);
-            self.again.push_back((f, md));
-            return;
-        }
-        self.copies.clear();
-        let mut copies = std::mem::take(&mut self.copies);
-        self.worker.ingress_copies(&verdict, |c| copies.push(c));
-        let mut original = Some(f);
-        let n = copies.len();
-        for (k, c) in copies.drain(..).enumerate() {
-            let frame = if k + 1 == n {
-                original.take()
-            } else {
-                original
-                    .as_ref()
-                    .and_then(|o| self.duplicate(o, c.truncate))
-            };
-            let Some(mut frame) = frame else {
-                self.worker.count_drop(DropReason::TailDrop, 0);
-                continue;
-            };
-            if c.truncate != 0 && k + 1 == n {
-                frame.len = frame.len.min(c.truncate as usize);
-            }
-            let mut cmd = md;
-            cmd.egress_port = c.port;
-            cmd.egress_rid = c.rid;
-            cmd.qid = c.qid;
-            if c.instance_type != InstanceType::Normal {
-                cmd.instance_type = c.instance_type;
-            }
-            self.enqueue(sh, frame, cmd, now);
-        }
-        self.copies = copies;
-        if let Some(f) = original {
-            self.cache.free(&sh.pool, f.buf);
-        }
-    }
-
-    /// A copy of `f` in a new buffer (at most `truncate` bytes if non-zero).
-    fn duplicate(&mut self, f: &Frame, truncate: u32) -> Option<Frame> {
-        let sh = &self.sh;
-        let mut b = self.cache.alloc(&sh.pool)?;
-        let len = if truncate == 0 {
-            f.len
-        } else {
-            f.len.min(truncate as usize)
-        };
-        let src = &sh.pool.bytes(&f.buf)[f.start..f.start + len];
-        sh.pool.bytes_mut(&mut b)[HEADROOM..HEADROOM + len].copy_from_slice(src);
-        Some(Frame {
-            buf: b,
-            start: HEADROOM,
-            len,
-        })
-    }
-
-    fn enqueue(&mut self, sh: &Shared, f: Frame, md: StdMeta, now: u64) {
-        let port = md.egress_port;
-        let len = u32::try_from(f.len).unwrap_or(u32::MAX);
-        let owner = sh
-            .owner
-            .get(usize::from(port))
-            .copied()
-            .unwrap_or(usize::MAX);
-        if owner == usize::MAX {
-            // No port with this number: nobody would ever dequeue it.
-            self.worker.count_drop(DropReason::NoSuchPort, len);
-            self.cache.free(&sh.pool, f.buf);
-            return;
-        }
-        let ingress = md.ingress_port;
-        let q = Queued {
-            buf: f,
-            len,
-            meta: md,
-        };
-        let pool = &sh.pool;
-        match sh.tm.enqueue_marking(port, q, now, |q| {
-            let bytes = pool.bytes_mut(&mut q.buf.buf);
-            let (s, l) = (q.buf.start, q.buf.len);
-            crate::ecn::mark_ce(&mut bytes[s..s + l]);
-        }) {
-            Ok(a) => {
-                if a.wake && owner != self.id {
-                    sh.wake(owner);
-                }
-                self.wake_pfc(ingress);
-            }
-            Err((q, _)) => {
-                self.worker.count_drop(DropReason::TailDrop, len);
-                self.cache.free(&sh.pool, q.buf.buf);
-            }
-        }
-    }
-
-    /// Records a frame about to be sent on `port` in its capture (once: when it becomes ready).
-    fn capture_out(&self, port: PortId, f: &Frame, now: u64) {
-        if let Some((_, c)) = &self.sh.pcap[usize::from(port)] {
-            capture(
-                c,
-                now,
-                &self.sh.pool.bytes(&f.buf)[f.start..f.start + f.len],
-            );
-        }
-    }
-
-    /// Wakes the owner of `port` if the traffic manager wants it to send a PFC frame.
-    fn wake_pfc(&self, port: PortId) {
-        if self.sh.tm.pfc_pending(port) {
-            let owner = self
-                .sh
-                .owner
-                .get(usize::from(port))
-                .copied()
-                .unwrap_or(usize::MAX);
-            if owner != self.id && owner != usize::MAX {
-                self.sh.wake(owner);
-            }
-        }
-    }
-
-    /// Sends PFC, dequeues and runs egress for port `i`; returns (did work, next deadline).
+    /// Port `i`'s turn on the packet path (PFC, dequeue, egress, delay), then sends what is
+    /// ready; returns (did work, next deadline).
     fn transmit(&mut self, sh: &Shared, i: usize, now: u64) -> (bool, Option<u64>) {
-        let mut busy = false;
-        let id = self.ports[i].id;
-        if let Some((vector, quanta)) = sh.tm.pfc_to_send(id) {
-            self.send_pfc(sh, i, vector, quanta, now);
-            busy = true;
-        } else if sh.tm.pfc_paused_classes(id) != 0 {
-            // Refresh XOFF at half its pause time so the sender stays paused.
-            let cfg = sh.tm.config(id).unwrap_or_default();
-            let pause_ns = sh.shared_pause_ns(cfg.link_bps);
-            if now.saturating_sub(self.ports[i].last_xoff) > pause_ns / 2 {
-                let classes = sh.tm.pfc_paused_classes(id);
-                let q = sh.shared_quanta();
-                let quanta = std::array::from_fn(|c| if classes & (1 << c) != 0 { q } else { 0 });
-                self.send_pfc(sh, i, u16::from(classes), quanta, now);
-            }
-        }
-        let mut next = None;
-        if sh.tm.pfc_paused_classes(id) != 0 {
-            let cfg = sh.tm.config(id).unwrap_or_default();
-            let refresh = self.ports[i].last_xoff + sh.shared_pause_ns(cfg.link_bps) / 2;
-            next = Some(refresh.max(now + 1));
-        }
         // Frames that left the traffic manager but not the port stay few: the backlog stays in
         // the queues, where limits, ECN and PFC act on it.
         let room = (4 * BATCH)
-            .saturating_sub(self.ports[i].out.len())
+            .saturating_sub(self.ports[i].tx.out.len())
             .min(BATCH);
-        for _ in 0..room {
-            let p = &mut self.ports[i];
-            match sh.tm.dequeue(&mut p.tx_state, now) {
-                Dequeued::Packet(q) => {
-                    busy = true;
-                    let ingress = q.meta.ingress_port;
-                    self.egress(sh, i, q, now);
-                    self.wake_pfc(ingress);
-                }
-                Dequeued::Wait { at } => {
-                    next = Some(at);
-                    break;
-                }
-                Dequeued::Empty => break,
-            }
-        }
-        let p = &mut self.ports[i];
-        while p.delay.front().is_some_and(|(t, _)| *t <= now) {
-            if let Some((_, f)) = p.delay.pop_front() {
-                if let Some((_, c)) = &sh.pcap[usize::from(p.id)] {
-                    capture(c, now, &sh.pool.bytes(&f.buf)[f.start..f.start + f.len]);
-                }
-                p.out.push_back(f);
-            }
-        }
-        let p = &mut self.ports[i];
-        if let Some((t, _)) = p.delay.front() {
-            next = Some(next.map_or(*t, |n: u64| n.min(*t)));
-        }
+        let mut env = DpEnv {
+            sh,
+            cache: &mut self.cache,
+            me: self.id,
+        };
+        let (mut busy, mut next) =
+            self.driver
+                .transmit(&mut env, &sh.tm, &mut self.ports[i].tx, now, room);
+        let p = &self.ports[i];
         let reclaim = matches!(&p.io, PortIo::Xdp(x) if x.in_flight() > 0);
-        if !p.out.is_empty() || reclaim {
+        if !p.tx.out.is_empty() || reclaim {
             busy |= self.flush(sh, i);
         }
         // Frames still in an AF_XDP TX ring need another kick soon (copy mode sends only when
@@ -980,121 +826,24 @@ impl WorkerLoop {
         (busy, next)
     }
 
-    fn send_pfc(&mut self, sh: &Shared, i: usize, vector: u16, quanta: [u16; 8], now: u64) {
-        let Some(mut b) = self.cache.alloc(&sh.pool) else {
-            // No buffer now: ask again on the next pass rather than lose an XON.
-            sh.tm.pfc_retry(self.ports[i].id);
-            return;
-        };
-        let repr = PfcRepr::Pfc {
-            class_enable_vector: vector,
-            quanta,
-        };
-        let bytes = sh.pool.bytes_mut(&mut b);
-        let frame = &mut bytes[HEADROOM..HEADROOM + 14 + repr.buffer_len()];
-        frame[0..6].copy_from_slice(pipeline::wire::MacAddr::MAC_CONTROL.as_bytes());
-        frame[6..12].copy_from_slice(&[0x02, 0x50, 0x49, 0x53, 0x41, self.ports[i].id as u8]);
-        frame[12..14].copy_from_slice(&EtherType::MAC_CONTROL.0.to_be_bytes());
-        repr.emit(&mut PfcFrame::new_unchecked(&mut frame[14..]));
-        let len = 14 + repr.buffer_len();
-        let pfc = Frame {
-            buf: b,
-            start: HEADROOM,
-            len,
-        };
-        self.capture_out(self.ports[i].id, &pfc, now);
-        let p = &mut self.ports[i];
-        p.out.push_front(pfc);
-        if quanta.iter().any(|&q| q != 0) {
-            p.last_xoff = now;
-        }
-        sh.counters[usize::from(p.id)]
-            .pfc_tx
-            .fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Runs egress on `f` in place; its bounds follow header pushes and pops.
-    fn run_egress(&mut self, f: &mut Frame, md: &mut StdMeta, now: u64) -> EgressVerdict {
-        let bytes = self.sh.pool.bytes_mut(&mut f.buf);
-        let mut pf = PFrame::new(bytes, f.start, f.len);
-        let v = self.worker.egress(now, &mut pf, md);
-        f.start = pf.start();
-        f.len = pf.len();
-        v
-    }
-
-    fn egress(&mut self, sh: &Shared, i: usize, q: Queued<Frame>, now: u64) {
-        let Queued {
-            buf: mut f,
-            meta: mut md,
-            ..
-        } = q;
-        let verdict = self.run_egress(&mut f, &mut md, now);
-        self.trace_flush(md.egress_port);
-        let (EgressVerdict::Emit { clone }
-        | EgressVerdict::Recirculate { clone }
-        | EgressVerdict::Drop { clone, .. }) = verdict;
-        // E2E clones: copies of the packet as egress left it, queued for the session's ports. A
-        // clone does not clone itself again.
-        if let Some(session) = clone.filter(|_| md.instance_type != InstanceType::EgressClone) {
-            self.copies.clear();
-            let mut copies = std::mem::take(&mut self.copies);
-            self.worker
-                .clone_copies(session, InstanceType::EgressClone, |c| copies.push(c));
-            for c in copies.drain(..) {
-                let Some(d) = self.duplicate(&f, c.truncate) else {
-                    self.worker.count_drop(DropReason::TailDrop, 0);
-                    continue;
-                };
-                let mut cmd = md;
-                cmd.egress_port = c.port;
-                cmd.egress_rid = c.rid;
-                cmd.qid = c.qid;
-                cmd.instance_type = InstanceType::EgressClone;
-                self.enqueue(sh, d, cmd, now);
-            }
-            self.copies = copies;
-        }
-        match verdict {
-            EgressVerdict::Emit { .. } => {
-                let delay = sh.tm.delay_ns(self.ports[i].id);
-                if delay == 0 {
-                    self.capture_out(self.ports[i].id, &f, now);
-                }
-                let p = &mut self.ports[i];
-                if delay == 0 {
-                    p.out.push_back(f);
-                } else {
-                    p.delay.push_back((now + delay, f));
-                }
-            }
-            EgressVerdict::Recirculate { .. } => {
-                let rmd = self.worker.prepare_recirculate(&md, f.len, now);
-                self.again.push_back((f, rmd));
-            }
-            EgressVerdict::Drop { .. } => self.cache.free(&sh.pool, f.buf),
-        }
-    }
-
-    /// Sends what port `i` has ready; returns whether anything went.
     fn flush(&mut self, sh: &Shared, i: usize) -> bool {
         let p = &mut self.ports[i];
-        let id = p.id;
+        let id = p.tx.id();
         let c = &sh.counters[usize::from(id)];
         let mut sent = 0usize;
         match &mut p.io {
             PortIo::Xdp(x) => loop {
                 // At least once: reclaims completions and kicks the TX ring.
-                let n = x.send(&sh.pool, &mut self.cache, &mut p.out);
+                let n = x.send(&sh.pool, &mut self.cache, &mut p.tx.out);
                 sent += n;
-                if n == 0 || p.out.is_empty() {
+                if n == 0 || p.tx.out.is_empty() {
                     break;
                 }
             },
             PortIo::XdpSpec(_) => {}
             PortIo::Packet(s) => {
-                while !p.out.is_empty() {
-                    match s.send(&sh.pool, &mut self.cache, &mut p.out) {
+                while !p.tx.out.is_empty() {
+                    match s.send(&sh.pool, &mut self.cache, &mut p.tx.out) {
                         Ok(0) => break,
                         Ok(n) => sent += n,
                         Err(_) => {
@@ -1104,7 +853,7 @@ impl WorkerLoop {
                 }
             }
             PortIo::Mem(m) => {
-                for f in p.out.drain(..) {
+                for f in p.tx.out.drain(..) {
                     m.send(&sh.pool, &mut self.cache, f);
                     sent += 1;
                 }
@@ -1115,54 +864,26 @@ impl WorkerLoop {
     }
 
     /// Dequeues what is bound for the CPU port and hands it to the controller side.
+    /// Dequeues what is bound for the CPU port and hands it to the controller side.
     fn transmit_cpu(&mut self, sh: &Shared, now: u64) -> bool {
         let cpu = sh.pipeline.config.cpu_port;
         let mut tx = self.cpu_tx.take().unwrap_or_else(|| sh.tm.tx_state(cpu));
-        let mut busy = false;
-        for _ in 0..BATCH {
-            let Dequeued::Packet(q) = sh.tm.dequeue(&mut tx, now) else {
-                break;
-            };
-            busy = true;
-            let Queued {
-                buf: mut f,
-                meta: mut md,
-                ..
-            } = q;
-            let verdict = self.run_egress(&mut f, &mut md, now);
-            self.trace_flush(cpu);
-            if let EgressVerdict::Recirculate { .. } = verdict {
-                let rmd = self.worker.prepare_recirculate(&md, f.len, now);
-                self.again.push_back((f, rmd));
-                continue;
-            }
-            if let EgressVerdict::Emit { .. } = verdict {
-                let bytes = sh.pool.bytes(&f.buf)[f.start..f.start + f.len].to_vec();
-                if sh.packet_in.try_send(bytes).is_err() {
-                    sh.counters[usize::from(cpu)]
-                        .errors
-                        .fetch_add(1, Ordering::Relaxed);
+        let mut env = DpEnv {
+            sh,
+            cache: &mut self.cache,
+            me: self.id,
+        };
+        let c = &sh.counters[usize::from(cpu)];
+        let busy = self
+            .driver
+            .transmit_cpu(&mut env, &sh.tm, &mut tx, now, BATCH, |bytes| {
+                if sh.packet_in.try_send(bytes.to_vec()).is_err() {
+                    c.errors.fetch_add(1, Ordering::Relaxed);
                 } else {
-                    sh.counters[usize::from(cpu)]
-                        .tx
-                        .fetch_add(1, Ordering::Relaxed);
+                    c.tx.fetch_add(1, Ordering::Relaxed);
                 }
-            }
-            self.cache.free(&sh.pool, f.buf);
-        }
+            });
         self.cpu_tx = Some(tx);
         busy
-    }
-}
-
-impl Shared {
-    /// How long an XOFF pause lasts on a link of `link_bps`, ns.
-    fn shared_pause_ns(&self, link_bps: u64) -> u64 {
-        let q = u128::from(self.shared_quanta());
-        u64::try_from(q * 512 * 1_000_000_000 / u128::from(link_bps.max(1))).unwrap_or(u64::MAX)
-    }
-
-    fn shared_quanta(&self) -> u16 {
-        self.shared_buffer.map_or(0xffff, |s| s.pause_quanta)
     }
 }

@@ -301,7 +301,7 @@ mod tests {
     /// survives an encode/decode round trip.
     #[test]
     fn basic_p4info_matches_its_schema() {
-        for name in pipeline::program::NAMES {
+        for name in pipeline::program::names() {
             let program = pipeline::program::by_name(name).unwrap();
             let s = program.schema();
             let info = p4info(s);

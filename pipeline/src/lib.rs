@@ -8,7 +8,10 @@
 pub mod commands;
 pub mod control;
 pub mod digest;
+pub mod driver;
+pub mod ecn;
 pub mod externs;
+pub mod fabric;
 pub mod frame;
 pub mod metadata;
 pub mod p4info;
@@ -19,4 +22,5 @@ pub mod schema;
 pub mod sim;
 pub mod state;
 pub mod table;
+pub mod tm;
 pub mod wire;

@@ -477,7 +477,7 @@ fn trace_names_tables_and_verdicts() {
     sw.worker().set_tracing(true);
     let f = tcp4((HOST1, ROUTER), [10, 0, 1, 1], [10, 0, 3, 7], 1, 2, 64, b"");
     sw.inject(1, &f, 1);
-    let lines = sw.worker().take_trace();
+    let lines = sw.take_trace();
     let text = lines.join("\n");
     assert!(
         text.contains("table=ingress.l2_exact hit=false action=NoAction"),

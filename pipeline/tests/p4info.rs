@@ -2,7 +2,7 @@
 
 #[test]
 fn checked_in_p4info_matches_the_schema() {
-    for name in pipeline::program::NAMES {
+    for name in pipeline::program::names() {
         let program = pipeline::program::by_name(name).unwrap();
         let generated = pipeline::p4info::to_text(program.schema());
         let path = format!("{}/p4info/{name}.txt", env!("CARGO_MANIFEST_DIR"));

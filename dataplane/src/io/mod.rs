@@ -11,15 +11,7 @@ pub mod xdp;
 use crate::pool::Buf;
 
 /// A frame in a pool buffer: `bytes[start..start + len]`.
-#[derive(Debug)]
-pub struct Frame {
-    /// The buffer.
-    pub buf: Buf,
-    /// Offset of the frame in the buffer.
-    pub start: usize,
-    /// Frame length.
-    pub len: usize,
-}
+pub type Frame = pipeline::driver::Pkt<Buf>;
 
 /// Largest batch a port moves per call.
 pub const BATCH: usize = 32;

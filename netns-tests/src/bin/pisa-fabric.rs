@@ -17,7 +17,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
-use netns_tests::fabric::plan::plan;
 use netns_tests::fabric::topo::{self, End, GenProps, LinkProps, Topology};
 use netns_tests::fabric::{self, Fabric, GRPC_PORT, Options, mgmt_addrs};
 use p4runtime_server::client::Client;
@@ -235,7 +234,7 @@ async fn connect(i: usize) -> Result<Client, String> {
 }
 
 async fn program(t: &Topology) -> Result<(), String> {
-    let plans = plan(t);
+    let plans = pipeline::program::fabric_plan(t)?;
     let started = Instant::now();
     let mut entries = 0;
     for (i, s) in t.switches.iter().enumerate() {

@@ -8,8 +8,7 @@
 //! is `eth0`. [`teardown`] removes everything of a fabric by those names, so a fabric left behind by
 //! a crash or Ctrl-C is removed by the next `down` or `up`.
 
-pub mod plan;
-pub mod topo;
+pub use pipeline::fabric::{plan, topo};
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -286,7 +285,7 @@ impl Fabric {
         progress(&format!("{} hosts addressed and routed", topo.hosts.len()));
 
         // Switches.
-        let plans = plan::plan(topo);
+        let plans = pipeline::program::fabric_plan(topo)?;
         let bin = workspace_bin("pisa-switch");
         for (i, s) in topo.switches.iter().enumerate() {
             cancelled()?;

@@ -160,7 +160,7 @@ fn run(args: Args) -> Result<(), String> {
         format!(
             "no program {} (have: {})",
             args.program,
-            pipeline::program::NAMES.join(", ")
+            pipeline::program::names().collect::<Vec<_>>().join(", ")
         )
     })?;
     let workers = args

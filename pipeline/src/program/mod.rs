@@ -8,10 +8,13 @@
 
 pub mod basic;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::control::Externs;
 use crate::externs::{Color, Rng};
+use crate::fabric::plan::SwitchPlan;
+use crate::fabric::topo::{Switch, Topology};
 use crate::frame::Frame;
 use crate::metadata::{PortId, StdMeta};
 use crate::schema::Schema;
@@ -32,16 +35,68 @@ pub trait Program: Send + Sync + std::fmt::Debug + 'static {
     fn egress(&self, cx: &mut Ctx<'_>, pkt: &mut Frame<'_>, md: &mut StdMeta);
 }
 
-/// The programs this build has, by name.
+/// A fabric plan: given the whole topology and the switches that run the program, what each of
+/// them is told, keyed by switch name.
+pub type PlanFn = fn(&Topology, &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, String>;
+
+/// What the registry knows of a program: everything a switch, a fabric and the simulator need
+/// to run it, under one name.
+#[derive(Debug)]
+pub struct Entry {
+    /// The name `--program` and topology lines use.
+    pub name: &'static str,
+    /// One line on what it does.
+    pub about: &'static str,
+    /// Builds the program (its schema, hence its P4Info, comes with it).
+    pub build: fn() -> Arc<dyn Program>,
+    /// Its fabric plan: what each switch of `topology` running this program is told (the
+    /// traffic manager's settings and the table writes), keyed by switch name. Given the whole
+    /// topology; returns plans for the switches in `switches` (those that run this program).
+    pub plan: PlanFn,
+}
+
+/// Every program this build has. Adding a program is one module and one line here.
+pub static REGISTRY: &[Entry] = &[Entry {
+    name: "basic",
+    about: "L2, IPv4/IPv6 LPM routing with an ECMP selector, ternary ACL, punt to CPU",
+    build: || Arc::new(basic::Basic::new()),
+    plan: crate::fabric::plan::routed,
+}];
+
+/// The registry entry of `name`.
+pub fn lookup(name: &str) -> Option<&'static Entry> {
+    REGISTRY.iter().find(|e| e.name == name)
+}
+
+/// The program called `name`, built.
 pub fn by_name(name: &str) -> Option<Arc<dyn Program>> {
-    match name {
-        "basic" => Some(Arc::new(basic::Basic::new())),
-        _ => None,
-    }
+    lookup(name).map(|e| (e.build)())
 }
 
 /// Names of the programs this build has.
-pub const NAMES: &[&str] = &["basic"];
+pub fn names() -> impl Iterator<Item = &'static str> {
+    REGISTRY.iter().map(|e| e.name)
+}
+
+/// The plan of every switch of `t`, each by the fabric plan of the program its line names.
+pub fn fabric_plan(t: &Topology) -> Result<BTreeMap<String, SwitchPlan>, String> {
+    let mut by_program: BTreeMap<&str, Vec<&Switch>> = BTreeMap::new();
+    for s in &t.switches {
+        by_program.entry(s.program.as_str()).or_default().push(s);
+    }
+    let mut out = BTreeMap::new();
+    for (program, switches) in by_program {
+        let entry = lookup(program).ok_or_else(|| {
+            format!(
+                "switch {}: no program {program} (this build has: {})",
+                switches[0].name,
+                names().collect::<Vec<_>>().join(", ")
+            )
+        })?;
+        out.extend((entry.plan)(t, &switches)?);
+    }
+    Ok(out)
+}
 
 /// The result of applying a table.
 #[derive(Clone, Copy, Debug)]

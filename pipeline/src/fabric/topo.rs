@@ -20,13 +20,61 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+/// Where a switch sits in the fabric (programs such as P4TE act by role).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Role {
+    /// A leaf (hosts below, spines above).
+    Leaf,
+    /// A spine.
+    Spine,
+    /// A top-of-rack (edge) switch.
+    Tor,
+    /// An aggregation switch.
+    Agg,
+    /// A core switch.
+    Core,
+}
+
+impl Role {
+    /// The role's name in the topology format.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Leaf => "leaf",
+            Role::Spine => "spine",
+            Role::Tor => "tor",
+            Role::Agg => "agg",
+            Role::Core => "core",
+        }
+    }
+}
+
+impl std::str::FromStr for Role {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Role, String> {
+        Ok(match s {
+            "leaf" => Role::Leaf,
+            "spine" => Role::Spine,
+            "tor" => Role::Tor,
+            "agg" => Role::Agg,
+            "core" => Role::Core,
+            _ => return Err(format!("unknown role {s} (leaf, spine, tor, agg or core)")),
+        })
+    }
+}
+
 /// A switch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Switch {
     /// Name (unique among nodes).
     pub name: String,
-    /// The program it runs.
+    /// The program it runs (a registry name, optionally a scheme such as `p4te-nra`).
     pub program: String,
+    /// Its role, if the file or the generator gave one (plans derive it otherwise).
+    pub role: Option<Role>,
+    /// A 32-bit id, unique in the fabric (default: position among the switches, from 1).
+    pub switch_id: u32,
+    /// Further `key=value` parameters for the program's fabric plan.
+    pub params: BTreeMap<String, String>,
 }
 
 /// A host (a namespace with the kernel's stack).
@@ -169,17 +217,29 @@ impl Topology {
                 [] => {}
                 ["defaults", rest @ ..] => defaults = props(rest, defaults).map_err(at)?,
                 ["switch", name, rest @ ..] => {
-                    let mut program = "basic".to_string();
+                    let mut sw = Switch {
+                        name: name.to_string(),
+                        program: "basic".to_string(),
+                        role: None,
+                        switch_id: u32::try_from(t.switches.len() + 1).unwrap_or(u32::MAX),
+                        params: BTreeMap::new(),
+                    };
                     for w in rest {
                         match w.split_once('=') {
-                            Some(("program", p)) => program = p.to_string(),
+                            Some(("program", p)) => sw.program = p.to_string(),
+                            Some(("role", r)) => sw.role = Some(r.parse().map_err(at)?),
+                            Some(("switch_id", v)) => {
+                                sw.switch_id = v
+                                    .parse()
+                                    .map_err(|_| at(format!("bad switch_id {v} (32 bits)")))?;
+                            }
+                            Some((k, v)) if !k.is_empty() => {
+                                sw.params.insert(k.to_string(), v.to_string());
+                            }
                             _ => return Err(at(format!("unknown switch option {w}"))),
                         }
                     }
-                    t.switches.push(Switch {
-                        name: name.to_string(),
-                        program,
-                    });
+                    t.switches.push(sw);
                 }
                 ["host", name, rest @ ..] => {
                     let (mut v4, mut v6) = (None, None);
@@ -241,6 +301,15 @@ impl Topology {
                 ));
             }
         }
+        let mut ids = HashSet::new();
+        for s in &self.switches {
+            if !ids.insert(s.switch_id) {
+                return Err(format!(
+                    "switch {}: switch_id {} is used twice",
+                    s.name, s.switch_id
+                ));
+            }
+        }
         let switches: HashSet<&str> = self.switches.iter().map(|s| s.name.as_str()).collect();
         let hosts: HashSet<&str> = self.hosts.iter().map(|h| h.name.as_str()).collect();
         let mut used = HashSet::new();
@@ -295,7 +364,15 @@ impl Topology {
             let _ = writeln!(s, "# {l}");
         }
         for sw in &self.switches {
-            let _ = writeln!(s, "switch {} program={}", sw.name, sw.program);
+            let _ = write!(s, "switch {} program={}", sw.name, sw.program);
+            if let Some(r) = sw.role {
+                let _ = write!(s, " role={}", r.name());
+            }
+            let _ = write!(s, " switch_id={}", sw.switch_id);
+            for (k, v) in &sw.params {
+                let _ = write!(s, " {k}={v}");
+            }
+            s.push('\n');
         }
         for h in &self.hosts {
             let _ = writeln!(s, "host {} ipv4={} ipv6={}", h.name, h.ipv4, h.ipv6);
@@ -385,10 +462,14 @@ fn add_host(
     });
 }
 
-fn switch(t: &mut Topology, name: String) {
+fn switch(t: &mut Topology, name: String, role: Role) {
+    let switch_id = u32::try_from(t.switches.len() + 1).unwrap_or(u32::MAX);
     t.switches.push(Switch {
         name,
         program: "basic".into(),
+        role: Some(role),
+        switch_id,
+        params: BTreeMap::new(),
     });
 }
 
@@ -408,11 +489,11 @@ pub fn leaf_spine(
         ..host
     };
     for s in 0..spines {
-        switch(&mut t, format!("spine{}", s + 1));
+        switch(&mut t, format!("spine{}", s + 1), Role::Spine);
     }
     for l in 0..leaves {
         let leaf = format!("leaf{}", l + 1);
-        switch(&mut t, leaf.clone());
+        switch(&mut t, leaf.clone(), Role::Leaf);
         for h in 0..hosts_per_leaf {
             let name = format!("h{}", l * hosts_per_leaf + h + 1);
             add_host(&mut t, name, l + 1, h, &leaf, (h + 1) as u16, host);
@@ -434,12 +515,12 @@ pub fn fat_tree(k: usize, p: GenProps) -> Topology {
     let half = k / 2;
     let mut t = Topology::default();
     for c in 0..half * half {
-        switch(&mut t, format!("core{}", c + 1));
+        switch(&mut t, format!("core{}", c + 1), Role::Core);
     }
     for pod in 0..k {
         for a in 0..half {
             let agg = format!("p{}a{}", pod + 1, a + 1);
-            switch(&mut t, agg.clone());
+            switch(&mut t, agg.clone(), Role::Agg);
             // Aggregation a connects to cores a*half+1 ..= a*half+half, on its ports half+1...
             for c in 0..half {
                 t.links.push(Link {
@@ -451,7 +532,7 @@ pub fn fat_tree(k: usize, p: GenProps) -> Topology {
         }
         for e in 0..half {
             let edge = format!("p{}e{}", pod + 1, e + 1);
-            switch(&mut t, edge.clone());
+            switch(&mut t, edge.clone(), Role::Tor);
             for h in 0..half {
                 let n = pod * half * half + e * half + h + 1;
                 add_host(
@@ -483,10 +564,10 @@ pub fn fat_tree(k: usize, p: GenProps) -> Topology {
 pub fn p4qcn(hosts_per_tor: usize, p: GenProps) -> Topology {
     let mut t = Topology::default();
     for s in 1..=2 {
-        switch(&mut t, format!("spine{s}"));
+        switch(&mut t, format!("spine{s}"), Role::Spine);
     }
     for l in 1..=4 {
-        switch(&mut t, format!("leaf{l}"));
+        switch(&mut t, format!("leaf{l}"), Role::Leaf);
         for s in 1..=2u16 {
             t.links.push(Link {
                 a: End::Switch(format!("leaf{l}"), 2 + s),
@@ -497,7 +578,7 @@ pub fn p4qcn(hosts_per_tor: usize, p: GenProps) -> Topology {
     }
     for r in 1..=4usize {
         let tor = format!("tor{r}");
-        switch(&mut t, tor.clone());
+        switch(&mut t, tor.clone(), Role::Tor);
         let first_leaf = if r <= 2 { 1 } else { 3 };
         for (i, leaf) in [first_leaf, first_leaf + 1].iter().enumerate() {
             let leaf_port = if r % 2 == 1 { 1 } else { 2 };
@@ -530,7 +611,13 @@ pub fn p4qcn(hosts_per_tor: usize, p: GenProps) -> Topology {
 pub fn dbb(p: GenProps) -> Topology {
     let mut t = Topology::default();
     for s in 1..=8 {
-        switch(&mut t, format!("s{s}"));
+        // The two ToRs at the ends, the stages between them aggregation switches.
+        let role = if s == 1 || s == 8 {
+            Role::Tor
+        } else {
+            Role::Agg
+        };
+        switch(&mut t, format!("s{s}"), role);
     }
     let fabric: &[(&str, u16, &str, u16)] = &[
         ("s1", 9, "s2", 1),

@@ -18,8 +18,8 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 
+use crate::metadata::{PortId, StdMeta};
 use crossbeam::queue::SegQueue;
-use pipeline::metadata::{PortId, StdMeta};
 
 /// Strict-priority queues per port (queue 7 is served first).
 pub const QUEUES: usize = 8;
@@ -515,6 +515,49 @@ impl<B> TrafficManager<B> {
         Some((0x00ff, quanta))
     }
 
+    /// The PFC policy of `port` as an ingress port, asked by its owner on each transmit turn:
+    /// the frame to send now, if any, as (class enable vector, per-class quanta). That is a
+    /// change of XOFF/XON state, or a refresh of the paused classes once half their pause time
+    /// has passed since `last_xoff` (when the last XOFF went out), so the sender stays paused.
+    pub fn pfc_due(&self, port: PortId, last_xoff: u64, now_ns: u64) -> Option<(u16, [u16; 8])> {
+        if let Some(frame) = self.pfc_to_send(port) {
+            return Some(frame);
+        }
+        let classes = self.pfc_paused_classes(port);
+        if classes == 0 || now_ns.saturating_sub(last_xoff) <= self.pause_ns(port) / 2 {
+            return None;
+        }
+        let q = self.pause_quanta();
+        Some((
+            u16::from(classes),
+            std::array::from_fn(|c| if classes & (1 << c) != 0 { q } else { 0 }),
+        ))
+    }
+
+    /// When the owner of `port` must come back to refresh its XOFF (None: nothing paused).
+    pub fn pfc_refresh_at(&self, port: PortId, last_xoff: u64, now_ns: u64) -> Option<u64> {
+        (self.pfc_paused_classes(port) != 0).then(|| {
+            last_xoff
+                .saturating_add(self.pause_ns(port) / 2)
+                .max(now_ns.saturating_add(1))
+        })
+    }
+
+    /// The pause time XOFF frames carry, in quanta.
+    pub fn pause_quanta(&self) -> u16 {
+        self.shared.map_or(0xffff, |s| s.pause_quanta)
+    }
+
+    /// How long an XOFF sent on `port` lasts at its link speed, ns.
+    pub fn pause_ns(&self, port: PortId) -> u64 {
+        let bps = self
+            .ports
+            .get(usize::from(port))
+            .map_or(1, |p| p.limits.link_bps.load(Ordering::Relaxed).max(1));
+        let q = u128::from(self.pause_quanta());
+        u64::try_from(q * 512 * NANO / u128::from(bps)).unwrap_or(u64::MAX)
+    }
+
     /// Whether `port` has a PFC frame waiting to be sent (its owner should be woken).
     #[inline]
     pub fn pfc_pending(&self, port: PortId) -> bool {
@@ -594,6 +637,93 @@ impl<B> TrafficManager<B> {
                     })
                     .collect()
             })
+    }
+}
+
+/// A run-time setting of a port, as the text commands (`--entries`, the admin socket, fabric
+/// plans, the simulator) write it:
+///
+/// ```text
+/// set_queue_depth <packets> [<port>]      set_queue_rate <pps> [<port>]
+/// set_port_rate <bits/s> [<port>]         set_port_delay <us> [<port>]
+/// set_ecn_threshold <packets> [<port>]
+/// ```
+///
+/// Without `<port>` a setting applies to every data port. A rate of 0 removes shaping; an ECN
+/// threshold of 0 turns marking off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Setting {
+    /// Queue depth limit, packets.
+    QueueDepth(u32),
+    /// Shaping in packets/s (burst: one packet).
+    QueueRate(u64),
+    /// Shaping in bits/s (burst: one full-size frame); also the link speed for PFC quanta.
+    PortRate(u64),
+    /// Propagation delay, ns.
+    PortDelay(u64),
+    /// ECN marking threshold, packets.
+    EcnThreshold(u32),
+}
+
+/// Longest propagation delay a port accepts (10 s), so `now + delay` cannot overflow.
+pub const MAX_DELAY_NS: u64 = 10_000_000_000;
+
+impl Setting {
+    /// Parses `verb args...`: None if `verb` is not a setting; else the setting and the port
+    /// it names, if any.
+    pub fn parse(verb: &str, args: &[String]) -> Option<Result<(Setting, Option<PortId>), String>> {
+        fn arg<T: std::str::FromStr>(args: &[String], i: usize, what: &str) -> Result<T, String> {
+            let a = args.get(i).ok_or_else(|| format!("missing {what}"))?;
+            a.parse().map_err(|_| format!("bad {what}: {a}"))
+        }
+        let setting = match verb {
+            "set_queue_depth" => arg(args, 0, "depth").map(Setting::QueueDepth),
+            "set_queue_rate" => arg(args, 0, "rate").map(Setting::QueueRate),
+            "set_port_rate" => arg(args, 0, "rate").map(Setting::PortRate),
+            "set_port_delay" => arg::<u64>(args, 0, "delay (us)").and_then(|us| {
+                us.checked_mul(1000)
+                    .filter(|&ns| ns <= MAX_DELAY_NS)
+                    .map(Setting::PortDelay)
+                    .ok_or_else(|| format!("delay {us} us: at most {} us", MAX_DELAY_NS / 1000))
+            }),
+            "set_ecn_threshold" => arg(args, 0, "threshold").map(Setting::EcnThreshold),
+            _ => return None,
+        };
+        Some(setting.and_then(|s| {
+            let port = match args.get(1) {
+                Some(p) => Some(p.parse().map_err(|_| format!("bad port {p}"))?),
+                None => None,
+            };
+            Ok((s, port))
+        }))
+    }
+
+    /// Applies the setting to a port's configuration.
+    pub fn apply(self, c: &mut PortConfig) {
+        match self {
+            Setting::QueueDepth(n) => c.max_packets = n,
+            Setting::QueueRate(n) => {
+                c.shaping = if n == 0 {
+                    Shaping::None
+                } else {
+                    Shaping::PacketsPerSec(n)
+                };
+                c.burst = 1;
+            }
+            Setting::PortRate(n) => {
+                c.shaping = if n == 0 {
+                    Shaping::None
+                } else {
+                    Shaping::BitsPerSec(n)
+                };
+                c.burst = 1514;
+                if n != 0 {
+                    c.link_bps = n;
+                }
+            }
+            Setting::PortDelay(ns) => c.delay_ns = ns.min(MAX_DELAY_NS),
+            Setting::EcnThreshold(n) => c.ecn_threshold = (n != 0).then_some(n),
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
-use super::topo::{End, Topology};
+use super::topo::{End, Switch, Topology};
 
 /// A MAC address as text.
 pub fn mac_text(m: [u8; 6]) -> String {
@@ -48,6 +48,14 @@ fn distances(adj: &HashMap<&str, Vec<(u16, &str)>>, dst: &str) -> HashMap<String
         }
     }
     dist
+}
+
+/// The fabric plan of programs that route like `basic` (its `ipv4_lpm`, `ipv6_lpm` and
+/// `ecmp_selector`), for the switches in `only`.
+pub fn routed(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, String> {
+    let mut all = plan(t);
+    all.retain(|name, _| only.iter().any(|s| &s.name == name));
+    Ok(all)
 }
 
 /// The plan of every switch, by name. Routes are per host (/32 and /128): at the host's own

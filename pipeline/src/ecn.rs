@@ -1,7 +1,7 @@
 //! Setting ECN CE on an ECN-capable IPv4 or IPv6 packet in place (RFC 3168), for the traffic
 //! manager's marking threshold.
 
-use pipeline::wire::{EtherType, EthernetFrame, Ipv4Packet, Ipv6Packet, VlanTag, checksum};
+use crate::wire::{EtherType, EthernetFrame, Ipv4Packet, Ipv6Packet, VlanTag, checksum};
 
 /// Sets CE when the packet is IPv4/IPv6 with ECT(0) or ECT(1); returns whether it did.
 pub fn mark_ce(frame: &mut [u8]) -> bool {

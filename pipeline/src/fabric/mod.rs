@@ -1,0 +1,7 @@
+//! Fabrics as data: the topology format and its generators ([`topo`]), and what each switch of a
+//! fabric is told ([`plan`]). Both the namespace tooling (`pisa-fabric`) and the simulator
+//! (`pisa-sim`) read topologies and program switches from these, so a fabric behaves the same in
+//! both.
+
+pub mod plan;
+pub mod topo;

@@ -1,0 +1,788 @@
+//! `pisa-sim`: a whole fabric in virtual time, deterministic for a seed.
+//!
+//! Each switch of a [`Topology`] runs its program on the one packet path ([`Driver`]) with its own
+//! traffic manager, programmed by the program's fabric plan exactly as `pisa-fabric` programs a
+//! real switch (the same traffic-manager settings, the same table writes). Links have their rate,
+//! delay and buffer in both directions: a switch's side is its traffic manager (shaping at the link
+//! rate, the delay line, the queue limit), a host's side is a one-port traffic manager with the
+//! same settings. Hosts run the packet sources of [`super::flow`], answer TCP segments with pure
+//! ACKs, obey PAUSE frames, and record every arrival.
+//!
+//! Time advances from event to event (a binary heap ordered by time, then by insertion), so two
+//! runs with one seed process the same events in the same order and print the same report.
+//! When the run's duration ends the sources stop and the fabric drains (at most one second of
+//! virtual time), so `lost` counts only drops.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+
+use super::flow::{self, Addrs, FlowSpec, Proto, Source, TcpFields};
+use super::json::Json;
+use super::{HEADROOM, VecBuffers};
+use crate::commands::{Command, parse_line};
+use crate::control::Atomicity;
+use crate::driver::{Buffers, Driver, Env, Pkt, PortTx, Received};
+use crate::fabric::plan::{host_mac, switch_mac};
+use crate::fabric::topo::{End, LinkProps, Topology};
+use crate::metadata::{PortId, StdMeta};
+use crate::program::fabric_plan;
+use crate::runtime::{Config, Pipeline, Worker};
+use crate::tm::{Dequeued, PortConfig, Queued, Setting, TrafficManager, TxState};
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Sources send until this time, ns.
+    pub duration_ns: u64,
+    /// Seeds every random choice (sources, switches' random externs).
+    pub seed: u64,
+    /// The flows, in report order.
+    pub flows: Vec<FlowSpec>,
+    /// Longest drain after the sources stop, ns.
+    pub drain_ns: u64,
+}
+
+impl Options {
+    /// A run of `duration_ns` with `seed` and no flows, draining for up to 1 s.
+    pub fn new(duration_ns: u64, seed: u64) -> Options {
+        Options {
+            duration_ns,
+            seed,
+            flows: Vec::new(),
+            drain_ns: 1_000_000_000,
+        }
+    }
+}
+
+type Buf = Vec<u8>;
+type Frame = Pkt<Buf>;
+
+#[derive(Debug)]
+enum Event {
+    /// A frame reaches switch `sw` on `port`.
+    ToSwitch {
+        sw: usize,
+        port: PortId,
+        frame: Frame,
+    },
+    /// A frame reaches host `host`.
+    ToHost { host: usize, frame: Frame },
+    /// Switch `sw` has a transmit deadline.
+    SwitchTurn { sw: usize },
+    /// Host `host` has a transmit deadline.
+    HostTurn { host: usize },
+    /// Flow `flow` sends its next packet.
+    Send { flow: usize },
+}
+
+#[derive(Debug)]
+struct Scheduled {
+    at: u64,
+    seq: u64,
+    event: Event,
+}
+
+impl PartialEq for Scheduled {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for Scheduled {}
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Scheduled {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(o.at, o.seq))
+    }
+}
+
+/// Counters of one switch port.
+#[derive(Clone, Copy, Debug, Default)]
+struct PortStats {
+    tx_packets: u64,
+    tx_bytes: u64,
+    rx_packets: u64,
+    max_enq_qdepth: u32,
+    pfc_sent: u64,
+    pfc_received: u64,
+}
+
+/// Where a link leads.
+#[derive(Clone, Copy, Debug)]
+enum Peer {
+    Switch(usize, PortId),
+    Host(usize),
+}
+
+#[derive(Debug)]
+struct SimSwitch {
+    name: String,
+    pipeline: Arc<Pipeline>,
+    driver: Driver<Buf>,
+    tm: TrafficManager<Frame>,
+    /// Data ports in order, with their transmit sides.
+    ports: Vec<PortTx<Buf>>,
+    /// Per port number: index into `ports` and the far end.
+    peer: Vec<Option<(usize, Peer)>>,
+    stats: Vec<PortStats>,
+    cpu_tx: TxState<Frame>,
+    cpu_packets: u64,
+    /// The pending turn, if one is scheduled.
+    turn_at: Option<u64>,
+}
+
+#[derive(Debug)]
+struct Host {
+    name: String,
+    mac: [u8; 6],
+    gateway: [u8; 6],
+    ipv4: Ipv4Addr,
+    uplink: (usize, PortId),
+    delay_ns: u64,
+    tm: TrafficManager<Frame>,
+    tx: TxState<Frame>,
+    turn_at: Option<u64>,
+    rx_packets: u64,
+    rx_ce: u64,
+    /// TCP receivers: per flow, the next byte expected and the segments above it.
+    tcp_rx: BTreeMap<u32, (u32, BTreeMap<u32, u32>)>,
+}
+
+#[derive(Debug)]
+struct FlowState {
+    source: Source,
+    src: usize,
+    dst: usize,
+    sent: u64,
+    received: u64,
+    reordered: u64,
+    max_seq: Option<u64>,
+    latencies: Vec<u64>,
+    tcp_seq: u32,
+}
+
+/// The environment of one switch's packet path during an event.
+struct SwitchEnv<'a> {
+    bufs: &'a mut VecBuffers,
+    peer: &'a [Option<(usize, Peer)>],
+    stats: &'a mut [PortStats],
+    cpu_port: PortId,
+}
+
+impl Buffers for SwitchEnv<'_> {
+    type Buf = Buf;
+    fn bytes<'a>(&'a self, b: &'a Buf) -> &'a [u8] {
+        b
+    }
+    fn bytes_mut<'a>(&'a self, b: &'a mut Buf) -> &'a mut [u8] {
+        b
+    }
+    fn alloc(&mut self) -> Option<Buf> {
+        self.bufs.alloc()
+    }
+    fn free(&mut self, b: Buf) {
+        self.bufs.free(b);
+    }
+    fn headroom(&self) -> usize {
+        HEADROOM
+    }
+}
+
+impl Env for SwitchEnv<'_> {
+    fn has_port(&self, port: PortId) -> bool {
+        port == self.cpu_port
+            || self
+                .peer
+                .get(usize::from(port))
+                .is_some_and(Option::is_some)
+    }
+    // One owner for every port: its turns run after each event, nothing to wake.
+    fn wake(&mut self, _port: PortId) {}
+    fn emitted(&mut self, port: PortId, md: &StdMeta) {
+        if let Some(s) = self.stats.get_mut(usize::from(port)) {
+            s.max_enq_qdepth = s.max_enq_qdepth.max(md.enq_qdepth);
+        }
+    }
+    fn departing(&mut self, port: PortId, frame: &Frame, _now: u64) {
+        if let Some(s) = self.stats.get_mut(usize::from(port)) {
+            s.tx_packets += 1;
+            s.tx_bytes += frame.len as u64;
+        }
+    }
+    fn pfc_sent(&mut self, port: PortId) {
+        if let Some(s) = self.stats.get_mut(usize::from(port)) {
+            s.pfc_sent += 1;
+        }
+    }
+}
+
+/// A simulated fabric.
+#[derive(Debug)]
+pub struct Sim {
+    switches: Vec<SimSwitch>,
+    hosts: Vec<Host>,
+    flows: Vec<FlowState>,
+    events: BinaryHeap<Reverse<Scheduled>>,
+    seq: u64,
+    now: u64,
+    bufs: VecBuffers,
+    opts: Options,
+    /// Packets that entered a switch (the simulator's unit of work).
+    hops: u64,
+    scratch: Vec<u8>,
+}
+
+fn host_port_config(p: &LinkProps) -> PortConfig {
+    let mut c = PortConfig {
+        max_packets: p.buffer,
+        max_bytes: u64::MAX,
+        ..PortConfig::default()
+    };
+    Setting::PortRate(p.rate_bps).apply(&mut c);
+    c
+}
+
+impl Sim {
+    /// Builds the fabric of `t`, programs every switch by its program's fabric plan, and
+    /// schedules the flows of `opts`.
+    pub fn new(t: &Topology, opts: Options) -> Result<Sim, String> {
+        t.check()?;
+        let plans = fabric_plan(t)?;
+        let index: BTreeMap<&str, usize> = t
+            .switches
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.name.as_str(), i))
+            .collect();
+        let host_index: BTreeMap<&str, usize> = t
+            .hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (h.name.as_str(), i))
+            .collect();
+        let all_ports = t.ports();
+        let nports = 1usize << crate::metadata::PORT_BITS;
+        let mut switches = Vec::new();
+        for (i, s) in t.switches.iter().enumerate() {
+            let program = crate::program::by_name(&s.program)
+                .ok_or_else(|| format!("switch {}: no program {}", s.name, s.program))?;
+            let pipeline = Pipeline::new(program, 1, Config::default());
+            let tm = TrafficManager::new(nports, PortConfig::default(), None);
+            let mut peer = vec![None; nports];
+            let mut ports = Vec::new();
+            for (&p, (other, _)) in &all_ports[s.name.as_str()] {
+                let far = match other {
+                    End::Switch(n, q) => Peer::Switch(index[n.as_str()], *q),
+                    End::Host(h) => Peer::Host(host_index[h.as_str()]),
+                };
+                peer[usize::from(p)] = Some((ports.len(), far));
+                ports.push(PortTx::new(&tm, p));
+            }
+            let plan = plans.get(&s.name).cloned().unwrap_or_default();
+            for line in &plan.tm {
+                let words: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+                let (setting, port) = words
+                    .split_first()
+                    .and_then(|(verb, args)| Setting::parse(verb, args))
+                    .ok_or_else(|| format!("{}: not a port setting: {line}", s.name))?
+                    .map_err(|e| format!("{}: {line}: {e}", s.name))?;
+                let targets: Vec<PortId> = match port {
+                    Some(p) => vec![p],
+                    None => ports.iter().map(PortTx::id).collect(),
+                };
+                for p in targets {
+                    let mut c = tm.config(p).unwrap_or_default();
+                    setting.apply(&mut c);
+                    tm.configure(p, c);
+                }
+            }
+            let control = &pipeline.control;
+            for line in &plan.routes {
+                match parse_line(control.schema(), line).map_err(|e| format!("{line}: {e}"))? {
+                    Command::Write(updates) => {
+                        for r in control.write(&updates, Atomicity::ContinueOnError) {
+                            r.map_err(|e| format!("{}: {line}: {e}", s.name))?;
+                        }
+                    }
+                    Command::Nothing => {}
+                    Command::Other(verb, _) => {
+                        return Err(format!("{}: {verb} is not a table write", s.name));
+                    }
+                }
+            }
+            let seed = opts.seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            let cpu_tx = tm.tx_state(pipeline.config.cpu_port);
+            switches.push(SimSwitch {
+                name: s.name.clone(),
+                driver: Driver::new(Worker::new(pipeline.clone(), 0, seed)),
+                pipeline,
+                tm,
+                ports,
+                peer,
+                stats: vec![PortStats::default(); nports],
+                cpu_tx,
+                cpu_packets: 0,
+                turn_at: None,
+            });
+        }
+        let mut hosts = Vec::new();
+        for (i, h) in t.hosts.iter().enumerate() {
+            let (sw, port) = t
+                .host_attachment(&h.name)
+                .ok_or_else(|| format!("host {} has no link", h.name))?;
+            let props = all_ports[sw][&port].1;
+            let tm = TrafficManager::new(1, host_port_config(props), None);
+            let tx = tm.tx_state(0);
+            hosts.push(Host {
+                name: h.name.clone(),
+                mac: host_mac(i),
+                gateway: switch_mac(index[sw]),
+                ipv4: h.ipv4,
+                uplink: (index[sw], port),
+                delay_ns: props.delay_us.saturating_mul(1000),
+                tm,
+                tx,
+                turn_at: None,
+                rx_packets: 0,
+                rx_ce: 0,
+                tcp_rx: BTreeMap::new(),
+            });
+        }
+        let mut sim = Sim {
+            switches,
+            hosts,
+            flows: Vec::new(),
+            events: BinaryHeap::new(),
+            seq: 0,
+            now: 0,
+            bufs: VecBuffers::default(),
+            opts: opts.clone(),
+            hops: 0,
+            scratch: Vec::new(),
+        };
+        for (k, f) in opts.flows.into_iter().enumerate() {
+            let src = *host_index
+                .get(f.src.as_str())
+                .ok_or_else(|| format!("flow {}: no host {}", k + 1, f.src))?;
+            let dst = *host_index
+                .get(f.dst.as_str())
+                .ok_or_else(|| format!("flow {}: no host {}", k + 1, f.dst))?;
+            if src == dst {
+                return Err(format!(
+                    "flow {}: source and destination are one host",
+                    k + 1
+                ));
+            }
+            let seed = opts.seed ^ (k as u64 + 1).wrapping_mul(0xd1b5_4a32_d192_ed03);
+            let mut source = Source::new(f, opts.duration_ns, seed);
+            if let Some(at) = source.next_send() {
+                sim.schedule(at, Event::Send { flow: k });
+            }
+            sim.flows.push(FlowState {
+                source,
+                src,
+                dst,
+                sent: 0,
+                received: 0,
+                reordered: 0,
+                max_seq: None,
+                latencies: Vec::new(),
+                tcp_seq: 1,
+            });
+        }
+        Ok(sim)
+    }
+
+    fn schedule(&mut self, at: u64, event: Event) {
+        self.seq += 1;
+        self.events.push(Reverse(Scheduled {
+            at,
+            seq: self.seq,
+            event,
+        }));
+    }
+
+    /// Runs to the end of the duration and the drain; returns the report.
+    pub fn run(&mut self) -> Json {
+        let end = self.opts.duration_ns.saturating_add(self.opts.drain_ns);
+        while let Some(Reverse(ev)) = self.events.pop() {
+            if ev.at > end {
+                break;
+            }
+            self.now = ev.at;
+            match ev.event {
+                Event::ToSwitch { sw, port, frame } => self.arrive_at_switch(sw, port, frame),
+                Event::ToHost { host, frame } => self.arrive_at_host(host, frame),
+                Event::SwitchTurn { sw } => {
+                    if self.switches[sw].turn_at == Some(self.now) {
+                        self.switches[sw].turn_at = None;
+                        self.switch_turn(sw);
+                    }
+                }
+                Event::HostTurn { host } => {
+                    if self.hosts[host].turn_at == Some(self.now) {
+                        self.hosts[host].turn_at = None;
+                        self.host_turn(host);
+                    }
+                }
+                Event::Send { flow } => self.send(flow),
+            }
+        }
+        self.report()
+    }
+
+    /// Packets that entered a switch so far (packet-hops).
+    pub fn hops(&self) -> u64 {
+        self.hops
+    }
+
+    fn arrive_at_switch(&mut self, sw: usize, port: PortId, frame: Frame) {
+        self.hops += 1;
+        let now = self.now;
+        let s = &mut self.switches[sw];
+        if let Some(st) = s.stats.get_mut(usize::from(port)) {
+            st.rx_packets += 1;
+        }
+        let mut env = SwitchEnv {
+            bufs: &mut self.bufs,
+            peer: &s.peer,
+            stats: &mut s.stats,
+            cpu_port: s.pipeline.config.cpu_port,
+        };
+        s.driver.begin_batch();
+        if s.driver.receive(&mut env, &s.tm, port, frame, now) == Received::Pause
+            && let Some(st) = s.stats.get_mut(usize::from(port))
+        {
+            st.pfc_received += 1;
+        }
+        s.driver.end_batch();
+        self.switch_turn(sw);
+    }
+
+    /// Runs switch `sw`'s packet path at the current time: packets waiting for ingress, then
+    /// every port's transmit side and the CPU port; frames leave on their links.
+    fn switch_turn(&mut self, sw: usize) {
+        let now = self.now;
+        let mut next: Option<u64> = None;
+        let mut departures = Vec::new();
+        {
+            let s = &mut self.switches[sw];
+            let mut env = SwitchEnv {
+                bufs: &mut self.bufs,
+                peer: &s.peer,
+                stats: &mut s.stats,
+                cpu_port: s.pipeline.config.cpu_port,
+            };
+            s.driver.begin_batch();
+            loop {
+                s.driver.run_pending(&mut env, &s.tm, now, usize::MAX);
+                for tx in &mut s.ports {
+                    let (_, n) = s.driver.transmit(&mut env, &s.tm, tx, now, usize::MAX);
+                    next = match (next, n) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                    let id = tx.id();
+                    departures.extend(tx.out.drain(..).map(|f| (id, f)));
+                }
+                let mut cpu = 0;
+                s.driver
+                    .transmit_cpu(&mut env, &s.tm, &mut s.cpu_tx, now, usize::MAX, |_| {
+                        cpu += 1;
+                    });
+                s.cpu_packets += cpu;
+                if !s.driver.pending() {
+                    break;
+                }
+            }
+            s.driver.end_batch();
+        }
+        for (port, frame) in departures {
+            match self.switches[sw].peer[usize::from(port)] {
+                Some((_, Peer::Switch(to, p))) => self.schedule(
+                    now,
+                    Event::ToSwitch {
+                        sw: to,
+                        port: p,
+                        frame,
+                    },
+                ),
+                Some((_, Peer::Host(h))) => self.schedule(now, Event::ToHost { host: h, frame }),
+                None => self.bufs.free(frame.buf),
+            }
+        }
+        if let Some(at) = next {
+            let s = &mut self.switches[sw];
+            if s.turn_at.is_none_or(|t| at < t) {
+                s.turn_at = Some(at);
+                self.schedule(at, Event::SwitchTurn { sw });
+            }
+        }
+    }
+
+    fn arrive_at_host(&mut self, host: usize, frame: Frame) {
+        let now = self.now;
+        let h = &mut self.hosts[host];
+        h.rx_packets += 1;
+        let bytes = &frame.buf[frame.start..frame.start + frame.len];
+        // PAUSE/PFC: the host's MAC obeys (simulated hosts do; Linux hosts do not).
+        if bytes.len() >= 14 && bytes[12..14] == [0x88, 0x08] {
+            if let Ok(pfc) = crate::wire::PfcFrame::new_checked(&bytes[14..]) {
+                match crate::wire::PfcRepr::parse(&pfc) {
+                    Ok(crate::wire::PfcRepr::Pfc {
+                        class_enable_vector,
+                        quanta,
+                    }) => h.tm.pause_received(0, class_enable_vector, quanta, now),
+                    Ok(crate::wire::PfcRepr::Pause { quanta }) => {
+                        h.tm.pause_received(0, 0xff, [quanta; 8], now);
+                    }
+                    Err(_) => {}
+                }
+            }
+            self.bufs.free(frame.buf);
+            return;
+        }
+        let seen = flow::inspect(bytes);
+        if seen.ce {
+            h.rx_ce += 1;
+        }
+        let mut ack = None;
+        if let Some((id, seq, sent_at)) = seen.stamp
+            && let Some(f) = self.flows.get_mut(id as usize)
+            && f.dst == host
+        {
+            f.received += 1;
+            f.latencies.push(now.saturating_sub(sent_at));
+            match f.max_seq {
+                Some(m) if seq < m => f.reordered += 1,
+                _ => f.max_seq = Some(seq),
+            }
+            if let Some(flow::TcpSeg {
+                src,
+                dst,
+                ports,
+                seq: tcp_seq,
+                len,
+            }) = seen.tcp
+            {
+                let (next, ooo) = h.tcp_rx.entry(id).or_insert((1, BTreeMap::new()));
+                if tcp_seq == *next {
+                    *next = next.wrapping_add(len);
+                    while let Some(l) = ooo.remove(next) {
+                        *next = next.wrapping_add(l);
+                    }
+                } else if tcp_seq.wrapping_sub(*next) < 1 << 31 {
+                    ooo.insert(tcp_seq, len);
+                }
+                ack = Some((src, dst, ports, *next));
+            }
+        }
+        self.bufs.free(frame.buf);
+        if let Some((src, dst, ports, next)) = ack {
+            let h = &self.hosts[host];
+            let a = Addrs {
+                dmac: h.gateway,
+                smac: h.mac,
+                src: dst,
+                dst: src,
+            };
+            let tcp = TcpFields {
+                seq: 1,
+                ack: next,
+                flags: 0x10,
+                window: 0xffff,
+            };
+            let mut scratch = std::mem::take(&mut self.scratch);
+            flow::write_frame(
+                &mut scratch,
+                a,
+                Proto::Tcp,
+                0,
+                (ports.1, ports.0),
+                tcp,
+                40,
+                &[],
+            );
+            self.host_send(host, &scratch);
+            self.scratch = scratch;
+        }
+    }
+
+    fn send(&mut self, k: usize) {
+        let now = self.now;
+        let f = &mut self.flows[k];
+        let spec = f.source.spec().clone();
+        let (src, dst) = (&self.hosts[f.src], &self.hosts[f.dst]);
+        let a = Addrs {
+            dmac: src.gateway,
+            smac: src.mac,
+            src: src.ipv4,
+            dst: dst.ipv4,
+        };
+        let payload_len = u32::from(spec.size)
+            - 20
+            - match spec.proto {
+                Proto::Udp => 8,
+                Proto::Tcp => 20,
+            };
+        let tcp = TcpFields {
+            seq: f.tcp_seq,
+            ack: 1,
+            flags: 0x18,
+            window: 0xffff,
+        };
+        f.tcp_seq = f.tcp_seq.wrapping_add(payload_len);
+        let stamp = flow::stamp(k as u32, f.sent, now);
+        f.sent += 1;
+        let (host, next) = (f.src, f.source.next_send());
+        let mut scratch = std::mem::take(&mut self.scratch);
+        flow::write_frame(
+            &mut scratch,
+            a,
+            spec.proto,
+            spec.tos,
+            (spec.sport, spec.dport),
+            tcp,
+            spec.size,
+            &stamp,
+        );
+        self.host_send(host, &scratch);
+        self.scratch = scratch;
+        if let Some(at) = next {
+            self.schedule(at, Event::Send { flow: k });
+        }
+    }
+
+    /// Queues `bytes` on host `host`'s link (tail drop at its buffer) and serves the link.
+    fn host_send(&mut self, host: usize, bytes: &[u8]) {
+        let now = self.now;
+        let frame = self.bufs.frame(bytes);
+        let h = &mut self.hosts[host];
+        let len = frame.len as u32;
+        let q = Queued {
+            buf: frame,
+            len,
+            meta: StdMeta::new(0, len as usize, now),
+        };
+        if let Err((q, _)) = h.tm.enqueue(0, q, now) {
+            self.bufs.free(q.buf.buf);
+        }
+        self.host_turn(host);
+    }
+
+    fn host_turn(&mut self, host: usize) {
+        let now = self.now;
+        loop {
+            let h = &mut self.hosts[host];
+            match h.tm.dequeue(&mut h.tx, now) {
+                Dequeued::Packet(q) => {
+                    let (sw, port) = h.uplink;
+                    let at = now.saturating_add(h.delay_ns);
+                    self.schedule(
+                        at,
+                        Event::ToSwitch {
+                            sw,
+                            port,
+                            frame: q.buf,
+                        },
+                    );
+                }
+                Dequeued::Wait { at } => {
+                    if h.turn_at.is_none_or(|t| at < t) {
+                        h.turn_at = Some(at);
+                        self.schedule(at, Event::HostTurn { host });
+                    }
+                    break;
+                }
+                Dequeued::Empty => break,
+            }
+        }
+    }
+
+    /// The report (see the module documentation of `pisa-sim` for its fields).
+    pub fn report(&self) -> Json {
+        let mut switches = Json::object();
+        for s in &self.switches {
+            let mut ports = Json::object();
+            for tx in &s.ports {
+                let p = tx.id();
+                let st = s.stats[usize::from(p)];
+                let drops: u64 = s.tm.stats(p).iter().map(|&(_, d, _)| d).sum();
+                ports = ports.with(
+                    &p.to_string(),
+                    Json::object()
+                        .with("tx_packets", st.tx_packets)
+                        .with("tx_bytes", st.tx_bytes)
+                        .with("rx_packets", st.rx_packets)
+                        .with("drops", drops)
+                        .with("max_enq_qdepth", st.max_enq_qdepth)
+                        .with("pfc_pauses_sent", st.pfc_sent)
+                        .with("pfc_pauses_received", st.pfc_received),
+                );
+            }
+            let mut reasons = Json::object();
+            for (name, c) in s.pipeline.control.drop_counts() {
+                if c.packets > 0 {
+                    reasons = reasons.with(name, c.packets);
+                }
+            }
+            switches = switches.with(
+                &s.name,
+                Json::object()
+                    .with("ports", ports)
+                    .with("drops_by_reason", reasons)
+                    .with("cpu_packets", s.cpu_packets),
+            );
+        }
+        let mut hosts = Json::object();
+        for h in &self.hosts {
+            hosts = hosts.with(
+                &h.name,
+                Json::object()
+                    .with("rx_packets", h.rx_packets)
+                    .with("rx_ecn_ce", h.rx_ce),
+            );
+        }
+        let flows: Vec<Json> = self
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(k, f)| {
+                let mut l = f.latencies.clone();
+                l.sort_unstable();
+                let pct = |q: f64| -> f64 {
+                    if l.is_empty() {
+                        return 0.0;
+                    }
+                    let i = ((l.len() as f64 * q).ceil() as usize).clamp(1, l.len()) - 1;
+                    l[i] as f64 / 1000.0
+                };
+                Json::object()
+                    .with("id", k as u64 + 1)
+                    .with("src", self.hosts[f.src].name.as_str())
+                    .with("dst", self.hosts[f.dst].name.as_str())
+                    .with("sent", f.sent)
+                    .with("received", f.received)
+                    .with("lost", f.sent.saturating_sub(f.received))
+                    .with("reordered", f.reordered)
+                    .with(
+                        "latency_us",
+                        Json::object()
+                            .with("p50", pct(0.5))
+                            .with("p99", pct(0.99))
+                            .with("max", pct(1.0)),
+                    )
+            })
+            .collect();
+        Json::object()
+            .with("now_us", self.now / 1000)
+            .with("switches", switches)
+            .with("hosts", hosts)
+            .with("flows", flows)
+    }
+}
