@@ -6,8 +6,10 @@
 //! - [`switch`]: worker threads running the packet path of [`pipeline::driver`] on real ports,
 //!   the CPU port, capture, trace.
 //! - [`admin`]: the text commands for entries and run-time settings.
+//! - [`agent`]: the thread that runs a program's switch-local agent.
 
 pub mod admin;
+pub mod agent;
 pub mod io;
 pub mod pcap;
 pub mod pktgen;

@@ -159,11 +159,30 @@ struct Shared {
     busy_poll: bool,
     poll_window_ns: u64,
     traced: AtomicU64,
+    /// The switch-local agent's packet-ins (a copy of each while an agent is attached), bounded
+    /// and counted separately from the controller's, so neither starves the other.
+    agent_in: (Sender<Vec<u8>>, Receiver<Vec<u8>>),
+    agent_attached: AtomicBool,
+    /// A doorbell is waiting in `agent_in` (digests for the agent).
+    agent_doorbell: AtomicBool,
+    /// Packet-ins the agent's full queue refused.
+    agent_in_dropped: AtomicU64,
     /// Kernel thread ids of the workers.
     tids: Mutex<Vec<libc::pid_t>>,
 }
 
+/// Packet-ins waiting for the agent at most.
+pub const AGENT_QUEUE: usize = 1024;
+
 impl Shared {
+    /// Tells the agent digests wait for it (an empty frame on its queue; one at a time).
+    fn ring_agent_doorbell(&self) {
+        let externs = self.pipeline.control.externs();
+        if !externs.agent_digests.is_empty() && !self.agent_doorbell.swap(true, Ordering::AcqRel) {
+            let _ = self.agent_in.0.try_send(Vec::new());
+        }
+    }
+
     fn now(&self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
@@ -345,6 +364,10 @@ impl Switch {
             busy_poll: config.busy_poll,
             poll_window_ns: config.poll_window_ns,
             traced: AtomicU64::new(0),
+            agent_in: crossbeam::channel::bounded(AGENT_QUEUE),
+            agent_attached: AtomicBool::new(false),
+            agent_doorbell: AtomicBool::new(false),
+            agent_in_dropped: AtomicU64::new(0),
             tids: Mutex::new(Vec::new()),
             pipeline,
         });
@@ -393,6 +416,31 @@ impl Switch {
     pub fn clock(&self) -> impl Fn() -> u64 + Send + Sync + 'static {
         let epoch = self.shared.epoch;
         move || u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Attaches a switch-local agent: from now on it gets a copy of every packet-in and digest.
+    /// Returns its queue: packet-ins, and empty frames that mean "digests are waiting" (call
+    /// the closure of [`Switch::agent_doorbell`] before draining them).
+    pub fn attach_agent(&self) -> Receiver<Vec<u8>> {
+        self.shared
+            .pipeline
+            .control
+            .externs()
+            .agent_attached
+            .store(true, Ordering::Release);
+        self.shared.agent_attached.store(true, Ordering::Release);
+        self.shared.agent_in.1.clone()
+    }
+
+    /// What the agent calls when it took the doorbell and is about to drain the digests.
+    pub fn agent_doorbell(&self) -> impl Fn() + Send + 'static {
+        let shared = self.shared.clone();
+        move || shared.agent_doorbell.store(false, Ordering::Release)
+    }
+
+    /// Packet-ins the agent's full queue refused.
+    pub fn agent_packet_ins_dropped(&self) -> u64 {
+        self.shared.agent_in_dropped.load(Ordering::Relaxed)
     }
 
     /// The CPU port's controller side.
@@ -667,6 +715,9 @@ impl WorkerLoop {
             if self.id == 0 {
                 busy |= self.transmit_cpu(sh, now);
             }
+            if busy && sh.agent_attached.load(Ordering::Relaxed) {
+                sh.ring_agent_doorbell();
+            }
             self.driver.end_batch();
             if busy || self.driver.pending() {
                 last_active = now;
@@ -881,6 +932,11 @@ impl WorkerLoop {
                     c.errors.fetch_add(1, Ordering::Relaxed);
                 } else {
                     c.tx.fetch_add(1, Ordering::Relaxed);
+                }
+                if sh.agent_attached.load(Ordering::Relaxed)
+                    && sh.agent_in.0.try_send(bytes.to_vec()).is_err()
+                {
+                    sh.agent_in_dropped.fetch_add(1, Ordering::Relaxed);
                 }
             });
         self.cpu_tx = Some(tx);

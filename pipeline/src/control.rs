@@ -237,6 +237,11 @@ pub struct Externs {
     pub hit_times: Vec<Option<HitTimes>>,
     /// Digests for the controller.
     pub digests: DigestQueue,
+    /// Digests for the switch-local agent (a copy of each, while one is attached): the agent
+    /// and a P4Runtime client each get every digest, and neither can starve the other.
+    pub agent_digests: DigestQueue,
+    /// Whether an agent takes digests ([`Externs::agent_digests`]).
+    pub agent_attached: std::sync::atomic::AtomicBool,
     /// Drops per [`DropReason::index`].
     pub drops: Counter,
     /// Per table: its direct counter's index.
@@ -270,6 +275,8 @@ impl Externs {
                 .map(|t| t.idle_timeout.then(|| HitTimes::new(t.size)))
                 .collect(),
             digests: DigestQueue::new(4096),
+            agent_digests: DigestQueue::new(4096),
+            agent_attached: std::sync::atomic::AtomicBool::new(false),
             drops: Counter::new(DropReason::NAMES.len(), CounterKind::Both, shards),
             table_direct_counter: schema.tables.iter().map(|t| t.direct_counter).collect(),
             table_direct_meter: schema.tables.iter().map(|t| t.direct_meter).collect(),
@@ -352,6 +359,8 @@ pub struct Control {
     externs: Arc<Externs>,
     /// Monotonic clock value of the last write, for idle-time reads (set by the caller).
     now_ns: std::sync::atomic::AtomicU64,
+    /// Pipeline resets so far (each [`Control::clear`]), so agents notice them.
+    generation: std::sync::atomic::AtomicU64,
 }
 
 /// A worker's view of the state for one batch. Drop it before sleeping: a held snapshot keeps
@@ -436,7 +445,14 @@ impl Control {
             schema,
             externs,
             now_ns: std::sync::atomic::AtomicU64::new(0),
+            generation: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// How many times the pipeline was reset ([`Control::clear`]); a switch-local agent resets
+    /// itself when this changes.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The schema.
@@ -1264,6 +1280,8 @@ impl Control {
     /// initial defaults (SetForwardingPipelineConfig VERIFY_AND_COMMIT). Externs are reset too.
     pub fn clear(&self) {
         let mut w = self.writer.lock();
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         let mut standby = self.take_standby(&mut w);
         let state = Arc::get_mut(&mut standby).expect("standby copy is private");
         let _ = state.apply(&self.schema, &Op::Clear);

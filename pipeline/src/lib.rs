@@ -5,6 +5,7 @@
 //! byte-for-byte without a kernel, and lets `dataplane` own all of the system interaction.
 #![forbid(unsafe_code)]
 
+pub mod agent;
 pub mod commands;
 pub mod control;
 pub mod digest;

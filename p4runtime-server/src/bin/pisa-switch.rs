@@ -129,6 +129,9 @@ struct Args {
     /// Shared buffer: send PFC XON when it falls to this many bytes.
     #[arg(long, default_value_t = 0)]
     pfc_xon: u64,
+    /// Do not run the program's switch-local agent (leave its work to an external controller).
+    #[arg(long)]
+    no_agent: bool,
     /// Log level (error, warn, info, debug, trace).
     #[arg(long, default_value = "info")]
     log_level: String,
@@ -262,6 +265,17 @@ fn run(args: Args) -> Result<(), String> {
         );
         Some(running)
     };
+    // The program's agent, on its own thread, unless told otherwise.
+    let agent = match pipeline::program::lookup(&args.program).and_then(|e| e.agent) {
+        Some(build) if !args.no_agent => {
+            let a =
+                dataplane::agent::AgentThread::spawn(&sw, build(sw.pipeline().program.schema()))
+                    .map_err(|e| format!("agent: {e}"))?;
+            tracing::info!("{}'s agent running", args.program);
+            Some(a)
+        }
+        _ => None,
+    };
     if let Some(path) = &args.admin_socket {
         dataplane::admin::serve(&sw, path)
             .map_err(|e| format!("admin socket {}: {e}", path.display()))?;
@@ -283,6 +297,9 @@ fn run(args: Args) -> Result<(), String> {
     }
     if let Some(g) = grpc {
         g.stop();
+    }
+    if let Some(a) = agent {
+        a.stop();
     }
     // An admin command still running holds the switch for a moment: wait for it.
     let mut sw = sw;

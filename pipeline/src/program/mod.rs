@@ -11,6 +11,7 @@ pub mod basic;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::agent::Agent;
 use crate::control::Externs;
 use crate::externs::{Color, Rng};
 use crate::fabric::plan::SwitchPlan;
@@ -53,7 +54,13 @@ pub struct Entry {
     /// traffic manager's settings and the table writes), keyed by switch name. Given the whole
     /// topology; returns plans for the switches in `switches` (those that run this program).
     pub plan: PlanFn,
+    /// Its switch-local agent, if it has one (run by `pisa-switch` unless `--no-agent`, and by
+    /// `pisa-sim` in virtual time).
+    pub agent: Option<AgentFn>,
 }
+
+/// Builds a program's agent for a switch running it.
+pub type AgentFn = fn(&Arc<Schema>) -> Box<dyn Agent>;
 
 /// Every program this build has. Adding a program is one module and one line here.
 pub static REGISTRY: &[Entry] = &[Entry {
@@ -61,6 +68,7 @@ pub static REGISTRY: &[Entry] = &[Entry {
     about: "L2, IPv4/IPv6 LPM routing with an ECMP selector, ternary ACL, punt to CPU",
     build: || Arc::new(basic::Basic::new()),
     plan: crate::fabric::plan::routed,
+    agent: None,
 }];
 
 /// The registry entry of `name`.
@@ -223,8 +231,10 @@ impl<'a> Ctx<'a> {
     /// full).
     #[inline]
     pub fn digest(&self, digest: usize, values: &[u128]) {
-        self.externs
-            .digests
-            .push(digest as u16, values, self.now_ns);
+        let x = self.externs;
+        x.digests.push(digest as u16, values, self.now_ns);
+        if x.agent_attached.load(std::sync::atomic::Ordering::Relaxed) {
+            x.agent_digests.push(digest as u16, values, self.now_ns);
+        }
     }
 }

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use super::flow::{self, Addrs, FlowSpec, Proto, Source, TcpFields};
 use super::json::Json;
 use super::{HEADROOM, VecBuffers};
+use crate::agent::{Agent, AgentHost};
 use crate::commands::{Command, parse_line};
 use crate::control::Atomicity;
 use crate::driver::{Buffers, Driver, Env, Pkt, PortTx, Received};
@@ -75,6 +76,8 @@ enum Event {
     HostTurn { host: usize },
     /// Flow `flow` sends its next packet.
     Send { flow: usize },
+    /// Switch `sw`'s agent has a tick due.
+    AgentTick { sw: usize },
 }
 
 #[derive(Debug)]
@@ -134,6 +137,10 @@ struct SimSwitch {
     cpu_packets: u64,
     /// The pending turn, if one is scheduled.
     turn_at: Option<u64>,
+    /// The switch-local agent, in virtual time.
+    agent: Option<AgentHost>,
+    /// Its pending tick, if one is scheduled.
+    tick_at: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -328,6 +335,8 @@ impl Sim {
                 cpu_tx,
                 cpu_packets: 0,
                 turn_at: None,
+                agent: None,
+                tick_at: None,
             });
         }
         let mut hosts = Vec::new();
@@ -353,6 +362,15 @@ impl Sim {
                 tcp_rx: BTreeMap::new(),
             });
         }
+        let agents: Vec<(usize, Box<dyn Agent>)> = t
+            .switches
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                let build = crate::program::lookup(&s.program)?.agent?;
+                Some((i, build(switches[i].pipeline.program.schema())))
+            })
+            .collect();
         let mut sim = Sim {
             switches,
             hosts,
@@ -365,6 +383,9 @@ impl Sim {
             hops: 0,
             scratch: Vec::new(),
         };
+        for (i, a) in agents {
+            sim.attach(i, a);
+        }
         for (k, f) in opts.flows.into_iter().enumerate() {
             let src = *host_index
                 .get(f.src.as_str())
@@ -396,6 +417,53 @@ impl Sim {
             });
         }
         Ok(sim)
+    }
+
+    /// Runs `agent` as the switch-local agent of switch `name` (in place of its program's own),
+    /// in virtual time.
+    pub fn attach_agent(&mut self, name: &str, agent: Box<dyn Agent>) -> Result<(), String> {
+        let i = self
+            .switches
+            .iter()
+            .position(|s| s.name == name)
+            .ok_or_else(|| format!("no switch {name}"))?;
+        self.attach(i, agent);
+        Ok(())
+    }
+
+    fn attach(&mut self, sw: usize, agent: Box<dyn Agent>) {
+        let now = self.now;
+        let s = &mut self.switches[sw];
+        let control = &s.pipeline.control;
+        control
+            .externs()
+            .agent_attached
+            .store(true, std::sync::atomic::Ordering::Release);
+        s.agent = Some(AgentHost::new(agent, control, now));
+        self.schedule_tick(sw);
+    }
+
+    fn schedule_tick(&mut self, sw: usize) {
+        let s = &mut self.switches[sw];
+        let Some(at) = s.agent.as_ref().and_then(AgentHost::next_tick) else {
+            return;
+        };
+        if s.tick_at.is_none_or(|t| at < t) {
+            s.tick_at = Some(at);
+            self.schedule(at, Event::AgentTick { sw });
+        }
+    }
+
+    /// The control plane of switch `name` (to add entries before a run, or read after).
+    pub fn control(&self, name: &str) -> Option<&crate::control::Control> {
+        let s = self.switches.iter().find(|s| s.name == name)?;
+        Some(&s.pipeline.control)
+    }
+
+    /// Updates switch `name`'s agent has written so far.
+    pub fn agent_writes(&self, name: &str) -> Option<u64> {
+        let s = self.switches.iter().find(|s| s.name == name)?;
+        Some(s.agent.as_ref()?.writes)
     }
 
     fn schedule(&mut self, at: u64, event: Event) {
@@ -431,6 +499,16 @@ impl Sim {
                     }
                 }
                 Event::Send { flow } => self.send(flow),
+                Event::AgentTick { sw } => {
+                    let s = &mut self.switches[sw];
+                    if s.tick_at == Some(self.now) {
+                        s.tick_at = None;
+                        if let Some(a) = &mut s.agent {
+                            a.tick(&s.pipeline.control, self.now);
+                        }
+                        self.schedule_tick(sw);
+                    }
+                }
             }
         }
         self.report()
@@ -470,6 +548,7 @@ impl Sim {
         let now = self.now;
         let mut next: Option<u64> = None;
         let mut departures = Vec::new();
+        let mut punted: Vec<Vec<u8>> = Vec::new();
         {
             let s = &mut self.switches[sw];
             let mut env = SwitchEnv {
@@ -490,17 +569,32 @@ impl Sim {
                     let id = tx.id();
                     departures.extend(tx.out.drain(..).map(|f| (id, f)));
                 }
-                let mut cpu = 0;
+                let agent = s.agent.is_some();
                 s.driver
-                    .transmit_cpu(&mut env, &s.tm, &mut s.cpu_tx, now, usize::MAX, |_| {
-                        cpu += 1;
+                    .transmit_cpu(&mut env, &s.tm, &mut s.cpu_tx, now, usize::MAX, |f| {
+                        if agent {
+                            punted.push(f.to_vec());
+                        } else {
+                            punted.push(Vec::new());
+                        }
                     });
-                s.cpu_packets += cpu;
                 if !s.driver.pending() {
                     break;
                 }
             }
             s.driver.end_batch();
+            s.cpu_packets += punted.len() as u64;
+            // The agent sees packet-ins and digests as they leave the switch, in virtual time;
+            // its writes are visible from the next packet on.
+            if let Some(a) = &mut s.agent {
+                let control = &s.pipeline.control;
+                for f in &punted {
+                    a.packet_in(control, now, f);
+                }
+                while let Some(m) = control.externs().agent_digests.pop() {
+                    a.digest(control, now, &m);
+                }
+            }
         }
         for (port, frame) in departures {
             match self.switches[sw].peer[usize::from(port)] {

@@ -510,7 +510,11 @@ mod tests {
         let times: Vec<u64> = std::iter::from_fn(|| s.next_send()).collect();
         // Half the time on.
         assert_eq!(times.len(), 5000);
-        assert!(times.iter().all(|t| (t / ONOFF_PERIOD_NS).is_multiple_of(2)));
+        assert!(
+            times
+                .iter()
+                .all(|t| (t / ONOFF_PERIOD_NS).is_multiple_of(2))
+        );
     }
 
     #[test]
