@@ -7,6 +7,7 @@
 
 pub mod commands;
 pub mod control;
+pub mod dbb;
 pub mod digest;
 pub mod externs;
 pub mod frame;
