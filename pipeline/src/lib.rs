@@ -8,6 +8,7 @@
 pub mod agent;
 pub mod commands;
 pub mod control;
+pub mod dbb;
 pub mod digest;
 pub mod driver;
 pub mod ecn;
