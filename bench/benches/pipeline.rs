@@ -16,7 +16,7 @@ use pipeline::externs::Rng;
 use pipeline::frame::Frame;
 use pipeline::metadata::StdMeta;
 use pipeline::runtime::{Dest, Worker};
-use pipeline::schema::{ActionScope, SchemaBuilder, TableSpec};
+use pipeline::schema::{ActionScope, SchemaBuilder, TableIx, TableSpec};
 use pipeline::table::{FieldMatch, KeyField, MatchKind, MatchTable};
 use pipeline::wire::{EthernetFrame, Ipv4Packet, TcpPacket};
 
@@ -244,8 +244,8 @@ fn write_visibility(c: &mut Criterion) {
         action_id: schema.actions[fwd].id,
         params: vec![(1, 1)],
     });
-    let entry = |t: usize, m: FieldMatch| TableEntry {
-        table_id: schema.tables[t].id,
+    let entry = |t: TableIx, m: FieldMatch| TableEntry {
+        table_id: schema.tables[t.index()].id,
         matches: vec![(1, m)],
         action: Some(action.clone()),
         ..TableEntry::default()
@@ -294,7 +294,7 @@ fn write_visibility(c: &mut Criterion) {
                     .expect("insert");
                 let snap = control.snapshot();
                 assert!(
-                    snap.tables[exact]
+                    snap.tables[exact.index()]
                         .matcher
                         .lookup(&[u128::from(key)])
                         .is_some()
@@ -333,7 +333,7 @@ fn write_visibility(c: &mut Criterion) {
                 let t0 = Instant::now();
                 let r = control.write(std::slice::from_ref(&up), Atomicity::ContinueOnError);
                 let snap = control.snapshot();
-                let hit = snap.tables[lpm].matcher.lookup(&[u128::from(v)]);
+                let hit = snap.tables[lpm.index()].matcher.lookup(&[u128::from(v)]);
                 total += t0.elapsed();
                 black_box((r, hit));
                 drop(snap);

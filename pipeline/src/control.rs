@@ -277,7 +277,11 @@ impl Externs {
             digests: DigestQueue::new(4096),
             agent_digests: DigestQueue::new(4096),
             agent_attached: std::sync::atomic::AtomicBool::new(false),
-            drops: Counter::new(DropReason::NAMES.len(), CounterKind::Both, shards),
+            drops: Counter::new(
+                DropReason::NAMES.len() + schema.drop_reasons.len(),
+                CounterKind::Both,
+                shards,
+            ),
             table_direct_counter: schema.tables.iter().map(|t| t.direct_counter).collect(),
             table_direct_meter: schema.tables.iter().map(|t| t.direct_meter).collect(),
             table_names: schema.tables.iter().map(|t| t.name).collect(),
@@ -1623,10 +1627,11 @@ impl Control {
         Ok(out)
     }
 
-    /// Drop counts per reason name.
+    /// Drops by reason, named: the standard reasons, then the program's own.
     pub fn drop_counts(&self) -> Vec<(&'static str, CounterData)> {
         DropReason::NAMES
             .iter()
+            .chain(&self.schema.drop_reasons)
             .enumerate()
             .map(|(i, n)| (*n, self.externs.drops.read(i).unwrap_or_default()))
             .collect()

@@ -15,6 +15,9 @@ pub const PORT_BITS: u8 = 9;
 /// Bytes in one Tofino buffer cell (queue depths in cells are `ceil(bytes / CELL_BYTES)`).
 pub const CELL_BYTES: u32 = 80;
 
+/// Bytes of bridged metadata a program can carry from ingress to egress ([`StdMeta::bridged`]).
+pub const BRIDGED_BYTES: usize = 32;
+
 /// How a packet came to be in the pipeline.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -63,6 +66,9 @@ pub enum DropReason {
     BadPacketOut,
     /// The egress port does not exist on this switch.
     NoSuchPort,
+    /// One of the program's own reasons (its index among the schema's `drop_reasons`, named
+    /// there; see `SchemaBuilder::drop_reason`).
+    Named(u8),
 }
 
 impl DropReason {
@@ -82,7 +88,8 @@ impl DropReason {
         "no_such_port",
     ];
 
-    /// A dense index for per-reason counters.
+    /// A dense index for per-reason counters: the standard reasons first, then the program's
+    /// own, in schema order.
     pub const fn index(self) -> usize {
         match self {
             DropReason::Malformed(..) => 0,
@@ -97,6 +104,7 @@ impl DropReason {
             DropReason::TailDrop => 9,
             DropReason::BadPacketOut => 10,
             DropReason::NoSuchPort => 11,
+            DropReason::Named(i) => Self::NAMES.len() + i as usize,
         }
     }
 }
@@ -177,8 +185,9 @@ pub struct StdMeta {
     pub checksum_error: bool,
     /// Set when the packet is to be dropped.
     pub drop: Option<DropReason>,
-    /// A program-defined word bridged from ingress to egress (Tofino's bridged metadata).
-    pub bridged: u64,
+    /// Program-defined data bridged from ingress to egress, and through resubmission and
+    /// recirculation (Tofino's bridged metadata): [`BRIDGED_BYTES`] bytes as four words.
+    pub bridged: [u64; 4],
 }
 
 impl StdMeta {

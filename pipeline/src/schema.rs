@@ -289,6 +289,9 @@ pub struct Schema {
     pub digests: Vec<DigestDef>,
     /// `packet_in` / `packet_out`.
     pub controller_headers: Vec<ControllerHeaderDef>,
+    /// The program's own drop reasons, by name (`DropReason::Named(i)` is the i-th); they show
+    /// in drop statistics after the standard reasons.
+    pub drop_reasons: Vec<&'static str>,
 }
 
 /// A schema that failed its consistency checks (a programming error in a program).
@@ -468,6 +471,38 @@ pub fn alias(full: &str) -> &str {
     full.rsplit('.').next().unwrap_or(full)
 }
 
+/// Typed indices of a program's objects, returned by the [`SchemaBuilder`] and taken by the
+/// per-packet API ([`crate::program::Ctx`]), so that passing a counter where a table belongs does
+/// not compile.
+macro_rules! index_types {
+    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {$(
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(usize);
+
+        impl $name {
+            /// The position in the schema's list of such objects.
+            #[inline]
+            pub const fn index(self) -> usize {
+                self.0
+            }
+        }
+    )*};
+}
+
+index_types! {
+    /// A table of the schema.
+    TableIx,
+    /// An indexed counter of the schema.
+    CounterIx,
+    /// An indexed meter of the schema.
+    MeterIx,
+    /// A register array of the schema.
+    RegisterIx,
+    /// A digest of the schema.
+    DigestIx,
+}
+
 /// Builds a [`Schema`], assigning ids from names and resolving references by index.
 #[derive(Debug)]
 pub struct SchemaBuilder {
@@ -511,6 +546,7 @@ impl SchemaBuilder {
                 registers: vec![],
                 digests: vec![],
                 controller_headers: vec![],
+                drop_reasons: vec![],
             },
         }
     }
@@ -530,7 +566,7 @@ impl SchemaBuilder {
     }
 
     /// Adds a table; returns its index.
-    pub fn table(&mut self, spec: TableSpec) -> usize {
+    pub fn table(&mut self, spec: TableSpec) -> TableIx {
         let fields = (1..)
             .zip(spec.fields)
             .map(|(id, (name, bitwidth, kind))| MatchFieldDef {
@@ -560,12 +596,12 @@ impl SchemaBuilder {
             direct_meter: None,
             idle_timeout: spec.idle_timeout,
         });
-        self.schema.tables.len() - 1
+        TableIx(self.schema.tables.len() - 1)
     }
 
     /// Makes `table` a const table holding exactly `entries` (P4 `const entries`).
-    pub fn const_entries(&mut self, table: usize, entries: Vec<ConstEntry>) {
-        let t = &mut self.schema.tables[table];
+    pub fn const_entries(&mut self, table: TableIx, entries: Vec<ConstEntry>) {
+        let t = &mut self.schema.tables[table.0];
         t.is_const = true;
         t.const_entries = entries;
     }
@@ -574,19 +610,19 @@ impl SchemaBuilder {
     pub fn action_profile(
         &mut self,
         name: &'static str,
-        tables: &[usize],
+        tables: &[TableIx],
         selector: bool,
         size: usize,
         max_group_size: usize,
     ) -> usize {
         let idx = self.schema.action_profiles.len();
         for &t in tables {
-            self.schema.tables[t].implementation = Some(idx);
+            self.schema.tables[t.0].implementation = Some(idx);
         }
         self.schema.action_profiles.push(ActionProfileDef {
             id: object_id(prefix::ACTION_PROFILE, name),
             name,
-            tables: tables.to_vec(),
+            tables: tables.iter().map(|t| t.0).collect(),
             selector,
             size,
             max_group_size,
@@ -595,7 +631,7 @@ impl SchemaBuilder {
     }
 
     /// Adds an indexed counter; returns its index.
-    pub fn counter(&mut self, name: &'static str, kind: CounterKind, size: usize) -> usize {
+    pub fn counter(&mut self, name: &'static str, kind: CounterKind, size: usize) -> CounterIx {
         let id = object_id(prefix::COUNTER, name);
         self.schema.counters.push(CounterDef {
             id,
@@ -604,11 +640,17 @@ impl SchemaBuilder {
             size,
             direct_table: None,
         });
-        self.schema.counters.len() - 1
+        CounterIx(self.schema.counters.len() - 1)
     }
 
     /// Adds a direct counter on `table`; returns its index.
-    pub fn direct_counter(&mut self, name: &'static str, kind: CounterKind, table: usize) -> usize {
+    pub fn direct_counter(
+        &mut self,
+        name: &'static str,
+        kind: CounterKind,
+        table: TableIx,
+    ) -> usize {
+        let table = table.0;
         let id = object_id(prefix::DIRECT_COUNTER, name);
         let size = self.schema.tables[table].size;
         let idx = self.schema.direct_counters.len();
@@ -630,7 +672,7 @@ impl SchemaBuilder {
         unit: MeterUnit,
         algorithm: MeterAlgorithm,
         size: usize,
-    ) -> usize {
+    ) -> MeterIx {
         let id = object_id(prefix::METER, name);
         self.schema.meters.push(MeterDef {
             id,
@@ -640,7 +682,7 @@ impl SchemaBuilder {
             size,
             direct_table: None,
         });
-        self.schema.meters.len() - 1
+        MeterIx(self.schema.meters.len() - 1)
     }
 
     /// Adds a direct meter on `table`; returns its index.
@@ -649,8 +691,9 @@ impl SchemaBuilder {
         name: &'static str,
         unit: MeterUnit,
         algorithm: MeterAlgorithm,
-        table: usize,
+        table: TableIx,
     ) -> usize {
+        let table = table.0;
         let id = object_id(prefix::DIRECT_METER, name);
         let size = self.schema.tables[table].size;
         let idx = self.schema.direct_meters.len();
@@ -668,7 +711,7 @@ impl SchemaBuilder {
     }
 
     /// Adds a register array; returns its index.
-    pub fn register(&mut self, name: &'static str, bitwidth: u8, size: usize) -> usize {
+    pub fn register(&mut self, name: &'static str, bitwidth: u8, size: usize) -> RegisterIx {
         let id = object_id(prefix::REGISTER, name);
         self.schema.registers.push(RegisterDef {
             id,
@@ -676,18 +719,35 @@ impl SchemaBuilder {
             bitwidth,
             size,
         });
-        self.schema.registers.len() - 1
+        RegisterIx(self.schema.registers.len() - 1)
     }
 
     /// Adds a digest of (name, width) fields; returns its index.
-    pub fn digest(&mut self, name: &'static str, fields: &[(&'static str, u8)]) -> usize {
+    pub fn digest(&mut self, name: &'static str, fields: &[(&'static str, u8)]) -> DigestIx {
         let id = object_id(prefix::DIGEST, name);
         self.schema.digests.push(DigestDef {
             id,
             name,
             fields: fields.to_vec(),
         });
-        self.schema.digests.len() - 1
+        DigestIx(self.schema.digests.len() - 1)
+    }
+
+    /// Adds a drop reason of the program's own, counted and shown under `name`; returns the
+    /// reason to pass to `StdMeta::mark_to_drop`.
+    ///
+    /// # Panics
+    /// With more than 256 reasons or a name a standard reason already has (a programming error
+    /// in a program, found when it is built).
+    pub fn drop_reason(&mut self, name: &'static str) -> crate::metadata::DropReason {
+        use crate::metadata::DropReason;
+        assert!(
+            !DropReason::NAMES.contains(&name) && !self.schema.drop_reasons.contains(&name),
+            "drop reason {name} defined twice"
+        );
+        let i = u8::try_from(self.schema.drop_reasons.len()).expect("at most 256 drop reasons");
+        self.schema.drop_reasons.push(name);
+        DropReason::Named(i)
     }
 
     /// Adds a controller header (`packet_in` or `packet_out`) of (name, width) fields.

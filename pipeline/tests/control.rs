@@ -624,7 +624,7 @@ fn single_write_visible_within_1ms_at_1m_entries() {
     let c = pipeline::control::Control::new(schema.clone(), 1);
     let mk = |k: u128| {
         insert(Entity::TableEntry(TableEntry {
-            table_id: schema.tables[t].id,
+            table_id: schema.tables[t.index()].id,
             matches: vec![(1, FieldMatch::Exact(k))],
             action: Some(TableAction::Action(ActionSpec {
                 action_id: schema.actions[fwd].id,
@@ -649,7 +649,10 @@ fn single_write_visible_within_1ms_at_1m_entries() {
         c.write(&[mk(key)], Atomicity::ContinueOnError)[0]
             .clone()
             .unwrap();
-        let visible = c.snapshot().tables[t].matcher.lookup(&[key]).is_some();
+        let visible = c.snapshot().tables[t.index()]
+            .matcher
+            .lookup(&[key])
+            .is_some();
         let dt = t0.elapsed();
         assert!(visible);
         worst = worst.max(dt);

@@ -8,25 +8,31 @@ use pipeline::control::{
     ActionSpec, Atomicity, Entity, TableAction, TableEntry, Update, UpdateKind, WriteError,
 };
 use pipeline::frame::Frame;
-use pipeline::metadata::{InstanceType, StdMeta};
+use pipeline::metadata::{DropReason, InstanceType, StdMeta};
 use pipeline::pre::{CloneSession, Replica};
 use pipeline::program::{Ctx, Program};
 use pipeline::runtime::{Config, Pipeline};
-use pipeline::schema::{ActionScope, ConstEntry, Schema, SchemaBuilder, TableSpec};
+use pipeline::schema::{
+    ActionScope, ConstEntry, RegisterIx, Schema, SchemaBuilder, TableIx, TableSpec,
+};
 use pipeline::sim::SimSwitch;
 use pipeline::table::{FieldMatch, MatchKind};
 
 #[derive(Debug)]
 struct Looper {
     schema: Arc<Schema>,
+    mode: TableIx,
+    passes: RegisterIx,
+    /// The program's own drop reason: frames of mode 0.
+    mode_zero: DropReason,
     fwd: usize,
     resubmit_once: usize,
     recirc_forever: usize,
     e2e_clone: usize,
 }
 
+/// Index of the mode table, for the control-plane side of the tests.
 const MODE: usize = 0;
-const PASSES: usize = 0;
 
 impl Looper {
     fn new() -> Self {
@@ -63,11 +69,14 @@ impl Looper {
                 entry(4, e2e_clone, vec![7]),
             ],
         );
-        b.register("ingress.passes", 32, 8);
+        let passes = b.register("ingress.passes", 32, 8);
+        let mode_zero = b.drop_reason("mode_zero");
         let schema = Arc::new(b.build().unwrap());
-        assert_eq!(mode, MODE);
         Looper {
             schema,
+            mode,
+            passes,
+            mode_zero,
             fwd,
             resubmit_once,
             recirc_forever,
@@ -83,10 +92,14 @@ impl Program for Looper {
 
     fn ingress(&self, cx: &mut Ctx<'_>, pkt: &mut Frame<'_>, md: &mut StdMeta) {
         let mode = pkt.data().first().copied().unwrap_or(0);
-        cx.externs.registers[PASSES].rmw(usize::from(mode), |v| v + 1);
-        let r = cx.apply(MODE, &[u128::from(mode)], 0);
+        cx.register(self.passes).rmw(usize::from(mode), |v| v + 1);
+        if mode == 0 {
+            md.mark_to_drop(self.mode_zero);
+            return;
+        }
+        let r = cx.apply(self.mode, &[u128::from(mode)], 0);
         let a = usize::from(r.action.action);
-        md.bridged = a as u64;
+        md.bridged[0] = a as u64;
         if a == self.fwd {
             md.egress_spec = Some(r.action.arg(0) as u16);
         } else if a == self.resubmit_once {
@@ -99,16 +112,16 @@ impl Program for Looper {
             md.egress_spec = Some(4);
         } else if a == self.e2e_clone {
             md.egress_spec = Some(5);
-            md.bridged |= (r.action.arg(0) as u64) << 8;
+            md.bridged[1] = r.action.arg(0) as u64;
         }
     }
 
     fn egress(&self, _cx: &mut Ctx<'_>, _pkt: &mut Frame<'_>, md: &mut StdMeta) {
-        let a = (md.bridged & 0xff) as usize;
+        let a = md.bridged[0] as usize;
         if a == self.recirc_forever {
             md.recirculate = true;
         } else if a == self.e2e_clone {
-            md.clone_session = Some((md.bridged >> 8) as u32);
+            md.clone_session = Some(md.bridged[1] as u32);
         }
     }
 }
@@ -253,4 +266,20 @@ fn e2e_clone_sends_a_truncated_copy_once() {
         .unwrap()
         .1;
     assert_eq!(missing.packets, 1);
+}
+
+#[test]
+fn a_programs_own_drop_reason_is_counted_under_its_name() {
+    let pipe = setup();
+    let mut sw = SimSwitch::new(pipe.clone());
+    for _ in 0..3 {
+        assert!(sw.inject(9, &[0, 1], 0).is_empty());
+    }
+    let counts = pipe.control.drop_counts();
+    let named: Vec<(&str, u64)> = counts
+        .iter()
+        .filter(|(_, c)| c.packets > 0)
+        .map(|(n, c)| (*n, c.packets))
+        .collect();
+    assert_eq!(named, vec![("mode_zero", 3)]);
 }

@@ -30,7 +30,10 @@ use crate::externs::{Color, CounterKind, HashAlgorithm, HashFn, MeterAlgorithm, 
 use crate::frame::Frame;
 use crate::metadata::{DropReason, HeaderKind, PORT_BITS, PortId, StdMeta};
 use crate::program::{Ctx, Program};
-use crate::schema::{ActionScope, Schema, SchemaBuilder, TableSpec};
+use crate::schema::{
+    ActionScope, CounterIx, DigestIx, MeterIx, RegisterIx, Schema, SchemaBuilder, TableIx,
+    TableSpec,
+};
 use crate::table::MatchKind;
 use crate::wire::{
     self, EtherType, EthernetFrame, Icmpv6Packet, IpProtocol, Ipv4Packet, Ipv6Packet, TcpPacket,
@@ -47,16 +50,16 @@ struct Ids {
     set_nhop: usize,
     punt: usize,
     clone_to_session: usize,
-    l2_exact: usize,
-    smac: usize,
-    ipv4_lpm: usize,
-    ipv6_lpm: usize,
-    acl: usize,
-    port_rx: usize,
-    port_tx: usize,
-    port_meter: usize,
-    flow_last_seen: usize,
-    mac_learn: usize,
+    l2_exact: TableIx,
+    smac: TableIx,
+    ipv4_lpm: TableIx,
+    ipv6_lpm: TableIx,
+    acl: TableIx,
+    port_rx: CounterIx,
+    port_tx: CounterIx,
+    port_meter: MeterIx,
+    flow_last_seen: RegisterIx,
+    mac_learn: DigestIx,
 }
 
 /// Cells of the flow register.
@@ -396,11 +399,12 @@ impl Basic {
             }
             md.egress_spec = Some(r.action.arg(2) as PortId);
             let cell = (hash as usize) % FLOW_CELLS;
-            cx.externs.registers[ids.flow_last_seen].write(cell, md.ingress_global_timestamp);
+            cx.register(ids.flow_last_seen)
+                .write(cell, md.ingress_global_timestamp);
         } else if a == ids.punt {
             md.egress_spec = Some(cx.cpu_port);
         } else if r.entry.is_none() {
-            md.mark_to_drop(DropReason::TableMiss(table as u16));
+            md.mark_to_drop(DropReason::TableMiss(table.index() as u16));
         } else {
             md.mark_to_drop(DropReason::Program);
         }
@@ -492,7 +496,7 @@ impl Program for Basic {
         } else if p.ipv4 || p.ipv6 {
             self.route(cx, pkt, md, &p);
         } else {
-            md.mark_to_drop(DropReason::TableMiss(ids.l2_exact as u16));
+            md.mark_to_drop(DropReason::TableMiss(ids.l2_exact.index() as u16));
         }
         if md.drop.is_none() {
             self.acl(cx, md, &p);

@@ -18,7 +18,7 @@ use crate::fabric::plan::SwitchPlan;
 use crate::fabric::topo::{Switch, Topology};
 use crate::frame::Frame;
 use crate::metadata::{PortId, StdMeta};
-use crate::schema::Schema;
+use crate::schema::{CounterIx, DigestIx, MeterIx, RegisterIx, Schema, TableIx};
 use crate::state::{ActionCall, Hot, State};
 use crate::table::EntryId;
 
@@ -150,7 +150,8 @@ impl<'a> Ctx<'a> {
     /// counts the direct counter, stamps the idle time and returns the action to run. For tables
     /// with an action selector, `selector_hash` picks the group member.
     #[inline]
-    pub fn apply(&mut self, table: usize, key: &[u128], selector_hash: u64) -> Applied<'a> {
+    pub fn apply(&mut self, table: TableIx, key: &[u128], selector_hash: u64) -> Applied<'a> {
+        let table = table.index();
         let state: &'a State = self.state;
         let t = &state.tables[table];
         let hit = t
@@ -208,20 +209,20 @@ impl<'a> Ctx<'a> {
 
     /// Counts the current packet in cell `index` of indexed counter `counter`.
     #[inline]
-    pub fn count(&self, counter: usize, index: usize) {
-        self.externs.counters[counter].count(self.shard, index, self.packet_len);
+    pub fn count(&self, counter: CounterIx, index: usize) {
+        self.externs.counters[counter.index()].count(self.shard, index, self.packet_len);
     }
 
     /// Runs cell `index` of indexed meter `meter` on the current packet (colour-blind).
     #[inline]
-    pub fn meter(&self, meter: usize, index: usize) -> Color {
-        self.externs.meters[meter].execute(index, self.now_ns, self.packet_len, None)
+    pub fn meter(&self, meter: MeterIx, index: usize) -> Color {
+        self.externs.meters[meter.index()].execute(index, self.now_ns, self.packet_len, None)
     }
 
     /// Runs the direct meter of table `table` for entry `entry` on the current packet.
     #[inline]
-    pub fn direct_meter(&self, table: usize, entry: EntryId) -> Color {
-        match self.externs.direct_meter_of(table) {
+    pub fn direct_meter(&self, table: TableIx, entry: EntryId) -> Color {
+        match self.externs.direct_meter_of(table.index()) {
             Some(m) => m.execute(entry as usize, self.now_ns, self.packet_len, None),
             None => Color::Green,
         }
@@ -230,11 +231,18 @@ impl<'a> Ctx<'a> {
     /// Sends digest `digest` with `values` to the controller (dropped and counted if the queue is
     /// full).
     #[inline]
-    pub fn digest(&self, digest: usize, values: &[u128]) {
+    pub fn digest(&self, digest: DigestIx, values: &[u128]) {
         let x = self.externs;
-        x.digests.push(digest as u16, values, self.now_ns);
+        let d = digest.index() as u16;
+        x.digests.push(d, values, self.now_ns);
         if x.agent_attached.load(std::sync::atomic::Ordering::Relaxed) {
-            x.agent_digests.push(digest as u16, values, self.now_ns);
+            x.agent_digests.push(d, values, self.now_ns);
         }
+    }
+
+    /// Register array `register` (atomic read-modify-write per cell).
+    #[inline]
+    pub fn register(&self, register: RegisterIx) -> &'a crate::externs::Register {
+        &self.externs.registers[register.index()]
     }
 }
