@@ -197,10 +197,13 @@ pub struct Client {
     device_id: u64,
     election_id: u128,
     stream_tx: mpsc::Sender<p4::StreamMessageRequest>,
-    events: mpsc::Receiver<std::result::Result<p4::StreamMessageResponse, tonic::Status>>,
+    events: Events,
     arbitration: watch::Receiver<Option<ArbitrationState>>,
     schema: Option<Arc<Schema>>,
 }
+
+/// The server's stream messages other than arbitration, in order; `Err` ends the stream.
+type Events = mpsc::Receiver<std::result::Result<p4::StreamMessageResponse, tonic::Status>>;
 
 fn uint128(v: u128) -> p4::Uint128 {
     p4::Uint128 {
@@ -258,13 +261,9 @@ impl Client {
 
     /// Splits the server's side of the stream: arbitration updates into a watch, the rest into
     /// an event queue.
-    #[allow(clippy::type_complexity)]
     fn pump_stream(
         mut inbound: tonic::Streaming<p4::StreamMessageResponse>,
-    ) -> (
-        mpsc::Receiver<std::result::Result<p4::StreamMessageResponse, tonic::Status>>,
-        watch::Receiver<Option<ArbitrationState>>,
-    ) {
+    ) -> (Events, watch::Receiver<Option<ArbitrationState>>) {
         let (events_tx, events) = mpsc::channel(4096);
         let (arb_tx, arbitration) = watch::channel(None);
         tokio::spawn(async move {
