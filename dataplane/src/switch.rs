@@ -153,6 +153,8 @@ struct Shared {
     counters: Vec<PortCounters>,
     packet_in: Sender<Vec<u8>>,
     packet_out: Receiver<Vec<u8>>,
+    /// Packet-outs refused because `packet_out` was full.
+    packet_out_dropped: AtomicU64,
     /// Per port: capture of what it received and what it sent.
     pcap: Vec<Option<(Capture, Capture)>>,
     trace: Option<Mutex<io::Stderr>>,
@@ -207,11 +209,30 @@ pub struct CpuPort {
 }
 
 impl CpuPort {
-    /// Injects a frame as if the controller sent it (it enters ingress on the CPU port).
-    pub fn send(&self, frame: Vec<u8>) {
-        if self.packet_out.send(frame).is_ok() {
-            self.shared.wake(0);
+    /// Injects a frame as if the controller sent it (it enters ingress on the CPU port). Never
+    /// blocks: it is called from the P4Runtime service's async runtime, where a blocking send
+    /// would stall every other call while worker 0 is slow. Returns false, and counts the frame
+    /// in [`CpuPort::dropped`], when the queue to the data plane is full (or the switch stopped).
+    pub fn send(&self, frame: Vec<u8>) -> bool {
+        match self.packet_out.try_send(frame) {
+            Ok(()) => {
+                self.shared.wake(0);
+                true
+            }
+            Err(_) => {
+                self.shared
+                    .packet_out_dropped
+                    .fetch_add(1, Ordering::Relaxed);
+                // Worker 0 may be asleep with a full queue: wake it so that it drains.
+                self.shared.wake(0);
+                false
+            }
         }
+    }
+
+    /// Packet-outs dropped because the queue to the data plane was full.
+    pub fn dropped(&self) -> u64 {
+        self.shared.packet_out_dropped.load(Ordering::Relaxed)
     }
 }
 
@@ -359,6 +380,7 @@ impl Switch {
             counters: (0..nports).map(|_| PortCounters::default()).collect(),
             packet_in: in_tx,
             packet_out: out_rx,
+            packet_out_dropped: AtomicU64::new(0),
             pcap,
             trace: config.trace.then(|| Mutex::new(io::stderr())),
             busy_poll: config.busy_poll,

@@ -299,12 +299,37 @@ fn cpu_port_carries_packet_in_and_out() {
     // A packet-out to port 4 leaves port 4 unchanged.
     let mut out = vec![0x02, 0x00];
     out.extend_from_slice(&arp);
-    sw.cpu_port().send(out);
+    assert!(
+        sw.cpu_port().send(out),
+        "the CPU port's queue took the packet-out"
+    );
     assert_eq!(
         links[3].recv(Duration::from_secs(5)).expect("packet-out"),
         arp
     );
     sw.stop();
+}
+
+#[test]
+fn a_full_cpu_port_queue_drops_packet_outs_instead_of_blocking() {
+    // The P4Runtime service calls `CpuPort::send` on its async runtime: a send that blocks there
+    // stalls every other call of the switch (issue 16). With the switch stopped nothing drains
+    // the queue, so it fills: the sends after that must return at once, refused and counted.
+    let (sw, _links) = start(SwitchConfig::default());
+    let cpu = sw.cpu_port().clone();
+    sw.stop();
+    let (done_tx, done) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let accepted = (0..5000)
+            .filter(|_| cpu.send(vec![0x02, 0x00, 0xff]))
+            .count();
+        let _ = done_tx.send((accepted, cpu.dropped()));
+    });
+    let (accepted, dropped) = done
+        .recv_timeout(Duration::from_secs(5))
+        .expect("CpuPort::send blocked on a full queue");
+    assert!(accepted < 5000, "the queue is bounded: {accepted} accepted");
+    assert_eq!(dropped, (5000 - accepted) as u64);
 }
 
 #[test]

@@ -2,7 +2,13 @@
 //! arbitration, Write, Read, pipeline config, packet I/O), plus the BMv2-style command language
 //! of [`pipeline::commands`] sent as P4Runtime writes. `pisa-ctl`, the fabric controller and the
 //! tests use it; it speaks to any P4Runtime server, not only pisa-switch.
+//!
+//! Every call has a deadline ([`Deadlines`]): a switch that stops answering (a deadlock, a
+//! stopped process, a dead link) turns into [`ClientError::Timeout`], naming the address, the
+//! call and how long it waited, instead of a hang. TCP alone cannot tell: a stopped process's
+//! kernel still accepts connections and acknowledges data.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,6 +33,16 @@ pub enum ClientError {
     /// The connection could not be made.
     #[error("connect to {0}: {1}")]
     Connect(String, tonic::transport::Error),
+    /// The switch did not answer a call within its deadline.
+    #[error("{addr}: no answer to {call} within {:.1} s", waited.as_secs_f64())]
+    Timeout {
+        /// The switch's address.
+        addr: String,
+        /// The call (StreamChannel, Write, Read, ...).
+        call: &'static str,
+        /// How long the client waited.
+        waited: Duration,
+    },
     /// An RPC failed as a whole.
     #[error("{}: {}", .0.code(), .0.message())]
     Rpc(tonic::Status),
@@ -73,6 +89,96 @@ pub fn write_errors(status: &tonic::Status) -> Option<Vec<Option<(Code, String)>
     )
 }
 
+/// How long a client waits for each kind of call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deadlines {
+    /// Connecting: TCP, opening the stream channel and the arbitration's answer.
+    pub connect: Duration,
+    /// Write, Read, the pipeline config calls, and queueing a stream message.
+    pub call: Duration,
+    /// Capabilities and the health check: cheap calls a live server answers at once.
+    pub probe: Duration,
+}
+
+impl Default for Deadlines {
+    fn default() -> Self {
+        Deadlines {
+            connect: Duration::from_secs(5),
+            call: Duration::from_secs(10),
+            probe: Duration::from_secs(2),
+        }
+    }
+}
+
+impl Deadlines {
+    /// `d` for connecting and for calls, and at most `d` (2 s by default) for probes.
+    pub fn all(d: Duration) -> Self {
+        Deadlines {
+            connect: d,
+            call: d,
+            probe: d.min(Deadlines::default().probe),
+        }
+    }
+}
+
+/// Runs `fut` for at most `limit`; past it, a [`ClientError::Timeout`] naming `addr` and `call`.
+async fn within<T>(
+    addr: &str,
+    call: &'static str,
+    limit: Duration,
+    fut: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    match tokio::time::timeout(limit, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(ClientError::Timeout {
+            addr: addr.to_string(),
+            call,
+            waited: limit,
+        }),
+    }
+}
+
+fn endpoint(addr: &str, connect: Duration) -> Result<Endpoint> {
+    let uri = if addr.contains("://") {
+        addr.to_string()
+    } else {
+        format!("http://{addr}")
+    };
+    Ok(Endpoint::from_shared(uri)
+        .map_err(|e| ClientError::Connect(addr.into(), e))?
+        .connect_timeout(connect)
+        .tcp_nodelay(true))
+}
+
+/// Asks the standard gRPC health service (grpc.health.v1) of the server at `addr` whether it
+/// serves; no stream channel, no arbitration. Returns how long the answer took.
+pub async fn health_check(addr: &str, timeout: Duration) -> Result<Duration> {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+    let start = std::time::Instant::now();
+    within(addr, "Health.Check", timeout, async {
+        let channel = endpoint(addr, timeout)?
+            .connect()
+            .await
+            .map_err(|e| ClientError::Connect(addr.into(), e))?;
+        let r = HealthClient::new(channel)
+            .check(HealthCheckRequest {
+                service: String::new(),
+            })
+            .await?
+            .into_inner();
+        if r.status == ServingStatus::Serving as i32 {
+            Ok(start.elapsed())
+        } else {
+            Err(ClientError::Rpc(tonic::Status::unavailable(format!(
+                "health status {}",
+                r.status
+            ))))
+        }
+    })
+    .await
+}
+
 /// The arbitration outcome last told to this client.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ArbitrationState {
@@ -86,13 +192,18 @@ pub struct ArbitrationState {
 #[derive(Debug)]
 pub struct Client {
     rpc: P4RuntimeClient<Channel>,
+    addr: String,
+    deadlines: Deadlines,
     device_id: u64,
     election_id: u128,
     stream_tx: mpsc::Sender<p4::StreamMessageRequest>,
-    events: mpsc::Receiver<std::result::Result<p4::StreamMessageResponse, tonic::Status>>,
+    events: Events,
     arbitration: watch::Receiver<Option<ArbitrationState>>,
     schema: Option<Arc<Schema>>,
 }
+
+/// The server's stream messages other than arbitration, in order; `Err` ends the stream.
+type Events = mpsc::Receiver<std::result::Result<p4::StreamMessageResponse, tonic::Status>>;
 
 fn uint128(v: u128) -> p4::Uint128 {
     p4::Uint128 {
@@ -103,29 +214,56 @@ fn uint128(v: u128) -> p4::Uint128 {
 
 impl Client {
     /// Connects to `addr` (`host:port`), opens the stream channel and arbitrates with
-    /// `election_id`; waits up to 2 s for the server's answer.
+    /// `election_id`, with the default [`Deadlines`].
     pub async fn connect(addr: &str, device_id: u64, election_id: u128) -> Result<Client> {
-        let uri = if addr.contains("://") {
-            addr.to_string()
-        } else {
-            format!("http://{addr}")
+        Self::connect_with(addr, device_id, election_id, Deadlines::default()).await
+    }
+
+    /// Connects as [`Client::connect`] does, with `deadlines` for this and every later call.
+    pub async fn connect_with(
+        addr: &str,
+        device_id: u64,
+        election_id: u128,
+        deadlines: Deadlines,
+    ) -> Result<Client> {
+        let (rpc, stream_tx, events, arbitration) =
+            within(addr, "StreamChannel", deadlines.connect, async {
+                let channel = endpoint(addr, deadlines.connect)?
+                    .connect()
+                    .await
+                    .map_err(|e| ClientError::Connect(addr.into(), e))?;
+                let mut rpc = P4RuntimeClient::new(channel)
+                    .max_decoding_message_size(crate::server::MAX_MESSAGE_BYTES)
+                    .max_encoding_message_size(crate::server::MAX_MESSAGE_BYTES);
+                let (stream_tx, stream_rx) = mpsc::channel(1024);
+                let inbound = rpc
+                    .stream_channel(ReceiverStream::new(stream_rx))
+                    .await?
+                    .into_inner();
+                let (events, arbitration) = Self::pump_stream(inbound);
+                Ok((rpc, stream_tx, events, arbitration))
+            })
+            .await?;
+        let mut client = Client {
+            rpc,
+            addr: addr.to_string(),
+            deadlines,
+            device_id,
+            election_id,
+            stream_tx,
+            events,
+            arbitration,
+            schema: None,
         };
-        let endpoint = Endpoint::from_shared(uri.clone())
-            .map_err(|e| ClientError::Connect(addr.into(), e))?
-            .connect_timeout(Duration::from_secs(5))
-            .tcp_nodelay(true);
-        let channel = endpoint
-            .connect()
-            .await
-            .map_err(|e| ClientError::Connect(addr.into(), e))?;
-        let mut rpc = P4RuntimeClient::new(channel)
-            .max_decoding_message_size(crate::server::MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(crate::server::MAX_MESSAGE_BYTES);
-        let (stream_tx, stream_rx) = mpsc::channel(1024);
-        let mut inbound = rpc
-            .stream_channel(ReceiverStream::new(stream_rx))
-            .await?
-            .into_inner();
+        client.arbitrate(election_id).await?;
+        Ok(client)
+    }
+
+    /// Splits the server's side of the stream: arbitration updates into a watch, the rest into
+    /// an event queue.
+    fn pump_stream(
+        mut inbound: tonic::Streaming<p4::StreamMessageResponse>,
+    ) -> (Events, watch::Receiver<Option<ArbitrationState>>) {
         let (events_tx, events) = mpsc::channel(4096);
         let (arb_tx, arbitration) = watch::channel(None);
         tokio::spawn(async move {
@@ -154,17 +292,34 @@ impl Client {
                 }
             }
         });
-        let mut client = Client {
-            rpc,
-            device_id,
-            election_id,
-            stream_tx,
-            events,
-            arbitration,
-            schema: None,
-        };
-        client.arbitrate(election_id).await?;
-        Ok(client)
+        (events, arbitration)
+    }
+
+    /// The address this client talks to.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// The deadlines of this client's calls.
+    pub fn deadlines(&self) -> Deadlines {
+        self.deadlines
+    }
+
+    /// Sends one stream message, waiting at most the call deadline for room (the server stops
+    /// taking messages when it stops reading).
+    async fn stream_send(&self, msg: p4::StreamMessageRequest) -> Result<()> {
+        within(
+            &self.addr,
+            "StreamChannel send",
+            self.deadlines.call,
+            async {
+                self.stream_tx
+                    .send(msg)
+                    .await
+                    .map_err(|_| ClientError::Arbitration("stream closed".into()))
+            },
+        )
+        .await
     }
 
     /// (Re)advertises `election_id` and waits for the server's answer.
@@ -180,10 +335,7 @@ impl Client {
                 },
             )),
         };
-        self.stream_tx
-            .send(msg)
-            .await
-            .map_err(|_| ClientError::Arbitration("stream closed".into()))?;
+        self.stream_send(msg).await?;
         let wait = async {
             loop {
                 if self.arbitration.changed().await.is_err() {
@@ -194,7 +346,8 @@ impl Client {
                 }
             }
         };
-        match tokio::time::timeout(Duration::from_secs(2), wait).await {
+        let limit = self.deadlines.connect;
+        match tokio::time::timeout(limit, wait).await {
             Ok(Some(s)) => Ok(s),
             Ok(None) => {
                 // The stream ended: the server refused us. Its status is the first event.
@@ -204,7 +357,11 @@ impl Client {
                 };
                 Err(ClientError::Arbitration(why))
             }
-            Err(_) => Err(ClientError::Arbitration("no answer within 2 s".into())),
+            Err(_) => Err(ClientError::Timeout {
+                addr: self.addr.clone(),
+                call: "MasterArbitrationUpdate",
+                waited: limit,
+            }),
         }
     }
 
@@ -233,26 +390,35 @@ impl Client {
 
     /// The server's P4Runtime version.
     pub async fn capabilities(&mut self) -> Result<String> {
-        let r = self
-            .rpc
-            .capabilities(p4::CapabilitiesRequest {
-                device_id: self.device_id,
-            })
-            .await?;
-        Ok(r.into_inner().p4runtime_api_version)
+        let req = p4::CapabilitiesRequest {
+            device_id: self.device_id,
+        };
+        let rpc = &mut self.rpc;
+        within(&self.addr, "Capabilities", self.deadlines.probe, async {
+            Ok(rpc
+                .capabilities(req)
+                .await?
+                .into_inner()
+                .p4runtime_api_version)
+        })
+        .await
     }
 
     /// The switch's P4Info and cookie.
     pub async fn get_pipeline(&mut self) -> Result<(Option<p4i::P4Info>, Option<u64>)> {
         use p4::get_forwarding_pipeline_config_request::ResponseType;
-        let r = self
-            .rpc
-            .get_forwarding_pipeline_config(p4::GetForwardingPipelineConfigRequest {
-                device_id: self.device_id,
-                response_type: ResponseType::P4infoAndCookie as i32,
-            })
-            .await?
-            .into_inner();
+        let req = p4::GetForwardingPipelineConfigRequest {
+            device_id: self.device_id,
+            response_type: ResponseType::P4infoAndCookie as i32,
+        };
+        let rpc = &mut self.rpc;
+        let r = within(
+            &self.addr,
+            "GetForwardingPipelineConfig",
+            self.deadlines.call,
+            async { Ok(rpc.get_forwarding_pipeline_config(req).await?.into_inner()) },
+        )
+        .await?;
         let config = r.config.unwrap_or_default();
         Ok((config.p4info, config.cookie.map(|c| c.cookie)))
     }
@@ -265,20 +431,28 @@ impl Client {
         device_config: Vec<u8>,
         cookie: Option<u64>,
     ) -> Result<()> {
-        self.rpc
-            .set_forwarding_pipeline_config(p4::SetForwardingPipelineConfigRequest {
-                device_id: self.device_id,
-                election_id: Some(uint128(self.election_id)),
-                action: action as i32,
-                config: Some(p4::ForwardingPipelineConfig {
-                    p4info: Some(p4info),
-                    p4_device_config: device_config,
-                    cookie: cookie.map(|cookie| p4::forwarding_pipeline_config::Cookie { cookie }),
-                }),
-                ..Default::default()
-            })
-            .await?;
-        Ok(())
+        let req = p4::SetForwardingPipelineConfigRequest {
+            device_id: self.device_id,
+            election_id: Some(uint128(self.election_id)),
+            action: action as i32,
+            config: Some(p4::ForwardingPipelineConfig {
+                p4info: Some(p4info),
+                p4_device_config: device_config,
+                cookie: cookie.map(|cookie| p4::forwarding_pipeline_config::Cookie { cookie }),
+            }),
+            ..Default::default()
+        };
+        let rpc = &mut self.rpc;
+        within(
+            &self.addr,
+            "SetForwardingPipelineConfig",
+            self.deadlines.call,
+            async {
+                rpc.set_forwarding_pipeline_config(req).await?;
+                Ok(())
+            },
+        )
+        .await
     }
 
     /// The schema of the program the switch runs (known to this workspace by its P4Info's
@@ -323,34 +497,40 @@ impl Client {
             atomicity: atomicity as i32,
             ..Default::default()
         };
-        match self.rpc.write(req).await {
-            Ok(_) => Ok(()),
-            Err(status) => match write_errors(&status) {
-                Some(errors) => Err(ClientError::Write {
-                    summary: status.message().to_string(),
-                    errors,
-                }),
-                None => Err(ClientError::Rpc(status)),
-            },
-        }
+        let rpc = &mut self.rpc;
+        within(&self.addr, "Write", self.deadlines.call, async {
+            match rpc.write(req).await {
+                Ok(_) => Ok(()),
+                Err(status) => match write_errors(&status) {
+                    Some(errors) => Err(ClientError::Write {
+                        summary: status.message().to_string(),
+                        errors,
+                    }),
+                    None => Err(ClientError::Rpc(status)),
+                },
+            }
+        })
+        .await
     }
 
     /// Reads `entities` (wildcards as P4Runtime defines them).
+    /// The whole answer, every ReadResponse of it, must arrive within the call deadline.
     pub async fn read(&mut self, entities: Vec<p4::Entity>) -> Result<Vec<p4::Entity>> {
-        let mut stream = self
-            .rpc
-            .read(p4::ReadRequest {
-                device_id: self.device_id,
-                entities,
-                ..Default::default()
-            })
-            .await?
-            .into_inner();
-        let mut out = Vec::new();
-        while let Some(r) = stream.next().await {
-            out.extend(r?.entities);
-        }
-        Ok(out)
+        let req = p4::ReadRequest {
+            device_id: self.device_id,
+            entities,
+            ..Default::default()
+        };
+        let rpc = &mut self.rpc;
+        within(&self.addr, "Read", self.deadlines.call, async {
+            let mut stream = rpc.read(req).await?.into_inner();
+            let mut out = Vec::new();
+            while let Some(r) = stream.next().await {
+                out.extend(r?.entities);
+            }
+            Ok(out)
+        })
+        .await
     }
 
     /// Reads one kind of entity.
@@ -403,10 +583,7 @@ impl Client {
                     .collect(),
             })),
         };
-        self.stream_tx
-            .send(msg)
-            .await
-            .map_err(|_| ClientError::Arbitration("stream closed".into()))
+        self.stream_send(msg).await
     }
 
     /// Acknowledges a digest list.
@@ -416,10 +593,7 @@ impl Client {
                 p4::DigestListAck { digest_id, list_id },
             )),
         };
-        self.stream_tx
-            .send(msg)
-            .await
-            .map_err(|_| ClientError::Arbitration("stream closed".into()))
+        self.stream_send(msg).await
     }
 
     /// The next stream message other than arbitration (packet-in, digest, idle timeout, stream

@@ -47,8 +47,10 @@ const MAX_DETAILS_BYTES: usize = 5 * 1024;
 
 /// How the service reaches the data plane besides the control API.
 pub struct DeviceIo {
-    /// Injects a frame (controller header + payload) as if it came from the CPU port.
-    pub packet_out: Box<dyn Fn(Vec<u8>) + Send + Sync>,
+    /// Injects a frame (controller header + payload) as if it came from the CPU port. Must not
+    /// block (it runs on the service's async runtime): false when the data plane's queue is full
+    /// and the frame was dropped.
+    pub packet_out: Box<dyn Fn(Vec<u8>) -> bool + Send + Sync>,
     /// Frames the data plane sent to the CPU port (controller header + payload).
     pub packet_in: crossbeam::channel::Receiver<Vec<u8>>,
     /// The data plane's clock in ns (the one hit times and digests are stamped with).
@@ -90,6 +92,9 @@ pub struct ServiceStats {
     pub packet_outs: AtomicU64,
     /// Packet-outs refused (bad metadata, or not from the primary).
     pub packet_outs_refused: AtomicU64,
+    /// Packet-outs dropped because the CPU port's queue to the data plane was full (each one
+    /// answered with a RESOURCE_EXHAUSTED stream error).
+    pub packet_outs_dropped: AtomicU64,
     /// Digest lists sent.
     pub digest_lists: AtomicU64,
     /// Idle-timeout notifications sent.
@@ -1440,8 +1445,20 @@ impl Inner {
             Ok(f) => f,
             Err(e) => return refuse(e.code, e.message, p),
         };
-        self.stats.packet_outs.fetch_add(1, Ordering::Relaxed);
-        (self.io.packet_out)(frame);
+        if (self.io.packet_out)(frame) {
+            self.stats.packet_outs.fetch_add(1, Ordering::Relaxed);
+        } else {
+            // The data plane is not taking packet-outs as fast as they come: drop and say so
+            // rather than block the runtime that serves every other call.
+            self.stats
+                .packet_outs_dropped
+                .fetch_add(1, Ordering::Relaxed);
+            let _ = tx.try_send(Ok(Self::stream_error(
+                Code::ResourceExhausted,
+                "the CPU port's queue is full: packet-out dropped".into(),
+                Some(p),
+            )));
+        }
     }
 
     fn packet_out_frame(&self, p: &p4::PacketOut) -> Result<Vec<u8>, EntityError> {
@@ -1628,6 +1645,11 @@ impl Inner {
     /// is configured.
     fn pump_digests(&self, now: u64) -> bool {
         let queue = &self.control.externs().digests;
+        // Lock order: `streams` before `digests` (arbitration changes take them in that order),
+        // so ask about the primary before taking `digests`, never while holding it. Holding
+        // `digests` while waiting for `streams` deadlocked against an arbitration or a stream
+        // leaving, which froze the whole service (issue 16).
+        let primary = self.has_primary();
         let mut digests = self.digests.lock();
         while let Some(m) = queue.pop() {
             let Some(def) = self.schema.digests.get(usize::from(m.digest)) else {
@@ -1646,7 +1668,6 @@ impl Inner {
         }
         let mut lists = Vec::new();
         // Without a primary the digests wait (up to the pending limit) rather than go nowhere.
-        let primary = self.has_primary();
         for (&id, d) in digests.iter_mut().filter(|_| primary) {
             if let Some((_, sent)) = d.outstanding {
                 let ack_timeout = u64::try_from(d.config.ack_timeout_ns).unwrap_or(0);
@@ -1850,7 +1871,14 @@ impl P4Runtime for Service {
         &self,
         request: Request<p4::GetForwardingPipelineConfigRequest>,
     ) -> Result<Response<p4::GetForwardingPipelineConfigResponse>, Status> {
-        Ok(Response::new(self.inner.get_pipeline(request.get_ref())?))
+        // Off the async workers: the config lock is held while a pipeline change clears the
+        // tables, and the async workers must stay free for the health service.
+        let inner = self.inner.clone();
+        let req = request.into_inner();
+        let r = tokio::task::spawn_blocking(move || inner.get_pipeline(&req))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))??;
+        Ok(Response::new(r))
     }
 
     type StreamChannelStream = ReceiverStream<Result<p4::StreamMessageResponse, Status>>;
@@ -1958,14 +1986,31 @@ pub fn serve(service: Service, addr: SocketAddr) -> std::io::Result<Running> {
                             return;
                         }
                     };
-                    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+                    // The builder's tcp_nodelay applies only to listeners it binds itself: set
+                    // it on each accepted socket, or Nagle and delayed ACKs add ~40 ms to small
+                    // answers on a fresh connection (a health probe, a Capabilities call).
+                    let incoming = tokio_stream::StreamExt::map(
+                        tokio_stream::wrappers::TcpListenerStream::new(listener),
+                        |s| {
+                            s.inspect(|s| {
+                                let _ = s.set_nodelay(true);
+                            })
+                        },
+                    );
                     let server = P4RuntimeServer::new(svc)
                         .max_decoding_message_size(MAX_MESSAGE_BYTES)
                         .max_encoding_message_size(MAX_MESSAGE_BYTES);
+                    // grpc.health.v1 on the same port. Its answers come from tonic-health's
+                    // own status map, which no P4Runtime call touches, on the async workers,
+                    // which never run a write, a read or anything else that can wait for a lock
+                    // (those run on the blocking pool).
+                    let (health, health_server) = tonic_health::server::health_reporter();
+                    health.set_serving::<P4RuntimeServer<Service>>().await;
                     let mut graceful = shutdown_rx.clone();
                     let mut hard = shutdown_rx;
                     let serving = tonic::transport::Server::builder()
                         .tcp_nodelay(true)
+                        .add_service(health_server)
                         .add_service(server)
                         .serve_with_incoming_shutdown(incoming, async move {
                             let _ = graceful.changed().await;
@@ -2005,4 +2050,44 @@ pub fn serve(service: Service, addr: SocketAddr) -> std::io::Result<Running> {
         shutdown: Some(shutdown),
         threads,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn service() -> Service {
+        let program = pipeline::program::by_name("basic").expect("basic");
+        let pipe =
+            pipeline::runtime::Pipeline::new(program, 1, pipeline::runtime::Config::default());
+        let (_in_tx, in_rx) = crossbeam::channel::unbounded();
+        let io = DeviceIo {
+            packet_out: Box::new(|_| true),
+            packet_in: in_rx,
+            clock: Arc::new(|| 0),
+        };
+        Service::new(pipe.control.clone(), io, ServerConfig::default())
+    }
+
+    /// Issue 16's deadlock: an arbitration change (or a primary leaving) holds `streams` and
+    /// takes `digests`; the housekeeping thread's digest pump held `digests` and took `streams`.
+    /// Here the test holds `streams` as the arbitration does while the pump runs: the pump may
+    /// wait, but it must not be holding `digests` meanwhile, or the arbitration never gets it.
+    #[test]
+    fn the_digest_pump_never_holds_digests_while_waiting_for_streams() {
+        let inner = service().inner.clone();
+        let streams = inner.streams.lock();
+        let pump = {
+            let inner = inner.clone();
+            std::thread::spawn(move || inner.pump_digests(0))
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        let got = inner.digests.try_lock_for(Duration::from_secs(1)).is_some();
+        drop(streams);
+        pump.join().expect("the pump ran");
+        assert!(
+            got,
+            "the pump held `digests` while waiting for `streams`: lock-order deadlock"
+        );
+    }
 }

@@ -32,9 +32,7 @@ impl Fixture {
         let (packet_ins, in_rx) = crossbeam::channel::unbounded();
         let epoch = Instant::now();
         let io = DeviceIo {
-            packet_out: Box::new(move |f| {
-                let _ = out_tx.send(f);
-            }),
+            packet_out: Box::new(move |f| out_tx.send(f).is_ok()),
             packet_in: in_rx,
             clock: Arc::new(move || epoch.elapsed().as_nanos() as u64),
         };

@@ -8,7 +8,9 @@
 //! pisa-fabric down ls                               # removes everything (also after a crash)
 //! pisa-fabric demo                                  # the README's main job: a 4x4 leaf-spine end to end
 //! ```
-//! `program` and `counters` are what the controller runs inside the management namespace.
+//! `program`, `counters` and `health` are what the controller runs inside the management
+//! namespace. Every P4Runtime call they make has a deadline (`--timeout`, 10 s by default): a
+//! switch that does not answer fails the command with its name and how long it was waited for.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -19,7 +21,7 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand};
 use netns_tests::fabric::topo::{self, End, GenProps, LinkProps, Topology};
 use netns_tests::fabric::{self, Fabric, GRPC_PORT, Options, mgmt_addrs};
-use p4runtime_server::client::Client;
+use p4runtime_server::client::{Client, ClientError, Deadlines, health_check};
 use p4runtime_server::proto::p4::v1 as p4;
 
 #[derive(Parser, Debug)]
@@ -109,11 +111,26 @@ enum Cmd {
     Program {
         /// Topology file.
         topology: PathBuf,
+        /// Seconds to wait for each switch's answer to each call.
+        #[arg(long, default_value_t = 10.0, value_parser = parse_seconds)]
+        timeout: f64,
     },
     /// Prints every switch port's transmit counters (run in the management namespace).
     Counters {
         /// Topology file.
         topology: PathBuf,
+        /// Seconds to wait for each switch's answer to each call.
+        #[arg(long, default_value_t = 10.0, value_parser = parse_seconds)]
+        timeout: f64,
+    },
+    /// Asks every switch's gRPC health service whether it answers (run in the management
+    /// namespace); fails naming the switches that do not.
+    Health {
+        /// Topology file.
+        topology: PathBuf,
+        /// Seconds to wait for each switch.
+        #[arg(long, default_value_t = 2.0, value_parser = parse_seconds)]
+        timeout: f64,
     },
     /// The main job: a leaf-spine end to end (bring-up, all pairs, iperf3 across the spines,
     /// uplink load and a plot, teardown).
@@ -147,6 +164,16 @@ struct DemoArgs {
     /// Where the report, CSV and plot go.
     #[arg(long, default_value = "fabric-demo")]
     out: PathBuf,
+    /// Fabric name (1-6 letters and digits): namespaces are pf<NAME>-<node>.
+    #[arg(long, default_value = "demo")]
+    name: String,
+}
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 86_400.0 => Ok(v),
+        _ => Err(format!("{s}: seconds, more than 0 and at most 86400")),
+    }
 }
 
 fn link_props(l: &LinkArgs, rate: &str) -> Result<LinkProps, String> {
@@ -219,31 +246,48 @@ fn read_topology(path: &PathBuf) -> Result<Topology, String> {
     Topology::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// Connects to switch `i`'s P4Runtime server, retrying while it starts.
-async fn connect(i: usize) -> Result<Client, String> {
+/// Connects to switch `i` (named `name`) with `deadlines`. A refused connection is retried (the
+/// switch may still be starting) until the connect deadline; a switch that accepts but does not
+/// answer is not.
+async fn connect(i: usize, name: &str, deadlines: Deadlines) -> Result<Client, String> {
     let (_, addr) = mgmt_addrs(i);
     let addr = format!("{addr}:{GRPC_PORT}");
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let start = Instant::now();
     loop {
-        match Client::connect(&addr, 1, 1).await {
+        match Client::connect_with(&addr, 1, 1, deadlines).await {
             Ok(c) => return Ok(c),
-            Err(e) if Instant::now() > deadline => return Err(format!("{addr}: {e}")),
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(ClientError::Connect(..)) if start.elapsed() < deadlines.connect => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => {
+                return Err(format!(
+                    "switch {name} did not answer ({e}; {:.1} s after the first try)",
+                    start.elapsed().as_secs_f64()
+                ));
+            }
         }
     }
 }
 
-async fn program(t: &Topology) -> Result<(), String> {
+/// `e` from a call to switch `name`.
+fn from_switch(name: &str, e: &ClientError) -> String {
+    match e {
+        ClientError::Timeout { .. } => format!("switch {name} did not answer: {e}"),
+        _ => format!("switch {name}: {e}"),
+    }
+}
+
+async fn program(t: &Topology, deadlines: Deadlines) -> Result<(), String> {
     let plans = pipeline::program::fabric_plan(t)?;
     let started = Instant::now();
     let mut entries = 0;
     for (i, s) in t.switches.iter().enumerate() {
-        let mut c = connect(i).await?;
+        let mut c = connect(i, &s.name, deadlines).await?;
         let lines: Vec<&str> = plans[&s.name].routes.iter().map(String::as_str).collect();
         let n = c
             .run_commands(&lines)
             .await
-            .map_err(|e| format!("{}: {e}", s.name))?;
+            .map_err(|e| from_switch(&s.name, &e))?;
         entries += n;
         println!("  {:<8} {n} entries", s.name);
     }
@@ -255,10 +299,10 @@ async fn program(t: &Topology) -> Result<(), String> {
     Ok(())
 }
 
-async fn counters(t: &Topology) -> Result<(), String> {
+async fn counters(t: &Topology, deadlines: Deadlines) -> Result<(), String> {
     for (i, s) in t.switches.iter().enumerate() {
-        let mut c = connect(i).await?;
-        let schema = c.schema().await.map_err(|e| e.to_string())?;
+        let mut c = connect(i, &s.name, deadlines).await?;
+        let schema = c.schema().await.map_err(|e| from_switch(&s.name, &e))?;
         let id = schema
             .counter_by_name("egress.port_tx")
             .ok_or("the program has no egress.port_tx counter")?
@@ -269,7 +313,7 @@ async fn counters(t: &Topology) -> Result<(), String> {
                 ..Default::default()
             }))
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| from_switch(&s.name, &e))?;
         for e in cells {
             if let Some(p4::entity::Entity::CounterEntry(ce)) = e.entity {
                 let d = ce.data.unwrap_or_default();
@@ -281,6 +325,35 @@ async fn counters(t: &Topology) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Probes every switch's health service at once; fails naming every switch that did not answer.
+async fn health(t: &Topology, timeout: Duration) -> Result<(), String> {
+    let probes: Vec<_> = t
+        .switches
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let addr = format!("{}:{GRPC_PORT}", mgmt_addrs(i).1);
+            let name = s.name.clone();
+            tokio::spawn(async move { (name, health_check(&addr, timeout).await) })
+        })
+        .collect();
+    let mut dead = Vec::new();
+    for p in probes {
+        match p.await {
+            Ok((name, Ok(took))) => {
+                println!("{name} serving ({:.1} ms)", took.as_secs_f64() * 1e3);
+            }
+            Ok((name, Err(e))) => dead.push(from_switch(&name, &e)),
+            Err(e) => dead.push(e.to_string()),
+        }
+    }
+    if dead.is_empty() {
+        Ok(())
+    } else {
+        Err(dead.join("; "))
+    }
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -338,7 +411,7 @@ fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> Result<(), String> {
     let t = topo::leaf_spine(leaves, spines, hosts_per_leaf, 2.0, host);
     std::fs::create_dir_all(out).map_err(|e| e.to_string())?;
     let opts = Options {
-        name: "demo".into(),
+        name: a.name.clone(),
         io: "af-xdp".into(),
         dir: out.join("run"),
         cancel,
@@ -396,7 +469,7 @@ fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> Result<(), String> {
         let child = std::process::Command::new("ip")
             .args(["netns", "exec", f.ns(&src.name).name(), "iperf3", "-c"])
             .arg(dst.ipv4.to_string())
-            .args(["-t", &secs, "-f", "m"])
+            .args(["-t", &secs, "-f", "m", "--connect-timeout", "5000"])
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -404,15 +477,61 @@ fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> Result<(), String> {
         clients.push((src.name.clone(), dst.name.clone(), child));
     }
     let flow_start = Instant::now();
+    // iperf3 has no deadline of its own once connected: a switch that stops forwarding leaves
+    // its clients waiting forever. The flows get their seconds plus 30 s; past that, or when a
+    // switch exits, the run stops and says which switches still answer.
+    let limit = Duration::from_secs(seconds + 30);
     let mut results = Vec::new();
-    for (src, dst, child) in clients {
-        let o = child.wait_with_output().map_err(|e| e.to_string())?;
-        let text = String::from_utf8_lossy(&o.stdout);
-        let rate = text
-            .lines()
-            .filter(|l| l.contains("receiver"))
-            .find_map(mbits);
-        results.push((src, dst, rate));
+    let mut pending = clients;
+    while !pending.is_empty() {
+        let mut still = Vec::new();
+        for (src, dst, mut child) in pending {
+            match child.try_wait() {
+                Ok(Some(_)) => {
+                    let o = child.wait_with_output().map_err(|e| e.to_string())?;
+                    let text = String::from_utf8_lossy(&o.stdout);
+                    let rate = text
+                        .lines()
+                        .filter(|l| l.contains("receiver"))
+                        .find_map(mbits);
+                    results.push((src, dst, rate));
+                }
+                Ok(None) => still.push((src, dst, child)),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        pending = still;
+        if pending.is_empty() {
+            break;
+        }
+        let dead = f.dead_switches();
+        let overrun = flow_start.elapsed() > limit;
+        if !dead.is_empty() || overrun {
+            for (_, _, child) in &mut pending {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            let flows: Vec<String> = pending
+                .iter()
+                .map(|(s, d, _)| format!("{s}->{d}"))
+                .collect();
+            let why = if dead.is_empty() {
+                format!(
+                    "{} iperf3 flows ({}) did not finish within {} s",
+                    flows.len(),
+                    flows.join(", "),
+                    limit.as_secs()
+                )
+            } else {
+                format!("switches exited during the run: {}", dead.join(", "))
+            };
+            let health = match f.health() {
+                Ok(_) => "every switch answers its health check".to_string(),
+                Err(e) => e,
+            };
+            return Err(format!("{why}; {health}"));
+        }
+        std::thread::sleep(Duration::from_millis(200));
     }
     let elapsed = flow_start.elapsed().as_secs_f64().max(1.0);
     drop(servers);
@@ -504,12 +623,20 @@ fn main() {
         Cmd::Gen { kind } => generate(kind)
             .and_then(|(t, c)| t.check().map(|()| (t, c)))
             .map(|(t, c)| print!("{}", t.to_text(&c))),
-        Cmd::Program { topology } => {
-            read_topology(topology).and_then(|t| runtime().block_on(program(&t)))
-        }
-        Cmd::Counters { topology } => {
-            read_topology(topology).and_then(|t| runtime().block_on(counters(&t)))
-        }
+        Cmd::Program { topology, timeout } => read_topology(topology).and_then(|t| {
+            runtime().block_on(program(
+                &t,
+                Deadlines::all(Duration::from_secs_f64(*timeout)),
+            ))
+        }),
+        Cmd::Counters { topology, timeout } => read_topology(topology).and_then(|t| {
+            runtime().block_on(counters(
+                &t,
+                Deadlines::all(Duration::from_secs_f64(*timeout)),
+            ))
+        }),
+        Cmd::Health { topology, timeout } => read_topology(topology)
+            .and_then(|t| runtime().block_on(health(&t, Duration::from_secs_f64(*timeout)))),
         Cmd::Down { name } => {
             let n = fabric::teardown(name);
             println!("removed {n} namespaces");
@@ -533,7 +660,7 @@ fn main() {
             f.keep();
             Ok(())
         }),
-        Cmd::Demo(a) => with_cleanup("demo", |cancel| demo(a, cancel)),
+        Cmd::Demo(a) => with_cleanup(&a.name, |cancel| demo(a, cancel)),
     };
     if let Err(e) = result {
         eprintln!("pisa-fabric: {e}");

@@ -366,6 +366,21 @@ impl Fabric {
         }
     }
 
+    /// Asks every switch's gRPC health service whether it answers (runs `pisa-fabric health` in
+    /// the management namespace, 2 s per switch); `Err` names the switches that do not.
+    pub fn health(&self) -> Result<String, String> {
+        let topo_file = self.opts.dir.join("topology.txt");
+        let bin = workspace_bin("pisa-fabric");
+        match self.mgmt().exec(
+            bin.to_str().unwrap_or_default(),
+            &["health", topo_file.to_str().unwrap_or_default()],
+        ) {
+            Ok(o) => Ok(String::from_utf8_lossy(&o.stdout).into_owned()),
+            Err(crate::NetError::Failed { stderr, .. }) => Err(stderr.trim().to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
     /// Pings every host from every other host (IPv4 or IPv6), all sources at once; returns
     /// (answered, total) and the failures.
     pub fn all_pairs(&self, v6: bool) -> (usize, usize, Vec<String>) {
@@ -431,6 +446,14 @@ impl Fabric {
     /// The switch processes by name.
     pub fn switch_processes(&self) -> impl Iterator<Item = (&String, &Process)> {
         self.switches.iter()
+    }
+
+    /// The switches whose process has exited.
+    pub fn dead_switches(&mut self) -> Vec<String> {
+        self.switches
+            .iter_mut()
+            .filter_map(|(n, p)| (!p.running()).then(|| n.clone()))
+            .collect()
     }
 
     /// Whether every switch is still running.

@@ -9,12 +9,16 @@
 //! pisa-ctl registers flow_last_seen 3
 //! pisa-ctl watch 10                   # packet-ins, digests, idle timeouts for 10 s
 //! pisa-ctl packet-out 2 ffffffffffff0200000000010806...
+//! pisa-ctl health                     # grpc.health.v1 check: does the switch answer at all
 //! ```
+//!
+//! Every call has a deadline (`--timeout`, 10 s by default; 2 s at most for Capabilities and the
+//! health check): a switch that does not answer is named, with how long pisa-ctl waited.
 
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use p4runtime_server::client::{Client, ClientError};
+use p4runtime_server::client::{Client, ClientError, Deadlines, health_check};
 use p4runtime_server::convert;
 use p4runtime_server::proto::p4::v1 as p4;
 use pipeline::control::{TableAction, TableEntry};
@@ -33,14 +37,26 @@ struct Args {
     /// Election id (the highest connected controller is the primary; writes need it).
     #[arg(long, default_value_t = 1)]
     election_id: u128,
+    /// Seconds to wait for each call (connecting, a write, a whole read) before giving up.
+    #[arg(long, default_value_t = 10.0, value_parser = parse_seconds)]
+    timeout: f64,
     #[command(subcommand)]
     cmd: Command,
+}
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 86_400.0 => Ok(v),
+        _ => Err(format!("{s}: seconds, more than 0 and at most 86400")),
+    }
 }
 
 #[derive(Subcommand, Debug)]
 enum Command {
     /// P4Runtime version, program and table sizes.
     Info,
+    /// Asks the switch's gRPC health service whether it serves (no arbitration).
+    Health,
     /// Runs BMv2-style command lines (table_add, act_prof_create_member, mc_group_create, ...)
     /// as one write batch.
     Cmd {
@@ -162,9 +178,21 @@ fn describe(schema: &Schema, e: &TableEntry) -> String {
 }
 
 async fn run(args: Args) -> Result<(), ClientError> {
-    let mut c = Client::connect(&args.addr, args.device_id, args.election_id).await?;
+    let deadlines = Deadlines::all(Duration::from_secs_f64(args.timeout));
+    if let Command::Health = args.cmd {
+        let took = health_check(&args.addr, deadlines.probe).await?;
+        println!(
+            "{} serving (answered in {:.1} ms)",
+            args.addr,
+            took.as_secs_f64() * 1e3
+        );
+        return Ok(());
+    }
+    let mut c =
+        Client::connect_with(&args.addr, args.device_id, args.election_id, deadlines).await?;
     let schema = c.schema().await?;
     match args.cmd {
+        Command::Health => unreachable!("answered above"),
         Command::Info => {
             println!("P4Runtime {}", c.capabilities().await?);
             println!(
