@@ -7,7 +7,7 @@
 #
 # usage (root): bash scripts/stress-fabric.sh [--runs N] [--seconds S] [--rates 400M,10G]
 #                                             [--limit SECS] [--flows N] [--out DIR] [--name NAME]
-# Needs the release binaries (cargo build --release -p p4runtime-server -p netns-tests --bins),
+# Needs the release binaries (cargo build --release -p p4runtime-server -p pisa-fabric --bins),
 # found in $PISA_BIN_DIR or target/release. Writes DIR/summary.txt (one line per run) and, per
 # run, DIR/run-N/{demo.log,stacks-*.txt}. Exits 1 if any run overran or failed.
 #

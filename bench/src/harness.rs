@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use netns_tests::{Netns, Process, run, veth, workspace_bin};
+use pisa_fabric::{Netns, Process, run, veth, workspace_bin};
 
 /// The MAC the switch routes for.
 pub const ROUTER: &str = "02:00:00:00:00:fe";

@@ -6,9 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use netns_tests::fabric::topo::{GenProps, LinkProps, fat_tree};
-use netns_tests::fabric::{Fabric, Options, teardown};
-use netns_tests::run;
+use pisa_fabric::fabric::topo::{GenProps, LinkProps, fat_tree};
+use pisa_fabric::fabric::{Fabric, Options, teardown};
+use pisa_fabric::run;
 
 #[test]
 fn fat_tree_k4_reaches_all_pairs_carries_tcp_idles_and_tears_down() {
@@ -51,7 +51,7 @@ fn fat_tree_k4_reaches_all_pairs_carries_tcp_idles_and_tears_down() {
     let log = opts.dir.join("iperf-server.log");
     let addr = dst.ipv4.to_string();
     let _server =
-        netns_tests::Process::spawn(f.ns(&dst.name), "iperf3", &["-s", "-1", "-B", &addr], &log)
+        pisa_fabric::Process::spawn(f.ns(&dst.name), "iperf3", &["-s", "-1", "-B", &addr], &log)
             .unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let out = f

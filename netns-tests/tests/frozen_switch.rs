@@ -7,9 +7,9 @@
 
 use std::time::Instant;
 
-use netns_tests::fabric::topo::{LinkProps, leaf_spine};
-use netns_tests::fabric::{Fabric, GRPC_PORT, Options, mgmt_addrs, teardown};
-use netns_tests::{NetError, run, workspace_bin};
+use pisa_fabric::fabric::topo::{LinkProps, leaf_spine};
+use pisa_fabric::fabric::{Fabric, GRPC_PORT, Options, mgmt_addrs, teardown};
+use pisa_fabric::{NetError, run, workspace_bin};
 
 /// SIGSTOPs a process, and SIGCONTs it on drop, so that teardown can stop it also when the
 /// test fails.

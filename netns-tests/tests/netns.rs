@@ -1,7 +1,7 @@
 //! The namespace helpers themselves: hosts reach each other over a veth pair, and nothing is left
 //! behind afterwards.
 
-use netns_tests::{Netns, netns_exists, veth};
+use pisa_fabric::{Netns, netns_exists, veth};
 
 #[test]
 fn veth_pair_pings_and_cleans_up() {

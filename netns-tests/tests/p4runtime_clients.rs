@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use netns_tests::{Netns, Process, netns_exists, workspace_bin};
+use pisa_fabric::{Netns, Process, netns_exists, workspace_bin};
 
 /// Switch ports (and veth pairs) per test.
 const PORTS: u16 = 4;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use netns_tests::{Netns, Process, run, workspace_bin};
+use pisa_fabric::{Netns, Process, run, workspace_bin};
 
 fn ctl(ns: &Netns, args: &[&str]) -> String {
     let bin = workspace_bin("pisa-ctl");
@@ -117,7 +117,7 @@ fn pisa_ctl_writes_reads_and_sends() {
         ],
     );
     match bad {
-        Err(netns_tests::NetError::Failed { stderr, .. }) => {
+        Err(pisa_fabric::NetError::Failed { stderr, .. }) => {
             assert!(stderr.contains("AlreadyExists"), "{stderr}");
         }
         other => panic!("expected a failure, got {other:?}"),
@@ -159,7 +159,7 @@ fn backup_takes_over_when_the_primary_leaves() {
             line,
         ],
     ) {
-        Err(netns_tests::NetError::Failed { stderr, .. }) => {
+        Err(pisa_fabric::NetError::Failed { stderr, .. }) => {
             assert!(stderr.contains("only the primary"), "{stderr}");
         }
         other => panic!("a backup's write went through: {other:?}"),

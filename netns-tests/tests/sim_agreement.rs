@@ -5,10 +5,10 @@
 
 use std::time::{Duration, Instant};
 
-use netns_tests::fabric::topo::Topology;
-use netns_tests::fabric::{Fabric, Options};
 use pipeline::sim::fabric::{Options as SimOptions, Sim};
 use pipeline::sim::flow::FlowSpec;
+use pisa_fabric::fabric::topo::Topology;
+use pisa_fabric::fabric::{Fabric, Options};
 
 const TOPOLOGY: &str = "\
 switch s1 program=basic
@@ -67,7 +67,7 @@ fn shaped_bottleneck_loses_the_same_share_in_pisa_sim_and_in_namespaces() {
     let dst = topo.hosts[1].ipv4.to_string();
     let log = fopts.dir.join("iperf-server.log");
     let _server =
-        netns_tests::Process::spawn(f.ns("h2"), "iperf3", &["-s", "-1", "-B", &dst], &log).unwrap();
+        pisa_fabric::Process::spawn(f.ns("h2"), "iperf3", &["-s", "-1", "-B", &dst], &log).unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let payload = SIZE - 28;
     let payload_bps = OFFERED_BPS * u64::from(payload) / u64::from(SIZE + 14);

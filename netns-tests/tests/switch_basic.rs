@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use netns_tests::{Netns, Process, netns_exists, run, veth, workspace_bin, xdp_attached};
+use pisa_fabric::{Netns, Process, netns_exists, run, veth, workspace_bin, xdp_attached};
 
 /// The I/O of the tests that run once (shaping, congestion, PFC): the default, AF_XDP.
 const IO: &str = "af-xdp";

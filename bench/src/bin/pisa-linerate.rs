@@ -15,7 +15,7 @@ use bench::harness::{
     Forwarder, ROUTER, RunArgs, measure, median, start, start_switch, stop, topo,
 };
 use clap::Parser;
-use netns_tests::{Netns, veth};
+use pisa_fabric::{Netns, veth};
 
 #[derive(Parser, Debug)]
 #[command(

@@ -16,12 +16,12 @@ use bench::harness::{
     Forwarder, RunArgs, measure, measure_offered, median, start_switch, stop, topo,
 };
 use clap::{Parser, Subcommand};
-use netns_tests::Process;
 use p4runtime_server::client::Client;
 use p4runtime_server::convert;
 use p4runtime_server::proto::p4::v1 as p4;
 use pipeline::control::{Entity, TableAction, TableEntry, Update, UpdateKind};
 use pipeline::table::FieldMatch;
+use pisa_fabric::Process;
 
 #[derive(Parser, Debug)]
 #[command(about = "P4Runtime write throughput and forwarding during a write storm (root)")]

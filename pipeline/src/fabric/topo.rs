@@ -391,6 +391,41 @@ impl Topology {
         s
     }
 
+    /// The role of switch `name`: the one its line gives, else derived from the wiring: a
+    /// switch with hosts is a leaf; one whose switch neighbours all have hosts is a spine; one
+    /// with some such neighbours is an aggregation switch; the rest are cores.
+    pub fn role_of(&self, name: &str) -> Option<Role> {
+        let sw = self.switches.iter().find(|s| s.name == name)?;
+        if let Some(r) = sw.role {
+            return Some(r);
+        }
+        let has_hosts = |n: &str| {
+            self.links.iter().any(|l| {
+                matches!((&l.a, &l.b), (End::Switch(s, _), End::Host(_)) | (End::Host(_), End::Switch(s, _)) if s == n)
+            })
+        };
+        if has_hosts(name) {
+            return Some(Role::Leaf);
+        }
+        let neighbours: Vec<&str> = self
+            .links
+            .iter()
+            .filter_map(|l| match (&l.a, &l.b) {
+                (End::Switch(a, _), End::Switch(b, _)) if a == name => Some(b.as_str()),
+                (End::Switch(a, _), End::Switch(b, _)) if b == name => Some(a.as_str()),
+                _ => None,
+            })
+            .collect();
+        let leaves = neighbours.iter().filter(|n| has_hosts(n)).count();
+        Some(if leaves > 0 && leaves == neighbours.len() {
+            Role::Spine
+        } else if leaves > 0 {
+            Role::Agg
+        } else {
+            Role::Core
+        })
+    }
+
     /// The switch a host hangs off, and the port.
     pub fn host_attachment(&self, host: &str) -> Option<(&str, u16)> {
         self.links.iter().find_map(|l| match (&l.a, &l.b) {
@@ -668,6 +703,54 @@ pub fn dbb(p: GenProps) -> Topology {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn switch_lines_carry_program_role_id_and_parameters() {
+        let t = Topology::parse(
+            "switch leaf1 program=p4te role=leaf switch_id=17 gap_us=500\n\
+             switch s2\n\
+             host h1 ipv4=10.0.1.1 ipv6=fd00::1:1\n\
+             link leaf1:1 h1\n\
+             link leaf1:2 s2:1\n",
+        )
+        .unwrap();
+        let l = &t.switches[0];
+        assert_eq!(
+            (l.program.as_str(), l.role, l.switch_id),
+            ("p4te", Some(Role::Leaf), 17)
+        );
+        assert_eq!(l.params.get("gap_us").map(String::as_str), Some("500"));
+        // Defaults: basic, no role given (derived from the wiring), id = position from 1.
+        let s = &t.switches[1];
+        assert_eq!(
+            (s.program.as_str(), s.role, s.switch_id),
+            ("basic", None, 2)
+        );
+        assert_eq!(t.role_of("s2"), Some(Role::Spine));
+        assert_eq!(Topology::parse(&t.to_text("")).unwrap(), t);
+        for bad in [
+            "switch a role=boss",
+            "switch a switch_id=x",
+            "switch a switch_id=4294967296",
+            "switch a switch_id=1\nswitch b switch_id=1",
+        ] {
+            assert!(Topology::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn roles_are_derived_from_the_wiring_when_missing() {
+        let p = GenProps {
+            host: LinkProps::default(),
+            fabric: LinkProps::default(),
+        };
+        let mut t = fat_tree(4, p);
+        t.switches.iter_mut().for_each(|s| s.role = None);
+        assert_eq!(t.role_of("p1e1"), Some(Role::Leaf));
+        assert_eq!(t.role_of("p1a1"), Some(Role::Agg));
+        assert_eq!(t.role_of("core1"), Some(Role::Core));
+        assert_eq!(t.role_of("nosuch"), None);
+    }
 
     #[test]
     fn text_round_trips() {

@@ -19,10 +19,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
-use netns_tests::fabric::topo::{self, End, GenProps, LinkProps, Topology};
-use netns_tests::fabric::{self, Fabric, GRPC_PORT, Options, mgmt_addrs};
 use p4runtime_server::client::{Client, ClientError, Deadlines, health_check};
 use p4runtime_server::proto::p4::v1 as p4;
+use pisa_fabric::fabric::topo::{self, End, GenProps, LinkProps, Topology};
+use pisa_fabric::fabric::{self, Fabric, GRPC_PORT, Options, mgmt_addrs};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -366,7 +366,7 @@ fn runtime() -> tokio::runtime::Runtime {
 /// (switch, port) -> tx bytes, read through the controller in the management namespace.
 fn read_counters(f: &Fabric) -> Result<BTreeMap<(String, u16), u64>, String> {
     let topo_file = f.opts.dir.join("topology.txt");
-    let bin = netns_tests::workspace_bin("pisa-fabric");
+    let bin = pisa_fabric::workspace_bin("pisa-fabric");
     let out = f
         .mgmt()
         .exec(
@@ -457,7 +457,7 @@ fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> Result<(), String> {
         let log = opts.dir.join(format!("iperf-s-{}.log", h.name));
         let addr = h.ipv4.to_string();
         servers.push(
-            netns_tests::Process::spawn(f.ns(&h.name), "iperf3", &["-s", "-1", "-B", &addr], &log)
+            pisa_fabric::Process::spawn(f.ns(&h.name), "iperf3", &["-s", "-1", "-B", &addr], &log)
                 .map_err(|e| e.to_string())?,
         );
     }

@@ -1,4 +1,8 @@
-//! Helpers for tests in network namespaces: namespaces and veth pairs that remove themselves.
+//! The fabric library of pisa-switch: fabrics of switch processes in network namespaces
+//! ([`fabric`]: bring-up, programming by each program's fabric plan over P4Runtime, teardown; the
+//! `pisa-fabric` tool), and the namespace helpers they stand on (namespaces and veth pairs that
+//! remove themselves, processes, workspace binaries). The tests that use it live in
+//! `netns-tests/`; the benchmarks in `bench/` use it too.
 //!
 //! Every name is unique per process and call (`pst<pid>x<n>...`), so concurrent test runs do not
 //! collide, and every object is deleted when its guard drops, also when a test panics. Traffic only

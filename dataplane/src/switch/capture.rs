@@ -1,0 +1,42 @@
+//! Capture: per port, a pcap file of what it received and one of what it sent, written by the
+//! worker that owns the port (so the lock is uncontended), each frame once.
+
+use std::io;
+use std::path::Path;
+use std::sync::Mutex;
+
+use pipeline::metadata::PortId;
+
+use crate::pcap::PcapWriter;
+
+/// A capture file, written by the worker that owns the port (the lock is uncontended).
+pub(super) type Capture = Mutex<PcapWriter<io::BufWriter<std::fs::File>>>;
+
+pub(super) fn capture(c: &Capture, now: u64, bytes: &[u8]) {
+    if let Ok(mut w) = c.lock() {
+        let _ = w.write(now, bytes);
+    }
+}
+
+/// Opens `port<N>-in.pcap` and `port<N>-out.pcap` in `dir` for each port of `ids` (none without a
+/// directory); indexed by port number, `nports` long.
+pub(super) fn open(
+    dir: Option<&Path>,
+    ids: &[PortId],
+    nports: usize,
+) -> io::Result<Vec<Option<(Capture, Capture)>>> {
+    let mut pcap = Vec::new();
+    pcap.resize_with(nports, || None);
+    let Some(dir) = dir else {
+        return Ok(pcap);
+    };
+    std::fs::create_dir_all(dir)?;
+    for &id in ids {
+        let open = |what: &str| -> io::Result<Capture> {
+            let f = std::fs::File::create(dir.join(format!("port{id}-{what}.pcap")))?;
+            Ok(Mutex::new(PcapWriter::new(io::BufWriter::new(f))?))
+        };
+        pcap[usize::from(id)] = Some((open("in")?, open("out")?));
+    }
+    Ok(pcap)
+}

@@ -1,0 +1,472 @@
+//! A running switch: ports, worker threads, the traffic manager, the CPU and recirculation paths.
+//!
+//! # Threads (design.md section 7)
+//!
+//! `workers` threads (one per core by default). Each port belongs to one worker, which receives
+//! on it, runs ingress, and queues the copies in the traffic manager for their egress ports
+//! (whichever worker owns those); and which transmits on it: dequeues by priority and shaping,
+//! runs egress, holds frames for the port's propagation delay, and sends. The CPU port and the
+//! recirculation path belong to worker 0. A worker with nothing to do sleeps in poll() on its
+//! ports' descriptors and its own eventfd, until the next traffic-manager deadline; a worker that
+//! queues a packet for an idle port of another worker writes that worker's eventfd.
+//!
+//! Per packet there is no allocation, lock or syscall beyond the batched port I/O: buffers come
+//! from a per-worker cache, the table snapshot is loaded once per batch, and the traffic manager's
+//! queues are lock-free.
+//!
+//! This module builds and stops the switch; [`worker`] is a worker's loop, [`cpu`] the CPU port
+//! and the agent's copies, [`capture`] the pcap files, and [`sys`] every system call the
+//! switch's threads make.
+
+mod capture;
+mod cpu;
+mod sys;
+mod worker;
+
+pub use cpu::{AGENT_QUEUE, CpuPort};
+
+use capture::{Capture, capture};
+use worker::WorkerLoop;
+
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use crossbeam::channel::{Receiver, Sender};
+use pipeline::driver::{Buffers, Driver, Env, PortTx, Received, frame_bytes};
+use pipeline::metadata::{PortId, StdMeta};
+use pipeline::runtime::{Pipeline, Worker};
+use pipeline::tm::{PortConfig, SharedBuffer, TrafficManager, TxState};
+
+use crate::io::mem::MemPort;
+use crate::io::packet::PacketPort;
+use crate::io::xdp::{XdpPort, XdpSpec};
+use crate::io::{BATCH, Frame};
+use crate::pktgen::{self, Pktgen, Schedule};
+use crate::pool::{Buf, HEADROOM, LocalCache, Pool};
+
+/// How a port moves frames.
+#[derive(Debug)]
+pub enum PortIo {
+    /// An AF_XDP socket to open when the switch starts (on the switch's UMEM).
+    XdpSpec(XdpSpec),
+    /// An open AF_XDP socket.
+    Xdp(XdpPort),
+    /// An AF_PACKET socket.
+    Packet(PacketPort),
+    /// An in-memory link (tests, generators).
+    Mem(MemPort),
+}
+
+impl PortIo {
+    fn fd(&self) -> RawFd {
+        match self {
+            PortIo::Xdp(x) => x.fd(),
+            PortIo::Packet(p) => p.fd(),
+            PortIo::Mem(m) => m.fd(),
+            PortIo::XdpSpec(_) => -1,
+        }
+    }
+}
+
+/// A switch port: its number and its I/O.
+#[derive(Debug)]
+pub struct PortSpec {
+    /// Port number seen by the program.
+    pub id: PortId,
+    /// Its I/O.
+    pub io: PortIo,
+}
+
+/// Settings of a switch.
+#[derive(Clone, Debug)]
+pub struct SwitchConfig {
+    /// Worker threads.
+    pub workers: usize,
+    /// Spin instead of sleeping when idle (benchmarks).
+    pub busy_poll: bool,
+    /// After traffic, keep polling this long before sleeping (ns; 0 = sleep at once). With a
+    /// window longer than the gaps between packets the worker never sleeps while traffic flows
+    /// (busy-poll latency, a core's worth of CPU) and still sleeps when the switch is idle.
+    pub poll_window_ns: u64,
+    /// Pin worker i to CPU `pin[i % pin.len()]` (empty: no pinning).
+    pub pin: Vec<usize>,
+    /// Write `port<N>-in.pcap` / `port<N>-out.pcap` here.
+    pub pcap_dir: Option<PathBuf>,
+    /// Print a per-packet trace to stderr.
+    pub trace: bool,
+    /// Buffers in the pool.
+    pub buffers: u32,
+    /// Bytes per buffer.
+    pub buffer_size: usize,
+    /// Traffic manager settings of every port.
+    pub port_config: PortConfig,
+    /// Shared-buffer mode.
+    pub shared_buffer: Option<SharedBuffer>,
+}
+
+impl Default for SwitchConfig {
+    fn default() -> Self {
+        SwitchConfig {
+            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            busy_poll: false,
+            poll_window_ns: 0,
+            pin: Vec::new(),
+            pcap_dir: None,
+            trace: false,
+            buffers: 8192,
+            buffer_size: 4096,
+            port_config: PortConfig::default(),
+            shared_buffer: None,
+        }
+    }
+}
+
+/// Counters of one port, kept by its worker.
+#[derive(Debug, Default)]
+pub struct PortCounters {
+    /// Frames received.
+    pub rx: AtomicU64,
+    /// Frames transmitted.
+    pub tx: AtomicU64,
+    /// Frames refused by the port (too large, send errors).
+    pub errors: AtomicU64,
+    /// PFC frames received.
+    pub pfc_rx: AtomicU64,
+    /// PFC frames sent.
+    pub pfc_tx: AtomicU64,
+}
+
+/// What is shared by the workers.
+#[derive(Debug)]
+struct Shared {
+    pipeline: Arc<Pipeline>,
+    pktgen: Pktgen,
+    tm: TrafficManager<Frame>,
+    pool: Pool,
+    stop: AtomicBool,
+    epoch: Instant,
+    /// Per port id: the worker that owns it (usize::MAX = none).
+    owner: Vec<usize>,
+    /// Per worker: its eventfd.
+    wake: Vec<OwnedFd>,
+    counters: Vec<PortCounters>,
+    packet_in: Sender<Vec<u8>>,
+    packet_out: Receiver<Vec<u8>>,
+    /// Packet-outs refused because `packet_out` was full.
+    packet_out_dropped: AtomicU64,
+    /// Per port: capture of what it received and what it sent.
+    pcap: Vec<Option<(Capture, Capture)>>,
+    trace: Option<Mutex<io::Stderr>>,
+    busy_poll: bool,
+    poll_window_ns: u64,
+    traced: AtomicU64,
+    /// The switch-local agent's packet-ins (a copy of each while an agent is attached), bounded
+    /// and counted separately from the controller's, so neither starves the other.
+    agent_in: (Sender<Vec<u8>>, Receiver<Vec<u8>>),
+    agent_attached: AtomicBool,
+    /// A doorbell is waiting in `agent_in` (digests for the agent).
+    agent_doorbell: AtomicBool,
+    /// Packet-ins the agent's full queue refused.
+    agent_in_dropped: AtomicU64,
+    /// Kernel thread ids of the workers.
+    tids: Mutex<Vec<libc::pid_t>>,
+}
+
+impl Shared {
+    fn now(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn wake(&self, worker: usize) {
+        if let Some(fd) = self.wake.get(worker) {
+            sys::signal(fd);
+        }
+    }
+}
+
+/// A running switch.
+#[derive(Debug)]
+pub struct Switch {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    cpu: CpuPort,
+    ports: Vec<PortId>,
+}
+
+impl Switch {
+    /// Starts `pipeline` on `ports` with `config`.
+    pub fn start(
+        pipeline: Arc<Pipeline>,
+        ports: Vec<PortSpec>,
+        config: SwitchConfig,
+    ) -> io::Result<Switch> {
+        let workers = config.workers.max(1);
+        let cpu_port = pipeline.config.cpu_port;
+        let max_port = ports
+            .iter()
+            .map(|p| p.id)
+            .chain([
+                cpu_port,
+                pipeline.config.recirc_port,
+                pipeline.config.pktgen_port,
+            ])
+            .max()
+            .unwrap_or(0);
+        let nports = usize::from(max_port) + 1;
+        let mut owner = vec![usize::MAX; nports];
+        let mut per_worker: Vec<Vec<PortSpec>> = (0..workers).map(|_| Vec::new()).collect();
+        let mut ids = Vec::new();
+        let reserved = [
+            (cpu_port, "the CPU port"),
+            (pipeline.config.recirc_port, "the recirculation port"),
+            (pipeline.config.pktgen_port, "the packet generator's port"),
+        ];
+        for (i, p) in ports.into_iter().enumerate() {
+            if let Some((_, what)) = reserved.iter().find(|r| r.0 == p.id) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("port {} is {what}", p.id),
+                ));
+            }
+            if owner[usize::from(p.id)] != usize::MAX {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("port {} given twice", p.id),
+                ));
+            }
+            owner[usize::from(p.id)] = i % workers;
+            ids.push(p.id);
+            per_worker[i % workers].push(p);
+        }
+        owner[usize::from(cpu_port)] = 0;
+        let pcap = capture::open(config.pcap_dir.as_deref(), &ids, nports)?;
+        // One socket per interface: a second would break the first's XDP program and rings.
+        let mut names = std::collections::HashSet::new();
+        for p in per_worker.iter().flatten() {
+            if let PortIo::XdpSpec(spec) = &p.io
+                && !names.insert(spec.ifname.clone())
+            {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("interface {} given twice", spec.ifname),
+                ));
+            }
+        }
+        // AF_XDP ports share one UMEM: then the whole pool is that UMEM.
+        let xdp = per_worker
+            .iter()
+            .flatten()
+            .any(|p| matches!(p.io, PortIo::XdpSpec(_)));
+        let pool = if xdp {
+            // Each AF_XDP port keeps up to 1024 frames in its fill ring and 2048 in its TX ring.
+            let xdp_ports = per_worker
+                .iter()
+                .flatten()
+                .filter(|p| matches!(p.io, PortIo::XdpSpec(_)))
+                .count();
+            let need = u32::try_from(xdp_ports * 3072 + 4096).unwrap_or(u32::MAX);
+            Pool::umem(config.buffers.max(need))?
+        } else {
+            Pool::new(config.buffers, config.buffer_size)
+        };
+        let mut cache = LocalCache::default();
+        for p in per_worker.iter_mut().flatten() {
+            if let PortIo::XdpSpec(spec) = &p.io {
+                let port = XdpPort::open(spec, &pool, &mut cache)
+                    .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", spec.ifname)))?;
+                p.io = PortIo::Xdp(port);
+            }
+        }
+        cache.flush(&pool);
+        let (in_tx, in_rx) = crossbeam::channel::bounded(4096);
+        let (out_tx, out_rx) = crossbeam::channel::bounded(4096);
+        let wake: Vec<OwnedFd> = (0..workers)
+            .map(|_| sys::eventfd())
+            .collect::<io::Result<_>>()?;
+        // A changed generator setting wakes worker 0, which runs the generator.
+        let wake0 = wake[0].try_clone()?;
+        let pktgen = Pktgen::new(
+            pool.buf_size() - HEADROOM,
+            Box::new(move || sys::signal(&wake0)),
+        );
+        let shared = Arc::new(Shared {
+            pktgen,
+            tm: TrafficManager::new(nports, config.port_config, config.shared_buffer),
+            pool,
+            stop: AtomicBool::new(false),
+            epoch: Instant::now(),
+            owner,
+            wake,
+            counters: (0..nports).map(|_| PortCounters::default()).collect(),
+            packet_in: in_tx,
+            packet_out: out_rx,
+            packet_out_dropped: AtomicU64::new(0),
+            pcap,
+            trace: config.trace.then(|| Mutex::new(io::stderr())),
+            busy_poll: config.busy_poll,
+            poll_window_ns: config.poll_window_ns,
+            traced: AtomicU64::new(0),
+            agent_in: crossbeam::channel::bounded(AGENT_QUEUE),
+            agent_attached: AtomicBool::new(false),
+            agent_doorbell: AtomicBool::new(false),
+            agent_in_dropped: AtomicU64::new(0),
+            tids: Mutex::new(Vec::new()),
+            pipeline,
+        });
+        let mut threads = Vec::new();
+        for (w, ports) in per_worker.into_iter().enumerate() {
+            let shared = shared.clone();
+            let cpu = (!config.pin.is_empty()).then(|| config.pin[w % config.pin.len()]);
+            let t = std::thread::Builder::new()
+                .name(format!("pisa-worker-{w}"))
+                .spawn(move || {
+                    if let Some(cpu) = cpu {
+                        sys::pin_to_cpu(cpu);
+                    }
+                    // Shaping deadlines are met to the microsecond.
+                    sys::set_timer_slack_ns(1);
+                    let tid = sys::gettid();
+                    if let Ok(mut t) = shared.tids.lock() {
+                        t.push(tid);
+                    }
+                    WorkerLoop::new(shared, w, ports).run();
+                })?;
+            threads.push(t);
+        }
+        let cpu = CpuPort {
+            packet_in: in_rx,
+            packet_out: out_tx,
+            shared: shared.clone(),
+        };
+        Ok(Switch {
+            shared,
+            threads,
+            cpu,
+            ports: ids,
+        })
+    }
+
+    /// The packet generator.
+    pub fn pktgen(&self) -> &Pktgen {
+        &self.shared.pktgen
+    }
+
+    /// The data plane's clock: ns since the switch started, the time base of hit times, digests
+    /// and traces.
+    pub fn clock(&self) -> impl Fn() -> u64 + Send + Sync + 'static {
+        let epoch = self.shared.epoch;
+        move || u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Attaches a switch-local agent: from now on it gets a copy of every packet-in and digest.
+    /// Returns its queue: packet-ins, and empty frames that mean "digests are waiting" (call
+    /// the closure of [`Switch::agent_doorbell`] before draining them).
+    pub fn attach_agent(&self) -> Receiver<Vec<u8>> {
+        self.shared
+            .pipeline
+            .control
+            .externs()
+            .agent_attached
+            .store(true, Ordering::Release);
+        self.shared.agent_attached.store(true, Ordering::Release);
+        self.shared.agent_in.1.clone()
+    }
+
+    /// What the agent calls when it took the doorbell and is about to drain the digests.
+    pub fn agent_doorbell(&self) -> impl Fn() + Send + 'static {
+        let shared = self.shared.clone();
+        move || shared.agent_doorbell.store(false, Ordering::Release)
+    }
+
+    /// Packet-ins the agent's full queue refused.
+    pub fn agent_packet_ins_dropped(&self) -> u64 {
+        self.shared.agent_in_dropped.load(Ordering::Relaxed)
+    }
+
+    /// The CPU port's controller side.
+    pub fn cpu_port(&self) -> &CpuPort {
+        &self.cpu
+    }
+
+    /// The pipeline (its control plane included).
+    pub fn pipeline(&self) -> &Arc<Pipeline> {
+        &self.shared.pipeline
+    }
+
+    /// The traffic manager (run-time queue settings and depths).
+    pub fn tm(&self) -> &TrafficManager<Frame> {
+        &self.shared.tm
+    }
+
+    /// Counters of port `id`.
+    pub fn counters(&self, id: PortId) -> Option<&PortCounters> {
+        self.shared.counters.get(usize::from(id))
+    }
+
+    /// CPU time the worker threads have used so far (from /proc; Linux only).
+    pub fn worker_cpu_time(&self) -> std::time::Duration {
+        let hz = sys::clock_ticks_per_sec();
+        let tids = self
+            .shared
+            .tids
+            .lock()
+            .map(|t| t.clone())
+            .unwrap_or_default();
+        let mut ticks = 0u64;
+        for tid in tids {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")) else {
+                continue;
+            };
+            // After the parenthesised name: utime and stime are the 12th and 13th fields.
+            let Some(rest) = stat.rsplit(") ").next() else {
+                continue;
+            };
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            ticks += f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+            ticks += f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        }
+        std::time::Duration::from_secs_f64(ticks as f64 / hz)
+    }
+
+    /// The data ports.
+    pub fn ports(&self) -> &[PortId] {
+        &self.ports
+    }
+
+    /// Stops the workers and flushes capture files.
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        for w in 0..self.shared.wake.len() {
+            self.shared.wake(w);
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        for (i, o) in self.shared.pcap.iter().enumerate() {
+            if let Some((a, b)) = o {
+                for w in [a, b] {
+                    if let Ok(mut w) = w.lock()
+                        && let Err(e) = w.flush()
+                    {
+                        eprintln!("pcap of port {i}: {e}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Switch {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}

@@ -1,0 +1,722 @@
+//! The P4Runtime service of one fixed-program switch.
+//!
+//! It runs on its own tokio runtime (never on a data-plane worker) and reaches the data plane
+//! only through the pipeline's [`Control`] (every write) and a [`DeviceIo`] (packet-out, packet-in,
+//! the data plane's clock). Two plain threads feed the stream channel: one carries packet-ins
+//! from the CPU port to the primary; the other batches digests and watches idle timeouts.
+//!
+//! What real clients need of it, item by item, is ../shared/docs/p4runtime.md; the tests say
+//! which item each covers.
+//!
+//! This module holds the service's state, its entry points and the server; the work is in
+//! [`write`] (Write), [`oneshot`] (one-shot action sets), [`read`] (Read), [`config`]
+//! (pipeline config), [`stream`] (the stream channel) and [`notify`] (packet-ins, digests and
+//! idle timeouts towards the primary).
+
+mod config;
+mod notify;
+mod oneshot;
+mod read;
+mod stream;
+mod write;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use pipeline::control::{self, Atomicity, Control, Entity, Update, UpdateKind};
+use pipeline::schema::Schema;
+use prost::Message;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Code, Request, Response, Status};
+
+use crate::arbitration::{Arbiter, Election, StreamId};
+use crate::convert::{self, EntityError, PortForm};
+use crate::proto::google::rpc;
+use crate::proto::p4::config::v1 as p4i;
+use crate::proto::p4::v1 as p4;
+use crate::proto::p4::v1::p4_runtime_server::{P4Runtime, P4RuntimeServer};
+
+/// The P4Runtime version this server implements (Capabilities; finsy parses it).
+pub const API_VERSION: &str = "1.5.0";
+
+/// Largest message the server accepts or sends (p4runtime.md item 28 asks for at least 4 MB).
+pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
+
+/// Entities per ReadResponse message.
+const READ_CHUNK: usize = 1000;
+
+/// Responses queued per stream before packet-ins to it are dropped.
+const STREAM_QUEUE: usize = 4096;
+
+/// Largest encoded error details: `-bin` trailers travel base64-encoded (4/3 larger), and
+/// p4runtime-shell keeps gRPC's default 8 KB limit for all of the metadata.
+const MAX_DETAILS_BYTES: usize = 5 * 1024;
+
+/// How the service reaches the data plane besides the control API.
+pub struct DeviceIo {
+    /// Injects a frame (controller header + payload) as if it came from the CPU port. Must not
+    /// block (it runs on the service's async runtime): false when the data plane's queue is full
+    /// and the frame was dropped.
+    pub packet_out: Box<dyn Fn(Vec<u8>) -> bool + Send + Sync>,
+    /// Frames the data plane sent to the CPU port (controller header + payload).
+    pub packet_in: crossbeam::channel::Receiver<Vec<u8>>,
+    /// The data plane's clock in ns (the one hit times and digests are stamped with).
+    pub clock: Arc<dyn Fn() -> u64 + Send + Sync>,
+}
+
+impl std::fmt::Debug for DeviceIo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceIo").finish_non_exhaustive()
+    }
+}
+
+/// Settings of the service.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// The device id clients must use (p4runtime.md item 7: PTF scripts use 0).
+    pub device_id: u64,
+    /// How the primary is elected.
+    pub election: Election,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            device_id: 1,
+            election: Election::Spec,
+        }
+    }
+}
+
+/// Counters of the service itself.
+#[derive(Debug, Default)]
+pub struct ServiceStats {
+    /// Packet-ins delivered to the primary.
+    pub packet_ins: AtomicU64,
+    /// Packet-ins dropped (no primary, or its stream was full).
+    pub packet_ins_dropped: AtomicU64,
+    /// Packet-outs injected.
+    pub packet_outs: AtomicU64,
+    /// Packet-outs refused (bad metadata, or not from the primary).
+    pub packet_outs_refused: AtomicU64,
+    /// Packet-outs dropped because the CPU port's queue to the data plane was full (each one
+    /// answered with a RESOURCE_EXHAUSTED stream error).
+    pub packet_outs_dropped: AtomicU64,
+    /// Digest lists sent.
+    pub digest_lists: AtomicU64,
+    /// Idle-timeout notifications sent.
+    pub idle_notifications: AtomicU64,
+}
+
+type StreamTx = mpsc::Sender<Result<p4::StreamMessageResponse, Status>>;
+
+#[derive(Debug, Default)]
+struct Streams {
+    arbiter: Arbiter,
+    tx: HashMap<StreamId, StreamTx>,
+    /// The role each stream named in its arbitration (echoed in replies).
+    role: HashMap<StreamId, Option<p4::Role>>,
+}
+
+/// A digest's configuration and its batching state.
+#[derive(Debug, Clone)]
+struct DigestState {
+    config: p4::digest_entry::Config,
+    pending: Vec<Vec<u128>>,
+    pending_set: HashSet<Vec<u128>>,
+    first_pending_ns: u64,
+    /// The list sent and not yet acknowledged, with when it was sent.
+    outstanding: Option<(u64, u64)>,
+    next_list_id: u64,
+}
+
+impl DigestState {
+    fn new(config: p4::digest_entry::Config) -> Self {
+        DigestState {
+            config,
+            pending: Vec::new(),
+            pending_set: HashSet::new(),
+            first_pending_ns: 0,
+            outstanding: None,
+            next_list_id: 1,
+        }
+    }
+}
+
+/// The pipeline config as last set.
+#[derive(Debug, Default, Clone)]
+struct PipelineConfig {
+    cookie: Option<u64>,
+    device_config: Vec<u8>,
+    /// VERIFY_AND_SAVE'd and waiting for COMMIT.
+    saved: Option<(Option<u64>, Vec<u8>)>,
+}
+
+struct Inner {
+    config: ServerConfig,
+    control: Arc<Control>,
+    schema: Arc<Schema>,
+    p4info: p4i::P4Info,
+    fingerprint: Vec<String>,
+    io: DeviceIo,
+    pipeline_config: Mutex<PipelineConfig>,
+    streams: Mutex<Streams>,
+    next_stream: AtomicU64,
+    /// Serialises Write and SetForwardingPipelineConfig.
+    write_lock: Mutex<()>,
+    /// Added to the data plane's clock to give ns since the Unix epoch (stream timestamps).
+    epoch_offset_ns: u64,
+    next_one_shot: std::sync::atomic::AtomicU32,
+    /// How each multicast group (false) and clone session (true) had its replica ports written.
+    port_forms: Mutex<HashMap<(bool, u32), PortForm>>,
+    /// Digest configs by digest id.
+    digests: Mutex<BTreeMap<u32, DigestState>>,
+    /// Entries already reported idle: (table id, key, priority) -> elapsed ns when reported.
+    idle_reported: Mutex<HashMap<(u32, String), u64>>,
+    stop: AtomicBool,
+    stats: ServiceStats,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("device_id", &self.config.device_id)
+            .field("program", &self.schema.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The P4Runtime service (a cheap handle; clone it freely).
+#[derive(Debug, Clone)]
+pub struct Service {
+    inner: Arc<Inner>,
+}
+
+fn u128_of(e: &p4::Uint128) -> u128 {
+    (u128::from(e.high) << 64) | u128::from(e.low)
+}
+
+fn uint128(v: u128) -> p4::Uint128 {
+    p4::Uint128 {
+        high: (v >> 64) as u64,
+        low: v as u64,
+    }
+}
+
+fn rpc_status(code: Code, message: impl Into<String>) -> rpc::Status {
+    rpc::Status {
+        code: code as i32,
+        message: message.into(),
+        details: Vec::new(),
+    }
+}
+
+/// A normalised view of a P4Info: the ids, names, widths and kinds the data plane depends on.
+/// Two P4Infos that agree on it describe the same program, whatever else differs (documentation,
+/// annotations, fields a client's older descriptors dropped: p4runtime.md item 11).
+pub fn fingerprint(p: &p4i::P4Info) -> Vec<String> {
+    fn pre(p: Option<&p4i::Preamble>) -> String {
+        p.map_or_else(String::new, |p| format!("{:#x} {}", p.id, p.name))
+    }
+    fn fields<'a>(it: impl Iterator<Item = (u32, &'a str, i32)>) -> String {
+        it.map(|(id, name, w)| format!("{id}:{name}:{w}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+    let mut out = Vec::new();
+    for t in &p.tables {
+        let match_fields: Vec<String> = t
+            .match_fields
+            .iter()
+            .map(|f| format!("{}:{}:{}:{:?}", f.id, f.name, f.bitwidth, f.r#match))
+            .collect();
+        let mut refs: Vec<u32> = t.action_refs.iter().map(|r| r.id).collect();
+        refs.sort_unstable();
+        let mut direct = t.direct_resource_ids.clone();
+        direct.sort_unstable();
+        out.push(format!(
+            "table {} [{}] {refs:?} impl={:#x} direct={direct:?} const={}",
+            pre(t.preamble.as_ref()),
+            match_fields.join(","),
+            t.implementation_id,
+            t.is_const_table
+        ));
+    }
+    for a in &p.actions {
+        let params = fields(a.params.iter().map(|q| (q.id, q.name.as_str(), q.bitwidth)));
+        out.push(format!("action {} [{params}]", pre(a.preamble.as_ref())));
+    }
+    for a in &p.action_profiles {
+        let mut tables = a.table_ids.clone();
+        tables.sort_unstable();
+        out.push(format!(
+            "profile {} {tables:?} selector={}",
+            pre(a.preamble.as_ref()),
+            a.with_selector
+        ));
+    }
+    // The generated types share no trait: a macro takes the preamble of each.
+    macro_rules! preambles {
+        ($($kind:literal => $list:expr),*) => {
+            [$(($kind, $list.iter().map(|c| c.preamble.as_ref()).collect::<Vec<_>>())),*]
+        };
+    }
+    let named = preambles!(
+        "counter" => p.counters,
+        "direct_counter" => p.direct_counters,
+        "meter" => p.meters,
+        "direct_meter" => p.direct_meters,
+        "register" => p.registers,
+        "digest" => p.digests
+    );
+    for (kind, preambles) in named {
+        out.extend(preambles.into_iter().map(|p| format!("{kind} {}", pre(p))));
+    }
+    for c in &p.controller_packet_metadata {
+        let md = fields(
+            c.metadata
+                .iter()
+                .map(|m| (m.id, m.name.as_str(), m.bitwidth)),
+        );
+        out.push(format!(
+            "controller_header {} [{md}]",
+            pre(c.preamble.as_ref())
+        ));
+    }
+    out.sort();
+    out
+}
+
+/// Updates of the pipeline's control API that one P4Runtime update turns into.
+struct Expanded {
+    /// Applied in the batch; the P4Runtime update fails if any of them fails.
+    updates: Vec<Update>,
+    /// For replication entries: how the replica ports were written.
+    form: Option<((bool, u32), PortForm)>,
+    /// It may leave a one-shot group unreferenced (a set written, or an entry of a table with
+    /// a selector modified or deleted).
+    one_shot: bool,
+}
+
+impl Expanded {
+    fn one(update: Update) -> Box<Self> {
+        Box::new(Expanded {
+            updates: vec![update],
+            form: None,
+            one_shot: false,
+        })
+    }
+}
+
+/// First id of the hidden members and groups that one-shot action sets become (spec 9.2.3);
+/// reads never show them as members or groups.
+pub const ONE_SHOT_BASE: u32 = 0x8000_0000;
+
+/// What one update of a Write turns into.
+enum Staged {
+    /// Updates of the pipeline's control API.
+    Control(Box<Expanded>),
+    /// A digest configuration (kept by the service).
+    Digest(UpdateKind, u32, Option<p4::digest_entry::Config>),
+}
+
+impl Service {
+    /// The service for `control` (the running program's) with `io`.
+    pub fn new(control: Arc<Control>, io: DeviceIo, config: ServerConfig) -> Self {
+        let schema = control.schema().clone();
+        let p4info = crate::p4info::p4info(&schema);
+        let fingerprint = fingerprint(&p4info);
+        let streams = Streams {
+            arbiter: Arbiter::new(config.election),
+            ..Streams::default()
+        };
+        let epoch_offset_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+            .saturating_sub((io.clock)());
+        Service {
+            inner: Arc::new(Inner {
+                config,
+                control,
+                schema,
+                p4info,
+                fingerprint,
+                io,
+                pipeline_config: Mutex::new(PipelineConfig::default()),
+                streams: Mutex::new(streams),
+                next_stream: AtomicU64::new(1),
+                write_lock: Mutex::new(()),
+                epoch_offset_ns,
+                next_one_shot: std::sync::atomic::AtomicU32::new(0),
+                port_forms: Mutex::new(HashMap::new()),
+                digests: Mutex::new(BTreeMap::new()),
+                idle_reported: Mutex::new(HashMap::new()),
+                stop: AtomicBool::new(false),
+                stats: ServiceStats::default(),
+            }),
+        }
+    }
+
+    /// The service's counters.
+    pub fn stats(&self) -> &ServiceStats {
+        &self.inner.stats
+    }
+
+    /// The P4Info this switch serves.
+    pub fn p4info(&self) -> &p4i::P4Info {
+        &self.inner.p4info
+    }
+}
+
+impl Inner {
+    fn check_device(&self, device_id: u64) -> Result<(), Status> {
+        if device_id != self.config.device_id {
+            return Err(Status::not_found(format!(
+                "device id {device_id} is not this switch's ({})",
+                self.config.device_id
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_role(role: &str) -> Result<(), Status> {
+        if !role.is_empty() {
+            return Err(Status::not_found(format!(
+                "role {role:?} is not configured (only the default role is)"
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_primary(&self, election_id: Option<&p4::Uint128>) -> Result<(), Status> {
+        let e = election_id.map(u128_of);
+        if !self.streams.lock().arbiter.is_primary_id(e) {
+            return Err(Status::permission_denied(
+                "only the primary controller may write (send a MasterArbitrationUpdate with the \
+                 highest election id on a StreamChannel, and the same id in the request)",
+            ));
+        }
+        Ok(())
+    }
+
+    // ----- Write -----
+
+    // ----- Read -----
+
+    // ----- Pipeline config -----
+
+    // ----- Stream channel -----
+
+    // ----- Background: packet-ins, digests, idle timeouts -----
+}
+
+/// Member and group ids from [`ONE_SHOT_BASE`] are the server's.
+fn reserved(id: u32) -> Result<(), EntityError> {
+    if id >= ONE_SHOT_BASE {
+        return Err(EntityError::new(
+            Code::OutOfRange,
+            format!("member/group id {id}: ids from 2^31 are reserved for one-shot action sets"),
+        ));
+    }
+    Ok(())
+}
+
+/// The delete of group `group` of profile `profile`.
+fn group_removal(profile: u32, group: u32) -> Update {
+    Update {
+        kind: UpdateKind::Delete,
+        entity: Entity::Group {
+            profile_id: profile,
+            group_id: group,
+            members: Vec::new(),
+            max_size: 0,
+        },
+    }
+}
+
+/// A digest message as P4Data: a struct of bitstrings.
+fn digest_data(values: &[u128]) -> p4::P4Data {
+    p4::P4Data {
+        data: Some(p4::p4_data::Data::Struct(p4::P4StructLike {
+            members: values.iter().map(|&v| convert::bitstring(v)).collect(),
+        })),
+    }
+}
+
+#[tonic::async_trait]
+impl P4Runtime for Service {
+    async fn write(
+        &self,
+        request: Request<p4::WriteRequest>,
+    ) -> Result<Response<p4::WriteResponse>, Status> {
+        let inner = self.inner.clone();
+        let req = request.into_inner();
+        tokio::task::spawn_blocking(move || inner.write(&req))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))??;
+        Ok(Response::new(p4::WriteResponse {}))
+    }
+
+    type ReadStream = ReceiverStream<Result<p4::ReadResponse, Status>>;
+
+    async fn read(
+        &self,
+        request: Request<p4::ReadRequest>,
+    ) -> Result<Response<Self::ReadStream>, Status> {
+        let inner = self.inner.clone();
+        let req = request.into_inner();
+        let entities = tokio::task::spawn_blocking(move || inner.read(&req))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))??;
+        let chunks: Vec<_> = entities.chunks(READ_CHUNK).map(<[_]>::to_vec).collect();
+        let (tx, rx) = mpsc::channel(chunks.len().max(1));
+        if chunks.is_empty() {
+            let _ = tx.try_send(Ok(p4::ReadResponse::default()));
+        }
+        for entities in chunks {
+            let _ = tx.try_send(Ok(p4::ReadResponse { entities }));
+        }
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn set_forwarding_pipeline_config(
+        &self,
+        request: Request<p4::SetForwardingPipelineConfigRequest>,
+    ) -> Result<Response<p4::SetForwardingPipelineConfigResponse>, Status> {
+        let inner = self.inner.clone();
+        let req = request.into_inner();
+        tokio::task::spawn_blocking(move || inner.set_pipeline(&req))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))??;
+        Ok(Response::new(p4::SetForwardingPipelineConfigResponse {}))
+    }
+
+    async fn get_forwarding_pipeline_config(
+        &self,
+        request: Request<p4::GetForwardingPipelineConfigRequest>,
+    ) -> Result<Response<p4::GetForwardingPipelineConfigResponse>, Status> {
+        // Off the async workers: the config lock is held while a pipeline change clears the
+        // tables, and the async workers must stay free for the health service.
+        let inner = self.inner.clone();
+        let req = request.into_inner();
+        let r = tokio::task::spawn_blocking(move || inner.get_pipeline(&req))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))??;
+        Ok(Response::new(r))
+    }
+
+    type StreamChannelStream = ReceiverStream<Result<p4::StreamMessageResponse, Status>>;
+
+    async fn stream_channel(
+        &self,
+        request: Request<tonic::Streaming<p4::StreamMessageRequest>>,
+    ) -> Result<Response<Self::StreamChannelStream>, Status> {
+        let mut inbound = request.into_inner();
+        let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+        let inner = self.inner.clone();
+        let s = inner.next_stream.fetch_add(1, Ordering::Relaxed);
+        tokio::spawn(async move {
+            // Ends on half-close or a broken stream: ours ends too (p4runtime.md item 4).
+            while let Ok(Some(msg)) = inbound.message().await {
+                if let Err(status) = inner.on_stream_message(s, &tx, msg) {
+                    let _ = tx.send(Err(status)).await;
+                    break;
+                }
+            }
+            inner.leave(s);
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn capabilities(
+        &self,
+        request: Request<p4::CapabilitiesRequest>,
+    ) -> Result<Response<p4::CapabilitiesResponse>, Status> {
+        let _ = request;
+        Ok(Response::new(p4::CapabilitiesResponse {
+            p4runtime_api_version: API_VERSION.into(),
+            experimental: None,
+        }))
+    }
+}
+
+/// A running P4Runtime server: its runtime thread and background threads.
+#[derive(Debug)]
+pub struct Running {
+    /// The address it listens on.
+    pub addr: SocketAddr,
+    service: Service,
+    shutdown: Option<tokio::sync::watch::Sender<bool>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Running {
+    /// The service (for its counters).
+    pub fn service(&self) -> &Service {
+        &self.service
+    }
+
+    /// Stops serving and joins the threads.
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        self.service.inner.stop.store(true, Ordering::Relaxed);
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(true);
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+/// Starts serving `service` on `addr` (port 0 picks a free port) on a runtime of its own.
+pub fn serve(service: Service, addr: SocketAddr) -> std::io::Result<Running> {
+    let std_listener = std::net::TcpListener::bind(addr)?;
+    std_listener.set_nonblocking(true)?;
+    let addr = std_listener.local_addr()?;
+    let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
+    let mut threads = Vec::new();
+    let svc = service.clone();
+    threads.push(
+        std::thread::Builder::new()
+            .name("p4rt-grpc".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .thread_name("p4rt")
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        tracing::error!("P4Runtime runtime: {e}");
+                        return;
+                    }
+                };
+                rt.block_on(async move {
+                    let listener = match tokio::net::TcpListener::from_std(std_listener) {
+                        Ok(l) => l,
+                        Err(e) => {
+                            tracing::error!("P4Runtime listener: {e}");
+                            return;
+                        }
+                    };
+                    // The builder's tcp_nodelay applies only to listeners it binds itself: set
+                    // it on each accepted socket, or Nagle and delayed ACKs add ~40 ms to small
+                    // answers on a fresh connection (a health probe, a Capabilities call).
+                    let incoming = tokio_stream::StreamExt::map(
+                        tokio_stream::wrappers::TcpListenerStream::new(listener),
+                        |s| {
+                            s.inspect(|s| {
+                                let _ = s.set_nodelay(true);
+                            })
+                        },
+                    );
+                    let server = P4RuntimeServer::new(svc)
+                        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+                    // grpc.health.v1 on the same port. Its answers come from tonic-health's
+                    // own status map, which no P4Runtime call touches, on the async workers,
+                    // which never run a write, a read or anything else that can wait for a lock
+                    // (those run on the blocking pool).
+                    let (health, health_server) = tonic_health::server::health_reporter();
+                    health.set_serving::<P4RuntimeServer<Service>>().await;
+                    let mut graceful = shutdown_rx.clone();
+                    let mut hard = shutdown_rx;
+                    let serving = tonic::transport::Server::builder()
+                        .tcp_nodelay(true)
+                        .add_service(health_server)
+                        .add_service(server)
+                        .serve_with_incoming_shutdown(incoming, async move {
+                            let _ = graceful.changed().await;
+                        });
+                    // A client that never hangs up must not hold the process: half a second of
+                    // grace, then the runtime goes.
+                    tokio::select! {
+                        r = serving => {
+                            if let Err(e) = r {
+                                tracing::error!("P4Runtime server: {e}");
+                            }
+                        }
+                        () = async move {
+                            let _ = hard.changed().await;
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                        } => {}
+                    }
+                });
+                rt.shutdown_timeout(Duration::from_millis(200));
+            })?,
+    );
+    let inner = service.inner.clone();
+    threads.push(
+        std::thread::Builder::new()
+            .name("p4rt-packet-in".into())
+            .spawn(move || inner.packet_in_loop())?,
+    );
+    let inner = service.inner.clone();
+    threads.push(
+        std::thread::Builder::new()
+            .name("p4rt-housekeeping".into())
+            .spawn(move || inner.housekeeping_loop())?,
+    );
+    Ok(Running {
+        addr,
+        service,
+        shutdown: Some(shutdown),
+        threads,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn service() -> Service {
+        let program = pipeline::program::by_name("basic").expect("basic");
+        let pipe =
+            pipeline::runtime::Pipeline::new(program, 1, pipeline::runtime::Config::default());
+        let (_in_tx, in_rx) = crossbeam::channel::unbounded();
+        let io = DeviceIo {
+            packet_out: Box::new(|_| true),
+            packet_in: in_rx,
+            clock: Arc::new(|| 0),
+        };
+        Service::new(pipe.control.clone(), io, ServerConfig::default())
+    }
+
+    /// Issue 16's deadlock: an arbitration change (or a primary leaving) holds `streams` and
+    /// takes `digests`; the housekeeping thread's digest pump held `digests` and took `streams`.
+    /// Here the test holds `streams` as the arbitration does while the pump runs: the pump may
+    /// wait, but it must not be holding `digests` meanwhile, or the arbitration never gets it.
+    #[test]
+    fn the_digest_pump_never_holds_digests_while_waiting_for_streams() {
+        let inner = service().inner.clone();
+        let streams = inner.streams.lock();
+        let pump = {
+            let inner = inner.clone();
+            std::thread::spawn(move || inner.pump_digests(0))
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        let got = inner.digests.try_lock_for(Duration::from_secs(1)).is_some();
+        drop(streams);
+        pump.join().expect("the pump ran");
+        assert!(
+            got,
+            "the pump held `digests` while waiting for `streams`: lock-order deadlock"
+        );
+    }
+}
