@@ -24,13 +24,8 @@ fn fat_tree_k4_reaches_all_pairs_carries_tcp_idles_and_tears_down() {
             fabric: link,
         },
     );
-    let name = format!("t{}", std::process::id() % 100_000);
-    let opts = Options {
-        name: name.clone(),
-        io: "af-xdp".into(),
-        dir: std::env::temp_dir().join(format!("pisa-fabric-test-{name}")),
-        cancel: Default::default(),
-    };
+    let opts = Options::for_test('t');
+    let name = opts.name.clone();
     let started = Instant::now();
     let mut f = Fabric::up(&t, &opts, |m| {
         eprintln!("[{:5.1} s] {m}", started.elapsed().as_secs_f64())

@@ -48,13 +48,8 @@ fn in_mgmt(f: &Fabric, prog: &str, args: &[&str]) -> (bool, String, f64) {
 #[test]
 fn a_frozen_switch_is_named_within_the_deadline() {
     let t = leaf_spine(2, 1, 1, 1.0, LinkProps::default());
-    let name = format!("z{}", std::process::id() % 100_000);
-    let opts = Options {
-        name: name.clone(),
-        io: "af-xdp".into(),
-        dir: std::env::temp_dir().join(format!("pisa-fabric-test-{name}")),
-        cancel: Default::default(),
-    };
+    let opts = Options::for_test('z');
+    let name = opts.name.clone();
     let mut f = Fabric::up(&t, &opts, |m| eprintln!("{m}")).expect("bring-up");
     eprint!("{}", f.program().expect("programming over P4Runtime"));
     let topo = opts.dir.join("topology.txt");

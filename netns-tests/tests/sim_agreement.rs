@@ -51,13 +51,7 @@ fn shaped_bottleneck_loses_the_same_share_in_pisa_sim_and_in_namespaces() {
     let sim_loss = n("lost") as f64 / n("sent") as f64;
 
     // The real switch in namespaces, with iperf3 offering the same frame rate.
-    let name = format!("a{}", std::process::id() % 100_000);
-    let fopts = Options {
-        name: name.clone(),
-        io: "af-xdp".into(),
-        dir: std::env::temp_dir().join(format!("pisa-fabric-test-{name}")),
-        cancel: Default::default(),
-    };
+    let fopts = Options::for_test('a');
     let started = Instant::now();
     let f = Fabric::up(&topo, &fopts, |m| {
         eprintln!("[{:5.1} s] {m}", started.elapsed().as_secs_f64())

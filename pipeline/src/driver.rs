@@ -265,14 +265,7 @@ impl<B> Driver<B> {
                 self.worker.count_drop(DropReason::TailDrop, 0);
                 continue;
             };
-            let mut cmd = md;
-            cmd.egress_port = c.port;
-            cmd.egress_rid = c.rid;
-            cmd.qid = c.qid;
-            if c.instance_type != InstanceType::Normal {
-                cmd.instance_type = c.instance_type;
-            }
-            self.enqueue(env, tm, frame, cmd, now);
+            self.enqueue(env, tm, frame, copy_meta(&md, &c), now);
         }
         self.copies = copies;
         if let Some(f) = original {
@@ -450,12 +443,7 @@ impl<B> Driver<B> {
                     self.worker.count_drop(DropReason::TailDrop, 0);
                     continue;
                 };
-                let mut cmd = md;
-                cmd.egress_port = c.port;
-                cmd.egress_rid = c.rid;
-                cmd.qid = c.qid;
-                cmd.instance_type = InstanceType::EgressClone;
-                self.enqueue(env, tm, d, cmd, now);
+                self.enqueue(env, tm, d, copy_meta(&md, &c), now);
             }
             self.copies = copies;
         }
@@ -521,6 +509,19 @@ impl<B> Driver<B> {
     }
 }
 
+/// The metadata of copy `c` (a replica, a clone, or the packet itself) of a packet with `md`: its
+/// port, replica id and queue, and its instance type unless it is the packet itself.
+fn copy_meta(md: &StdMeta, c: &Copy) -> StdMeta {
+    let mut m = *md;
+    m.egress_port = c.port;
+    m.egress_rid = c.rid;
+    m.qid = c.qid;
+    if c.instance_type != InstanceType::Normal {
+        m.instance_type = c.instance_type;
+    }
+    m
+}
+
 /// The source MAC of PFC frames a switch sends on `port` (locally administered).
 pub fn pfc_source_mac(port: PortId) -> [u8; 6] {
     [0x02, 0x50, 0x49, 0x53, (port >> 8) as u8, port as u8]
@@ -558,12 +559,13 @@ fn duplicate<E: Buffers>(env: &mut E, f: &Pkt<E::Buf>, truncate: u32) -> Option<
 }
 
 /// `Some(pause)` for a MAC control frame (`Some((vector, quanta))` for a well-formed PAUSE or
-/// PFC frame, `None` for one the MAC cannot use), `None` for every other frame.
+/// PFC frame, `None` for one the MAC cannot use), `None` for every other frame. A PAUSE frame
+/// pauses every class (vector 0xff). Simulated hosts read pauses with it too.
 #[allow(
     clippy::option_option,
     reason = "outer: MAC control or not; inner: usable or not"
 )]
-fn mac_control(bytes: Option<&[u8]>) -> Option<Option<(u16, [u16; 8])>> {
+pub fn mac_control(bytes: Option<&[u8]>) -> Option<Option<(u16, [u16; 8])>> {
     let eth = EthernetFrame::new_checked(bytes?).ok()?;
     if eth.ethertype() != EtherType::MAC_CONTROL {
         return None;

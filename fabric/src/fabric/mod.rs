@@ -53,6 +53,20 @@ pub struct Options {
     pub cancel: Arc<AtomicBool>,
 }
 
+impl Options {
+    /// Options for a test's fabric: AF_XDP switches, a name unique to this process (`tag` and
+    /// the pid, at most 6 characters), files in a temporary directory of that name.
+    pub fn for_test(tag: char) -> Options {
+        let name = format!("{tag}{}", std::process::id() % 100_000);
+        Options {
+            dir: std::env::temp_dir().join(format!("pisa-fabric-test-{name}")),
+            name,
+            io: "af-xdp".into(),
+            cancel: Default::default(),
+        }
+    }
+}
+
 /// A fabric that is up. Dropping it tears it down; [`Fabric::keep`] leaves it running.
 #[derive(Debug)]
 pub struct Fabric {

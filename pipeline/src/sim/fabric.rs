@@ -625,18 +625,9 @@ impl Sim {
         h.rx_packets += 1;
         let bytes = &frame.buf[frame.start..frame.start + frame.len];
         // PAUSE/PFC: the host's MAC obeys (simulated hosts do; Linux hosts do not).
-        if bytes.len() >= 14 && bytes[12..14] == [0x88, 0x08] {
-            if let Ok(pfc) = crate::wire::PfcFrame::new_checked(&bytes[14..]) {
-                match crate::wire::PfcRepr::parse(&pfc) {
-                    Ok(crate::wire::PfcRepr::Pfc {
-                        class_enable_vector,
-                        quanta,
-                    }) => h.tm.pause_received(0, class_enable_vector, quanta, now),
-                    Ok(crate::wire::PfcRepr::Pause { quanta }) => {
-                        h.tm.pause_received(0, 0xff, [quanta; 8], now);
-                    }
-                    Err(_) => {}
-                }
+        if let Some(pause) = crate::driver::mac_control(Some(bytes)) {
+            if let Some((vector, quanta)) = pause {
+                h.tm.pause_received(0, vector, quanta, now);
             }
             self.bufs.free(frame.buf);
             return;
