@@ -60,10 +60,37 @@ struct Ids {
     port_meter: MeterIx,
     flow_last_seen: RegisterIx,
     mac_learn: DigestIx,
+    /// Flowlet switching, in programs that have it.
+    flowlets: Option<FlowletIds>,
+    /// ECN marking in egress, in programs that have it: K per egress port.
+    ecn_threshold: Option<RegisterIx>,
+}
+
+/// The registers of flowlet switching.
+#[derive(Clone, Copy, Debug)]
+struct FlowletIds {
+    /// Last packet of each flowlet cell, ns (48 bits).
+    time: RegisterIx,
+    /// Flowlet number of each cell (16 bits): a new flowlet re-hashes its ECMP choice.
+    id: RegisterIx,
+    /// The flowlet gap, ns, in cell 0 (0: flowlets off, plain per-flow ECMP).
+    gap: RegisterIx,
+}
+
+/// What a program built on `basic` adds to it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Extensions {
+    /// Flowlet switching: a flow's ECMP choice is re-hashed when it pauses longer than the gap.
+    pub(crate) flowlets: bool,
+    /// ECN marking in egress: CE on ECT packets when `enq_qdepth` exceeds the port's K.
+    pub(crate) ecn: bool,
 }
 
 /// Cells of the flow register.
 const FLOW_CELLS: usize = 4096;
+
+/// Cells of the flowlet registers (the flow hash picks one).
+pub(crate) const FLOWLET_CELLS: usize = 8192;
 
 /// The `basic` program.
 #[derive(Debug)]
@@ -82,7 +109,12 @@ impl Default for Basic {
 impl Basic {
     /// The program with its schema.
     pub fn new() -> Self {
-        let (schema, ids) = schema();
+        Self::with("basic", "0.1.0", Extensions::default())
+    }
+
+    /// A program named `name` built on `basic`, with `ext` added.
+    pub(crate) fn with(name: &'static str, version: &'static str, ext: Extensions) -> Self {
+        let (schema, ids) = schema(name, version, ext);
         Basic {
             schema: Arc::new(schema),
             ids,
@@ -91,10 +123,10 @@ impl Basic {
     }
 }
 
-fn schema() -> (Schema, Ids) {
+fn schema(name: &'static str, version: &'static str, ext: Extensions) -> (Schema, Ids) {
     use ActionScope::*;
     use MatchKind::*;
-    let mut b = SchemaBuilder::new("basic", "0.1.0");
+    let mut b = SchemaBuilder::new(name, version);
     let no_action = b.action("NoAction", &[]);
     let drop = b.action("ingress.drop", &[]);
     let l2_forward = b.action("ingress.l2_forward", &[("port", PORT_BITS)]);
@@ -203,9 +235,19 @@ fn schema() -> (Schema, Ids) {
         "ingress.mac_learn",
         &[("src_addr", 48), ("ingress_port", PORT_BITS)],
     );
+    let flowlets = ext.flowlets.then(|| FlowletIds {
+        time: b.register("ingress.flowlet_time", 48, FLOWLET_CELLS),
+        id: b.register("ingress.flowlet_id", 16, FLOWLET_CELLS),
+        gap: b.register("ingress.flowlet_gap_ns", 48, 1),
+    });
+    let ecn_threshold = ext
+        .ecn
+        .then(|| b.register("egress.ecn_threshold", 32, 1 << PORT_BITS));
     b.controller_header("packet_in", &[("ingress_port", PORT_BITS), ("_pad", 7)]);
     b.controller_header("packet_out", &[("egress_port", PORT_BITS), ("_pad", 7)]);
-    let schema = b.build().expect("the basic schema is consistent");
+    let schema = b
+        .build()
+        .expect("the schema of basic and its extensions is consistent");
     let ids = Ids {
         no_action,
         drop,
@@ -224,6 +266,8 @@ fn schema() -> (Schema, Ids) {
         port_meter,
         flow_last_seen,
         mac_learn,
+        flowlets,
+        ecn_threshold,
     };
     (schema, ids)
 }
@@ -334,7 +378,7 @@ fn parse(data: &[u8]) -> ParseResult {
 
 impl Parsed {
     /// The 5-tuple as bytes for hashing: addresses, protocol, ports.
-    fn flow_bytes(&self, buf: &mut [u8; 37]) -> usize {
+    fn flow_bytes(&self, buf: &mut [u8; 39]) -> usize {
         if self.ipv4 {
             buf[..4].copy_from_slice(&self.v4_src.to_be_bytes());
             buf[4..8].copy_from_slice(&self.v4_dst.to_be_bytes());
@@ -377,9 +421,12 @@ impl Basic {
             md.mark_to_drop(DropReason::TtlExpired);
             return;
         }
-        let mut flow = [0u8; 37];
+        let mut flow = [0u8; 39];
         let n = p.flow_bytes(&mut flow);
-        let hash = self.ecmp_hash.hash(&flow[..n], cx.rng);
+        let mut hash = self.ecmp_hash.hash(&flow[..n], cx.rng);
+        if let Some(f) = ids.flowlets {
+            hash = self.flowlet_hash(cx, f, hash, &mut flow, n, md.ingress_global_timestamp);
+        }
         let (table, key) = if p.ipv4 {
             (ids.ipv4_lpm, u128::from(p.v4_dst))
         } else {
@@ -408,6 +455,37 @@ impl Basic {
         } else {
             md.mark_to_drop(DropReason::Program);
         }
+    }
+
+    /// Flowlet switching: the flow's cell remembers its last packet and its flowlet number; a
+    /// packet after a gap longer than `flowlet_gap_ns` starts a new flowlet, whose ECMP choice is
+    /// the hash of the 5-tuple and the flowlet number. Returns the selector hash.
+    fn flowlet_hash(
+        &self,
+        cx: &mut Ctx<'_>,
+        f: FlowletIds,
+        flow_hash: u64,
+        flow: &mut [u8; 39],
+        n: usize,
+        now: u64,
+    ) -> u64 {
+        let gap = cx.register(f.gap).read(0).unwrap_or(0);
+        if gap == 0 {
+            return flow_hash;
+        }
+        let cell = (flow_hash as usize) % FLOWLET_CELLS;
+        let last = cx.register(f.time).read(cell).unwrap_or(0);
+        let ids = cx.register(f.id);
+        let id = if now.saturating_sub(last) > gap {
+            ids.rmw(cell, |v| v.wrapping_add(1))
+                .map_or(0, |(_, new)| new)
+        } else {
+            ids.read(cell).unwrap_or(0)
+        };
+        cx.register(f.time).write(cell, now);
+        cx.trace(|| format!("flowlet cell={cell} id={id} gap_ns={gap}"));
+        flow[n..n + 2].copy_from_slice(&(id as u16).to_be_bytes());
+        self.ecmp_hash.hash(&flow[..n + 2], cx.rng)
     }
 
     fn acl(&self, cx: &mut Ctx<'_>, md: &mut StdMeta, p: &Parsed) {
@@ -517,6 +595,13 @@ impl Program for Basic {
                     md.mark_to_drop(DropReason::NoHeadroom);
                     return;
                 }
+            }
+        }
+        if let Some(k) = self.ids.ecn_threshold {
+            // DCTCP-style step marking: CE when the queue the packet joined was longer than K.
+            let k = cx.register(k).read(usize::from(port)).unwrap_or(0);
+            if k != 0 && u64::from(md.enq_qdepth) > k && crate::ecn::mark_ce(pkt.data_mut()) {
+                cx.trace(|| format!("ecn mark enq_qdepth={} k={k}", md.enq_qdepth));
             }
         }
         cx.packet_len = u32::try_from(pkt.len()).unwrap_or(u32::MAX);

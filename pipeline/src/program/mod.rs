@@ -7,6 +7,7 @@
 //! built: the per-packet code uses indices only.
 
 pub mod basic;
+pub mod ecmp;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -63,13 +64,22 @@ pub struct Entry {
 pub type AgentFn = fn(&Arc<Schema>) -> Box<dyn Agent>;
 
 /// Every program this build has. Adding a program is one module and one line here.
-pub static REGISTRY: &[Entry] = &[Entry {
-    name: "basic",
-    about: "L2, IPv4/IPv6 LPM routing with an ECMP selector, ternary ACL, punt to CPU",
-    build: || Arc::new(basic::Basic::new()),
-    plan: crate::fabric::plan::routed,
-    agent: None,
-}];
+pub static REGISTRY: &[Entry] = &[
+    Entry {
+        name: "basic",
+        about: "L2, IPv4/IPv6 LPM routing with an ECMP selector, ternary ACL, punt to CPU",
+        build: || Arc::new(basic::Basic::new()),
+        plan: crate::fabric::plan::routed,
+        agent: None,
+    },
+    Entry {
+        name: "ecmp",
+        about: "basic's routing with ECMP per flowlet and DCTCP-style ECN marking (the papers' baseline)",
+        build: ecmp::build,
+        plan: ecmp::plan,
+        agent: None,
+    },
+];
 
 /// The registry entry of `name`.
 pub fn lookup(name: &str) -> Option<&'static Entry> {
