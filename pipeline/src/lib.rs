@@ -26,3 +26,4 @@ pub mod state;
 pub mod table;
 pub mod tm;
 pub mod wire;
+pub mod workload;
