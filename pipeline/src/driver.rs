@@ -582,3 +582,104 @@ pub fn mac_control(bytes: Option<&[u8]>) -> Option<Option<(u16, [u16; 8])>> {
         Err(_) => None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::{Command, parse_line};
+    use crate::control::Atomicity;
+    use crate::runtime::{Config, Pipeline};
+    use crate::sim::{BUF_SIZE, VecBuffers};
+
+    /// Every port exists; frames that leave are collected per port.
+    #[derive(Debug, Default)]
+    struct Collect {
+        bufs: VecBuffers,
+        woken: Vec<PortId>,
+    }
+
+    impl Buffers for Collect {
+        type Buf = Vec<u8>;
+        fn bytes<'a>(&'a self, b: &'a Vec<u8>) -> &'a [u8] {
+            b
+        }
+        fn bytes_mut<'a>(&'a self, b: &'a mut Vec<u8>) -> &'a mut [u8] {
+            b
+        }
+        fn alloc(&mut self) -> Option<Vec<u8>> {
+            self.bufs.alloc()
+        }
+        fn free(&mut self, b: Vec<u8>) {
+            self.bufs.free(b);
+        }
+        fn headroom(&self) -> usize {
+            crate::sim::HEADROOM
+        }
+    }
+
+    impl Env for Collect {
+        fn has_port(&self, _port: PortId) -> bool {
+            true
+        }
+        fn wake(&mut self, port: PortId) {
+            self.woken.push(port);
+        }
+    }
+
+    /// Issue 10, defect 2: a frame that grew into its headroom (an AF_PACKET port restores a
+    /// VLAN tag in front of it, so it starts at 252 of a 4096-byte buffer and is 3,844 bytes
+    /// long) used to be copied to offset 256 for each replica, 4 bytes past the buffer's end,
+    /// and the worker panicked. Replicas now fit and are intact.
+    #[test]
+    fn replicas_of_a_frame_that_grew_into_its_headroom_fit_their_buffers() {
+        let pipe = Pipeline::new(
+            crate::program::by_name("basic").unwrap(),
+            1,
+            Config::default(),
+        );
+        let c = &pipe.control;
+        for line in [
+            "table_add l2_exact l2_multicast 02:00:00:00:00:aa => 1",
+            "mc_group_create 1 2 3 4",
+        ] {
+            let Command::Write(u) = parse_line(c.schema(), line).unwrap() else {
+                panic!("{line}")
+            };
+            assert!(
+                c.write(&u, Atomicity::ContinueOnError)
+                    .iter()
+                    .all(Result::is_ok)
+            );
+        }
+        let len = 3844;
+        let start = BUF_SIZE - len;
+        assert_eq!(start, 252);
+        let mut buf = vec![0u8; BUF_SIZE];
+        let frame: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        buf[start..].copy_from_slice(&frame);
+        buf[start..start + 6].copy_from_slice(&[2, 0, 0, 0, 0, 0xaa]);
+        buf[start + 12..start + 14].copy_from_slice(&[0x88, 0xb5]);
+        let want = buf[start..].to_vec();
+        let tm = TrafficManager::new(8, crate::tm::PortConfig::default(), None);
+        let mut env = Collect::default();
+        let mut d = Driver::new(Worker::new(pipe.clone(), 0, 1));
+        d.begin_batch();
+        d.receive(&mut env, &tm, 1, Pkt { buf, start, len }, 0);
+        let mut out = Vec::new();
+        for port in [2, 3, 4] {
+            let mut tx = PortTx::new(&tm, port);
+            d.transmit(&mut env, &tm, &mut tx, 1, usize::MAX);
+            out.extend(
+                tx.out
+                    .drain(..)
+                    .map(|f| (port, f.buf[f.start..f.start + f.len].to_vec())),
+            );
+        }
+        d.end_batch();
+        assert_eq!(out.len(), 3);
+        assert!(
+            out.iter().all(|(_, f)| *f == want),
+            "every replica is the frame"
+        );
+    }
+}

@@ -334,7 +334,14 @@ impl Switch {
                     if let Ok(mut t) = shared.tids.lock() {
                         t.push(tid);
                     }
-                    WorkerLoop::new(shared, w, ports).run();
+                    // A worker that panics would leave its ports silent in a switch that looks
+                    // alive: end the whole process instead, so that whoever runs it (the fabric
+                    // tooling, a supervisor) sees a dead switch and says so.
+                    let run = std::panic::AssertUnwindSafe(|| WorkerLoop::new(shared, w, ports).run());
+                    if std::panic::catch_unwind(run).is_err() {
+                        eprintln!("pisa-worker-{w} panicked: stopping the switch (a bug; please report it)");
+                        std::process::abort();
+                    }
                 })?;
             threads.push(t);
         }
