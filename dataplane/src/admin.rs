@@ -6,6 +6,7 @@
 //! set_queue_depth <packets> [<port>]      set_queue_rate <pps> [<port>]
 //! set_port_rate <bits/s> [<port>]         set_port_delay <us> [<port>]
 //! set_ecn_threshold <packets> [<port>]    show_ports | show_drops | show_queues <port>
+//! set_pfc on|off [<port>]                 (honour received PAUSE/PFC frames)
 //! register_read <register> <index>        counter_read <counter> <index>
 //! pktgen_set <app> <period_us> <batches> <packets> header|raw <template hex>
 //! pktgen_enable <app>    pktgen_disable <app>    show_pktgen
