@@ -57,7 +57,7 @@ pub fn run(sw: &Switch, line: &str) -> Result<String, String> {
             }
             "pktgen_set" => {
                 let app: u8 = arg(&args, 0, "application")?;
-                let period_us: f64 = arg(&args, 1, "period (us)")?;
+                let period_ns = crate::pktgen::period_ns_from_us(arg(&args, 1, "period (us)")?)?;
                 let header = match args.get(4).map(String::as_str) {
                     Some("header") => true,
                     Some("raw") => false,
@@ -70,7 +70,7 @@ pub fn run(sw: &Switch, line: &str) -> Result<String, String> {
                     .collect::<Result<Vec<u8>, _>>()
                     .map_err(|_| "the template must be hex digits".to_string())?;
                 let config = crate::pktgen::AppConfig {
-                    period_ns: (period_us * 1000.0) as u64,
+                    period_ns,
                     batches: arg(&args, 2, "batches")?,
                     packets: arg(&args, 3, "packets")?,
                     header,

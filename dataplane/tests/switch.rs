@@ -596,3 +596,38 @@ fn a_pause_stops_a_port_only_where_pfc_is_enabled() {
     sw.stop();
 }
 
+#[test]
+fn pktgen_refuses_absurd_periods_and_a_worst_setting_keeps_the_switch_responsive() {
+    let (sw, links) = start(SwitchConfig {
+        workers: 1,
+        ..SwitchConfig::default()
+    });
+    for period in ["1e30", "inf", "-inf", "NaN", "0", "-5", "0.1", "1e12"] {
+        let r = dataplane::admin::run(&sw, &format!("pktgen_set 0 {period} 65535 65535 raw 00"));
+        assert!(
+            r.as_ref().is_err_and(|e| e.contains("period")),
+            "period {period}: {r:?}"
+        );
+    }
+    // The largest tick the bounds accept (one minute, 65535 x 900 frames, 983 k frames/s), of
+    // frames the pipeline drops: worker 0 must keep serving ports and table writes.
+    dataplane::admin::run(&sw, "pktgen_set 0 60000000 65535 900 raw 00").unwrap();
+    dataplane::admin::run(&sw, "pktgen_enable 0").unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    for _ in 0..10 {
+        let t = Instant::now();
+        dataplane::admin::run(&sw, "set_queue_depth 1000").unwrap();
+        links[0].send(&udp_to(3, 100));
+        assert_eq!(recv_n(&links[2], 1, Duration::from_secs(2)).len(), 1);
+        assert!(t.elapsed() < Duration::from_secs(2));
+    }
+    let generated = sw
+        .pktgen()
+        .stats(0)
+        .unwrap()
+        .generated
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(generated > 0, "the generator runs");
+    dataplane::admin::run(&sw, "pktgen_disable 0").unwrap();
+    sw.stop();
+}
