@@ -241,7 +241,10 @@ fn bind_private(path: &Path) -> std::io::Result<UnixListener> {
 /// longer line (what was read of it is discarded).
 fn read_line(r: &mut impl BufRead, line: &mut Vec<u8>) -> std::io::Result<Option<()>> {
     line.clear();
-    let n = r.by_ref().take(MAX_LINE as u64 + 1).read_until(b'\n', line)?;
+    let n = r
+        .by_ref()
+        .take(MAX_LINE as u64 + 1)
+        .read_until(b'\n', line)?;
     if n == 0 {
         return Ok(None);
     }
@@ -274,7 +277,10 @@ fn serve_connection(conn: UnixStream, weak: &std::sync::Weak<Switch>) {
             Err(_) => break,
             Ok(Some(())) => match std::str::from_utf8(&line) {
                 Err(_) => "error: the line is not UTF-8\n".to_string(),
-                Ok(text) => match weak.upgrade().map(|sw| run(&sw, text.trim_end_matches('\r'))) {
+                Ok(text) => match weak
+                    .upgrade()
+                    .map(|sw| run(&sw, text.trim_end_matches('\r')))
+                {
                     Some(Ok(text)) => format!("{text}ok\n"),
                     Some(Err(e)) => format!("error: {e}\n"),
                     None => "error: the switch is stopping\n".to_string(),

@@ -353,7 +353,10 @@ mod tests {
         pg.configure(2, app(1_000_000, 2, 3)).unwrap();
         let mut s = Schedule::default();
         let mut frames = Vec::new();
-        assert_eq!(s.run(&pg, 0, u64::MAX, |a, _, b, p| frames.push((a, b, p))), None);
+        assert_eq!(
+            s.run(&pg, 0, u64::MAX, |a, _, b, p| frames.push((a, b, p))),
+            None
+        );
         pg.enable(2, true).unwrap();
         let next = s.run(&pg, 10, u64::MAX, |a, _, b, p| frames.push((a, b, p)));
         assert_eq!(frames.len(), 6);
@@ -363,7 +366,9 @@ mod tests {
         s.run(&pg, 500_000, u64::MAX, |a, _, b, p| frames.push((a, b, p)));
         assert!(frames.is_empty(), "not due yet");
         // 3.5 periods late: one tick now, the 3 missed ones skipped.
-        let next = s.run(&pg, 4_500_010, u64::MAX, |a, _, b, p| frames.push((a, b, p)));
+        let next = s.run(&pg, 4_500_010, u64::MAX, |a, _, b, p| {
+            frames.push((a, b, p))
+        });
         assert_eq!(frames.len(), 6);
         assert_eq!(next, Some(5_000_010));
         assert_eq!(
@@ -371,12 +376,24 @@ mod tests {
             3
         );
         pg.enable(2, false).unwrap();
-        assert_eq!(s.run(&pg, 6_000_000, u64::MAX, |_, _, _, _| panic!("disabled")), None);
+        assert_eq!(
+            s.run(&pg, 6_000_000, u64::MAX, |_, _, _, _| panic!("disabled")),
+            None
+        );
     }
 
     #[test]
     fn absurd_periods_are_refused() {
-        for us in [1e30, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 0.0, -1.0, 0.5, 6.1e7] {
+        for us in [
+            1e30,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            0.0,
+            -1.0,
+            0.5,
+            6.1e7,
+        ] {
             assert!(period_ns_from_us(us).is_err(), "{us} us accepted");
         }
         assert_eq!(period_ns_from_us(1.0), Ok(1_000));

@@ -3,8 +3,8 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -170,7 +170,10 @@ fn the_admin_socket_is_private_bounded_and_capped() {
         if a.ends_with("ok\n") {
             break;
         }
-        assert!(Instant::now() < deadline, "the freed place was not reused: {a:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the freed place was not reused: {a:?}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 

@@ -133,7 +133,15 @@ fn a_killed_switch_restarts_and_leaves_foreign_xdp_programs_alone() {
     sw.exec(
         "ip",
         &[
-            "link", "set", "dev", &a2, "xdpgeneric", "obj", obj.to_str().unwrap(), "sec", "xdp",
+            "link",
+            "set",
+            "dev",
+            &a2,
+            "xdpgeneric",
+            "obj",
+            obj.to_str().unwrap(),
+            "sec",
+            "xdp",
         ],
     )
     .expect("attach the foreign program");
@@ -144,11 +152,22 @@ fn a_killed_switch_restarts_and_leaves_foreign_xdp_programs_alone() {
         Ok((mut p, _)) => {
             eprintln!("the switch came up beside the foreign program");
             p.terminate(Duration::from_secs(5));
-            assert_eq!(programs(&sw, &a2), before, "the foreign program was replaced");
+            assert_eq!(
+                programs(&sw, &a2),
+                before,
+                "the foreign program was replaced"
+            );
         }
         Err(log) => {
-            eprintln!("the switch refused the interface: {}", log.lines().last().unwrap_or(""));
-            assert_eq!(programs(&sw, &a2), before, "the foreign program was removed");
+            eprintln!(
+                "the switch refused the interface: {}",
+                log.lines().last().unwrap_or("")
+            );
+            assert_eq!(
+                programs(&sw, &a2),
+                before,
+                "the foreign program was removed"
+            );
             assert!(
                 log.contains("another XDP program, foreign_pass"),
                 "the switch did not say why it could not start: {log}"
@@ -160,8 +179,8 @@ fn a_killed_switch_restarts_and_leaves_foreign_xdp_programs_alone() {
     run("kill", &["-KILL", &p.pid().to_string()]).expect("kill -9");
     let mut p = p;
     p.wait(Duration::from_secs(5));
-    let (mut p, _) = start(&sw, &[&a1], &dir.0, 5)
-        .unwrap_or_else(|log| panic!("restart on a1 failed: {log}"));
+    let (mut p, _) =
+        start(&sw, &[&a1], &dir.0, 5).unwrap_or_else(|log| panic!("restart on a1 failed: {log}"));
     p.terminate(Duration::from_secs(5));
     assert_eq!(programs(&sw, &a2), before, "still there at the end");
 }

@@ -178,15 +178,14 @@ impl XdpPort {
         // SAFETY: `umem` is the pool's UMEM, and each (interface, queue 0) pair is bound once
         // per switch (ports are distinct interfaces), so the fill and completion rings returned
         // here are this socket's own.
-        let (tx, rx, rings) = unsafe { Socket::new(config, umem, &iface, 0) }.map_err(|e| {
-            match foreign.first() {
+        let (tx, rx, rings) =
+            unsafe { Socket::new(config, umem, &iface, 0) }.map_err(|e| match foreign.first() {
                 Some(a) => other(format!(
                     "{e} ({} has another XDP program, {} id {}, which the switch leaves alone)",
                     spec.ifname, a.name, a.id
                 )),
                 None => other(e),
-            }
-        })?;
+            })?;
         let (fill, comp) = rings.ok_or_else(|| other("no fill/completion ring for this socket"))?;
         // Let one sendto() move up to 128 frames (machine.md item 12); best effort.
         let budget: libc::c_int = 128;
