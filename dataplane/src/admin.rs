@@ -6,23 +6,24 @@
 //! set_queue_depth <packets> [<port>]      set_queue_rate <pps> [<port>]
 //! set_port_rate <bits/s> [<port>]         set_port_delay <us> [<port>]
 //! set_ecn_threshold <packets> [<port>]    show_ports | show_drops | show_queues <port>
+//! set_pfc on|off [<port>]                 (honour received PAUSE/PFC frames)
 //! register_read <register> <index>        counter_read <counter> <index>
 //! pktgen_set <app> <period_us> <batches> <packets> header|raw <template hex>
 //! pktgen_enable <app>    pktgen_disable <app>    show_pktgen
 //! ```
 //! Without `<port>` a setting applies to every data port.
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixListener;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use pipeline::commands::{Command, parse_line};
 use pipeline::control::Atomicity;
 use pipeline::metadata::PortId;
 
-use crate::switch::Switch;
+use crate::switch::{Switch, sys};
 use crate::tm::Setting;
 
 fn arg<T: std::str::FromStr>(args: &[String], i: usize, what: &str) -> Result<T, String> {
@@ -56,7 +57,7 @@ pub fn run(sw: &Switch, line: &str) -> Result<String, String> {
             }
             "pktgen_set" => {
                 let app: u8 = arg(&args, 0, "application")?;
-                let period_us: f64 = arg(&args, 1, "period (us)")?;
+                let period_ns = crate::pktgen::period_ns_from_us(arg(&args, 1, "period (us)")?)?;
                 let header = match args.get(4).map(String::as_str) {
                     Some("header") => true,
                     Some("raw") => false,
@@ -69,7 +70,7 @@ pub fn run(sw: &Switch, line: &str) -> Result<String, String> {
                     .collect::<Result<Vec<u8>, _>>()
                     .map_err(|_| "the template must be hex digits".to_string())?;
                 let config = crate::pktgen::AppConfig {
-                    period_ns: (period_us * 1000.0) as u64,
+                    period_ns,
                     batches: arg(&args, 2, "batches")?,
                     packets: arg(&args, 3, "packets")?,
                     header,
@@ -153,37 +154,141 @@ pub fn run_file(sw: &Switch, path: &Path) -> Result<usize, String> {
     Ok(n)
 }
 
+/// The longest command line the admin socket reads; a longer one is refused and its connection
+/// closed, so a client cannot make the switch buffer without bound.
+pub const MAX_LINE: usize = 64 * 1024;
+/// The most admin connections served at once; further ones get an error line and are closed.
+pub const MAX_CONNECTIONS: usize = 16;
+
 /// Serves commands on a Unix socket, one per line, answering each with its output and a line
 /// `ok` or `error: <message>`. Holds the switch weakly, so it never keeps a stopping switch alive.
+///
+/// The socket is private: it is created mode 0600 (bound inside a fresh 0700 directory, made
+/// 0600, then renamed into place, so it is never reachable with the umask's mode), and a peer
+/// whose user is neither root nor the switch's own is refused (SO_PEERCRED). Lines are at most
+/// [`MAX_LINE`] bytes and at most [`MAX_CONNECTIONS`] clients are served at once.
 pub fn serve(sw: &Arc<Switch>, path: &Path) -> std::io::Result<()> {
-    let _ = std::fs::remove_file(path);
-    let listener = UnixListener::bind(path)?;
+    let listener = bind_private(path)?;
     let weak = Arc::downgrade(sw);
+    let open = Arc::new(AtomicUsize::new(0));
     std::thread::Builder::new()
         .name("pisa-admin".into())
         .spawn(move || {
             for conn in listener.incoming() {
-                let Ok(conn) = conn else { continue };
+                let Ok(mut conn) = conn else { continue };
+                let allowed = match sys::peer_uid(&conn) {
+                    Ok(uid) => uid == 0 || uid == sys::euid(),
+                    Err(_) => false,
+                };
+                if !allowed {
+                    let _ = conn.write_all(b"error: permission denied\n");
+                    continue;
+                }
+                if open.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+                    open.fetch_sub(1, Ordering::AcqRel);
+                    let _ = conn.write_all(
+                        format!("error: too many admin connections (at most {MAX_CONNECTIONS})\n")
+                            .as_bytes(),
+                    );
+                    continue;
+                }
                 let weak = weak.clone();
-                let _ = std::thread::Builder::new()
+                let slot = Slot(open.clone());
+                let spawned = std::thread::Builder::new()
                     .name("pisa-admin-conn".into())
                     .spawn(move || {
-                        let Ok(mut out) = conn.try_clone() else {
-                            return;
-                        };
-                        for line in BufReader::new(conn).lines() {
-                            let Ok(line) = line else { break };
-                            let reply = match weak.upgrade().map(|sw| run(&sw, &line)) {
-                                Some(Ok(text)) => format!("{text}ok\n"),
-                                Some(Err(e)) => format!("error: {e}\n"),
-                                None => "error: the switch is stopping\n".to_string(),
-                            };
-                            if out.write_all(reply.as_bytes()).is_err() {
-                                break;
-                            }
-                        }
+                        let _slot = slot;
+                        serve_connection(conn, &weak);
                     });
+                // If the thread could not start, its closure (and the slot) is dropped here.
+                drop(spawned);
             }
         })?;
     Ok(())
+}
+
+/// Holds one of the [`MAX_CONNECTIONS`] places while a connection is served.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Binds a listening socket at `path` that is mode 0600 from the moment it can be reached there.
+fn bind_private(path: &Path) -> std::io::Result<UnixListener> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let tmp = parent.join(format!(".pisa-admin-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    // 0700 (a umask can only clear bits): nobody else can reach the socket inside.
+    std::fs::DirBuilder::new().mode(0o700).create(&tmp)?;
+    let inner = tmp.join("s");
+    let bound = UnixListener::bind(&inner).and_then(|l| {
+        std::fs::set_permissions(&inner, std::fs::Permissions::from_mode(0o600))?;
+        std::fs::rename(&inner, path)?;
+        Ok(l)
+    });
+    let _ = std::fs::remove_dir_all(&tmp);
+    bound
+}
+
+/// Reads one line of at most [`MAX_LINE`] bytes: `Ok(None)` at the end of input, `Err` for a
+/// longer line (what was read of it is discarded).
+fn read_line(r: &mut impl BufRead, line: &mut Vec<u8>) -> std::io::Result<Option<()>> {
+    line.clear();
+    let n = r
+        .by_ref()
+        .take(MAX_LINE as u64 + 1)
+        .read_until(b'\n', line)?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if line.last() == Some(&b'\n') {
+        line.pop();
+    } else if line.len() > MAX_LINE {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("line longer than {MAX_LINE} bytes"),
+        ));
+    }
+    Ok(Some(()))
+}
+
+fn serve_connection(conn: UnixStream, weak: &std::sync::Weak<Switch>) {
+    // A client that stops reading its answers cannot hold its place (and a thread) for ever.
+    let _ = conn.set_write_timeout(Some(std::time::Duration::from_secs(10)));
+    let Ok(mut out) = conn.try_clone() else {
+        return;
+    };
+    let mut input = BufReader::new(conn);
+    let mut line = Vec::new();
+    loop {
+        let reply = match read_line(&mut input, &mut line) {
+            Ok(None) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                let _ = out.write_all(format!("error: {e}\n").as_bytes());
+                break;
+            }
+            Err(_) => break,
+            Ok(Some(())) => match std::str::from_utf8(&line) {
+                Err(_) => "error: the line is not UTF-8\n".to_string(),
+                Ok(text) => match weak
+                    .upgrade()
+                    .map(|sw| run(&sw, text.trim_end_matches('\r')))
+                {
+                    Some(Ok(text)) => format!("{text}ok\n"),
+                    Some(Err(e)) => format!("error: {e}\n"),
+                    None => "error: the switch is stopping\n".to_string(),
+                },
+            },
+        };
+        if out.write_all(reply.as_bytes()).is_err() {
+            break;
+        }
+    }
 }

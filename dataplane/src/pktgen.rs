@@ -22,6 +22,25 @@ pub const HEADER_LEN: usize = 6;
 pub const MAX_RATE_PPS: u64 = 1_000_000;
 /// The shortest period.
 pub const MIN_PERIOD_NS: u64 = 1_000;
+/// The longest period (one minute): longer ones are refused, so that deadline arithmetic stays far
+/// from overflow and a typo (`1e30`) is an error, not a silent saturation.
+pub const MAX_PERIOD_NS: u64 = 60_000_000_000;
+
+/// A period given in microseconds (as typed on the admin socket) in nanoseconds, if it is a
+/// finite number in [`MIN_PERIOD_NS`]..=[`MAX_PERIOD_NS`]: NaN, infinities, zero, negative and
+/// absurd values are refused before any conversion can saturate.
+pub fn period_ns_from_us(us: f64) -> Result<u64, String> {
+    let ns = us * 1000.0;
+    if !ns.is_finite() || ns < MIN_PERIOD_NS as f64 || ns > MAX_PERIOD_NS as f64 {
+        return Err(format!(
+            "period {us} us: must be a number from {} to {} us",
+            MIN_PERIOD_NS / 1000,
+            MAX_PERIOD_NS / 1000
+        ));
+    }
+    // In range, so the conversion neither saturates nor wraps.
+    Ok(ns.round() as u64)
+}
 
 /// One application's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,14 +64,20 @@ impl AppConfig {
     }
 
     fn check(&self, max_frame: usize) -> Result<(), String> {
-        if self.period_ns < MIN_PERIOD_NS {
-            return Err(format!("period below {MIN_PERIOD_NS} ns"));
+        if !(MIN_PERIOD_NS..=MAX_PERIOD_NS).contains(&self.period_ns) {
+            return Err(format!(
+                "period of {} ns (must be {MIN_PERIOD_NS}..={MAX_PERIOD_NS})",
+                self.period_ns
+            ));
         }
         if self.batches == 0 || self.packets == 0 {
             return Err("batches and packets must be at least 1".into());
         }
-        let rate = self.frames_per_tick() * 1_000_000_000 / self.period_ns;
-        if rate > MAX_RATE_PPS {
+        // u128: frames per tick (< 2^32) x 1e9 cannot overflow, and any rounding is upwards, so
+        // no setting slips under the bound.
+        let rate = (u128::from(self.frames_per_tick()) * 1_000_000_000)
+            .div_ceil(u128::from(self.period_ns));
+        if rate > u128::from(MAX_RATE_PPS) {
             return Err(format!(
                 "{rate} frames/s is above the generator's bound of {MAX_RATE_PPS} per application"
             ));
@@ -196,58 +221,95 @@ impl Pktgen {
     }
 }
 
+/// One enabled application in worker 0's schedule.
+#[derive(Debug)]
+struct Running {
+    app: u8,
+    config: AppConfig,
+    /// When the next tick is due.
+    next: u64,
+    /// Frames of the current tick already emitted (0: no tick in progress).
+    done: u64,
+}
+
 /// Worker 0's view: the enabled applications and when each ticks next.
 #[derive(Debug, Default)]
 pub(crate) struct Schedule {
     version: Option<u64>,
-    apps: Vec<(u8, AppConfig, u64)>,
+    apps: Vec<Running>,
 }
 
 impl Schedule {
-    /// Calls `emit(app, config, batch, packet)` for every frame due at `now`; returns the next
-    /// deadline, if any application runs.
+    /// Calls `emit(app, config, batch, packet)` for frames due at `now`, at most `budget` of them
+    /// in all (a tick bigger than that is finished by the next calls, so one call never does
+    /// unbounded work); returns the next deadline, if any application runs (`now` while a tick
+    /// is unfinished).
     pub(crate) fn run(
         &mut self,
         pg: &Pktgen,
         now: u64,
+        budget: u64,
         mut emit: impl FnMut(u8, &AppConfig, u16, u16),
     ) -> Option<u64> {
         let v = pg.version.load(Ordering::Acquire);
         if self.version != Some(v) {
             let slots = pg.slots.lock();
-            let old: Vec<(u8, u64)> = self.apps.iter().map(|a| (a.0, a.2)).collect();
+            let old = std::mem::take(&mut self.apps);
             self.apps = slots
                 .iter()
                 .enumerate()
                 .filter(|(_, s)| s.enabled)
                 .filter_map(|(i, s)| {
                     let app = i as u8; // i < APPS = 8
-                    let next = old.iter().find(|o| o.0 == app).map_or(now, |o| o.1);
-                    Some((app, s.config.clone()?, next))
+                    let config = s.config.clone()?;
+                    // An unchanged application keeps its place; a changed one starts afresh.
+                    let (next, done) = old
+                        .iter()
+                        .find(|o| o.app == app && o.config == config)
+                        .map_or((now, 0), |o| (o.next, o.done));
+                    Some(Running {
+                        app,
+                        config,
+                        next,
+                        done,
+                    })
                 })
                 .collect();
             self.version = Some(v);
         }
-        for (app, config, next) in &mut self.apps {
-            if now < *next {
+        let mut left = budget;
+        for r in &mut self.apps {
+            if r.done == 0 && now < r.next {
                 continue;
             }
-            for batch in 0..config.batches {
-                for packet in 0..config.packets {
-                    emit(*app, config, batch, packet);
-                }
+            let total = r.config.frames_per_tick();
+            let packets = u64::from(r.config.packets.max(1));
+            let end = total.min(r.done.saturating_add(left));
+            for i in r.done..end {
+                // i < batches x packets, so both fit in u16.
+                emit(r.app, &r.config, (i / packets) as u16, (i % packets) as u16);
             }
-            *next += config.period_ns;
-            if *next <= now {
+            left -= end - r.done;
+            r.done = end;
+            if r.done < total {
+                continue; // the budget ran out: the rest of this tick comes next call
+            }
+            r.done = 0;
+            let period = r.config.period_ns.max(1);
+            r.next = r.next.saturating_add(period);
+            if r.next <= now {
                 // Late by more than a period: skip what was missed rather than burst.
-                let missed = (now - *next) / config.period_ns + 1;
-                pg.stats[usize::from(*app)]
+                let missed = (now - r.next) / period + 1;
+                pg.stats[usize::from(r.app)]
                     .skipped_ticks
                     .fetch_add(missed, Ordering::Relaxed);
-                *next += missed * config.period_ns;
+                r.next = r.next.saturating_add(missed.saturating_mul(period));
             }
         }
-        self.apps.iter().map(|a| a.2).min()
+        self.apps
+            .iter()
+            .map(|r| if r.done > 0 { now } else { r.next })
+            .min()
     }
 }
 
@@ -291,17 +353,22 @@ mod tests {
         pg.configure(2, app(1_000_000, 2, 3)).unwrap();
         let mut s = Schedule::default();
         let mut frames = Vec::new();
-        assert_eq!(s.run(&pg, 0, |a, _, b, p| frames.push((a, b, p))), None);
+        assert_eq!(
+            s.run(&pg, 0, u64::MAX, |a, _, b, p| frames.push((a, b, p))),
+            None
+        );
         pg.enable(2, true).unwrap();
-        let next = s.run(&pg, 10, |a, _, b, p| frames.push((a, b, p)));
+        let next = s.run(&pg, 10, u64::MAX, |a, _, b, p| frames.push((a, b, p)));
         assert_eq!(frames.len(), 6);
         assert_eq!(frames[5], (2, 1, 2));
         assert_eq!(next, Some(1_000_010));
         frames.clear();
-        s.run(&pg, 500_000, |a, _, b, p| frames.push((a, b, p)));
+        s.run(&pg, 500_000, u64::MAX, |a, _, b, p| frames.push((a, b, p)));
         assert!(frames.is_empty(), "not due yet");
         // 3.5 periods late: one tick now, the 3 missed ones skipped.
-        let next = s.run(&pg, 4_500_010, |a, _, b, p| frames.push((a, b, p)));
+        let next = s.run(&pg, 4_500_010, u64::MAX, |a, _, b, p| {
+            frames.push((a, b, p))
+        });
         assert_eq!(frames.len(), 6);
         assert_eq!(next, Some(5_000_010));
         assert_eq!(
@@ -309,6 +376,70 @@ mod tests {
             3
         );
         pg.enable(2, false).unwrap();
-        assert_eq!(s.run(&pg, 6_000_000, |_, _, _, _| panic!("disabled")), None);
+        assert_eq!(
+            s.run(&pg, 6_000_000, u64::MAX, |_, _, _, _| panic!("disabled")),
+            None
+        );
+    }
+
+    #[test]
+    fn absurd_periods_are_refused() {
+        for us in [
+            1e30,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            0.0,
+            -1.0,
+            0.5,
+            6.1e7,
+        ] {
+            assert!(period_ns_from_us(us).is_err(), "{us} us accepted");
+        }
+        assert_eq!(period_ns_from_us(1.0), Ok(1_000));
+        assert_eq!(period_ns_from_us(60e6), Ok(MAX_PERIOD_NS));
+        // A saturated period must not pass the rate check by dividing to zero.
+        let pg = Pktgen::new(1500, Box::new(|| {}));
+        assert!(pg.configure(0, app(u64::MAX, u16::MAX, u16::MAX)).is_err());
+        assert!(pg.configure(0, app(MAX_PERIOD_NS + 1, 1, 1)).is_err());
+    }
+
+    #[test]
+    fn a_tick_does_bounded_work_and_time_cannot_wrap() {
+        // The worst accepted setting: the longest period, as many frames per tick as the rate
+        // bound allows (60 s x 1 Mpps = 60 M > 2^16 x 2^10).
+        let pg = Pktgen::new(1500, Box::new(|| {}));
+        let worst = app(MAX_PERIOD_NS, u16::MAX, 900);
+        assert!(pg.configure(0, worst.clone()).is_ok());
+        pg.enable(0, true).unwrap();
+        let mut s = Schedule::default();
+        let mut n = 0u64;
+        let next = s.run(&pg, 5, 32, |_, _, _, _| n += 1);
+        assert_eq!(n, 32, "one call emits at most its budget");
+        assert_eq!(next, Some(5), "the rest of the tick is due at once");
+        // The tick resumes where it stopped: frame 32 is batch 0, packet 32.
+        let mut first = None;
+        s.run(&pg, 6, 1, |_, _, b, p| first = Some((b, p)));
+        assert_eq!(first, Some((0, 32)));
+        // Finish the tick (the remaining frames, in bounded calls), then the next is a period on.
+        let total = worst.frames_per_tick();
+        let mut emitted = 33u64;
+        let mut calls = 0u64;
+        let mut next = None;
+        while emitted < total {
+            let mut k = 0;
+            next = s.run(&pg, 7, 1 << 20, |_, _, _, _| k += 1);
+            assert!(k <= 1 << 20);
+            emitted += k;
+            calls += 1;
+        }
+        assert_eq!(emitted, total);
+        assert!(calls <= total.div_ceil(1 << 20));
+        assert_eq!(next, Some(5 + MAX_PERIOD_NS));
+        // A clock near the end of time neither wraps the deadline nor loops.
+        let mut k = 0u64;
+        let next = s.run(&pg, u64::MAX - 1, 64, |_, _, _, _| k += 1);
+        assert_eq!(k, 64);
+        assert_eq!(next, Some(u64::MAX - 1));
     }
 }

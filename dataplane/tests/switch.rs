@@ -547,3 +547,87 @@ fn a_reserved_port_cannot_be_a_data_port() {
     .unwrap_err();
     assert!(err.to_string().contains("packet generator"), "{err}");
 }
+
+/// An 802.3x PAUSE of 0xffff quanta (3.4 s at 10 Mb/s).
+fn pause_frame() -> Vec<u8> {
+    let mut f = vec![
+        0x01, 0x80, 0xc2, 0, 0, 1, 2, 0, 0, 0, 0, 9, 0x88, 0x08, 0x00, 0x01, 0xff, 0xff,
+    ];
+    f.resize(60, 0);
+    f
+}
+
+#[test]
+fn a_pause_stops_a_port_only_where_pfc_is_enabled() {
+    let (sw, links) = start(SwitchConfig {
+        workers: 1,
+        ..SwitchConfig::default()
+    });
+    for (port, pfc) in [(3u16, false), (4, true)] {
+        dataplane::admin::run(&sw, &format!("set_port_rate 10000000 {port}")).unwrap();
+        dataplane::admin::run(&sw, "set_port_rate 0").unwrap(); // no shaping, link_bps kept
+        if pfc {
+            dataplane::admin::run(&sw, &format!("set_pfc on {port}")).unwrap();
+        }
+        let link = &links[usize::from(port) - 1];
+        link.send(&pause_frame());
+        std::thread::sleep(Duration::from_millis(50));
+        links[0].send(&udp_to(port as u8, 100));
+        let sent = link.recv(Duration::from_millis(300)).is_some();
+        assert_eq!(sent, !pfc, "port {port} (pfc {pfc}) sent: {sent}");
+        let rx = sw
+            .counters(port)
+            .unwrap()
+            .pfc_rx
+            .load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(rx, 1, "the PAUSE is consumed and counted either way");
+    }
+    // Lift the pause, switch PFC off: the port ignores the next one.
+    let mut resume = pause_frame();
+    resume[16..18].copy_from_slice(&[0, 0]);
+    links[3].send(&resume);
+    assert!(links[3].recv(Duration::from_secs(2)).is_some(), "resumed");
+    dataplane::admin::run(&sw, "set_pfc off 4").unwrap();
+    links[3].send(&pause_frame());
+    std::thread::sleep(Duration::from_millis(50));
+    links[0].send(&udp_to(4, 100));
+    assert!(links[3].recv(Duration::from_millis(300)).is_some());
+    assert!(dataplane::admin::run(&sw, "set_pfc maybe").is_err());
+    sw.stop();
+}
+
+#[test]
+fn pktgen_refuses_absurd_periods_and_a_worst_setting_keeps_the_switch_responsive() {
+    let (sw, links) = start(SwitchConfig {
+        workers: 1,
+        ..SwitchConfig::default()
+    });
+    for period in ["1e30", "inf", "-inf", "NaN", "0", "-5", "0.1", "1e12"] {
+        let r = dataplane::admin::run(&sw, &format!("pktgen_set 0 {period} 65535 65535 raw 00"));
+        assert!(
+            r.as_ref().is_err_and(|e| e.contains("period")),
+            "period {period}: {r:?}"
+        );
+    }
+    // The largest tick the bounds accept (one minute, 65535 x 900 frames, 983 k frames/s), of
+    // frames the pipeline drops: worker 0 must keep serving ports and table writes.
+    dataplane::admin::run(&sw, "pktgen_set 0 60000000 65535 900 raw 00").unwrap();
+    dataplane::admin::run(&sw, "pktgen_enable 0").unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    for _ in 0..10 {
+        let t = Instant::now();
+        dataplane::admin::run(&sw, "set_queue_depth 1000").unwrap();
+        links[0].send(&udp_to(3, 100));
+        assert_eq!(recv_n(&links[2], 1, Duration::from_secs(2)).len(), 1);
+        assert!(t.elapsed() < Duration::from_secs(2));
+    }
+    let generated = sw
+        .pktgen()
+        .stats(0)
+        .unwrap()
+        .generated
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(generated > 0, "the generator runs");
+    dataplane::admin::run(&sw, "pktgen_disable 0").unwrap();
+    sw.stop();
+}

@@ -412,6 +412,8 @@ fn pfc_pauses_the_upstream_switch_and_resumes_it() {
             "4096",
             "--port-rate",
             "10000000",
+            // A honours the PFC B sends (B does anyway: it runs PFC thresholds).
+            "--pfc",
         ],
     );
     let sb = switch(

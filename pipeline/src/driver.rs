@@ -179,9 +179,10 @@ impl<B> Driver<B> {
         self.again.drain(..).map(|(p, _)| p)
     }
 
-    /// A frame received on data port `port` at `now`: PAUSE/PFC frames go to the traffic manager
-    /// (they pause that port's transmit side); everything else runs through ingress and is
-    /// queued for its egress ports.
+    /// A frame received on data port `port` at `now`: PAUSE/PFC frames are consumed here (the
+    /// MAC's job) and go to the traffic manager, which pauses that port's transmit side only if
+    /// the port has PFC enabled; everything else runs through ingress and is queued for its
+    /// egress ports.
     pub fn receive<E: Env<Buf = B>>(
         &mut self,
         env: &mut E,

@@ -64,6 +64,9 @@ pub struct PortConfig {
     pub delay_ns: u64,
     /// Link speed for PFC quanta (512 bit times each), bits/s.
     pub link_bps: u64,
+    /// Honour received PAUSE/PFC frames (they are consumed and counted either way). Always on
+    /// in a TM whose shared buffer has PFC thresholds: a switch that sends PFC obeys it.
+    pub pfc: bool,
 }
 
 impl Default for PortConfig {
@@ -76,6 +79,7 @@ impl Default for PortConfig {
             burst: 0,
             delay_ns: 0,
             link_bps: 10_000_000_000,
+            pfc: false,
         }
     }
 }
@@ -137,6 +141,7 @@ struct Limits {
     burst: AtomicU64,
     delay_ns: AtomicU64,
     link_bps: AtomicU64,
+    pfc: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -215,6 +220,7 @@ impl<B> TrafficManager<B> {
                     burst: AtomicU64::new(0),
                     delay_ns: AtomicU64::new(0),
                     link_bps: AtomicU64::new(0),
+                    pfc: AtomicBool::new(false),
                 },
                 paused_until: std::array::from_fn(|_| AtomicU64::new(0)),
                 ingress_bytes: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -259,6 +265,7 @@ impl<B> TrafficManager<B> {
         l.shaping_kind.store(kind, Ordering::Relaxed);
         l.delay_ns.store(c.delay_ns, Ordering::Relaxed);
         l.link_bps.store(c.link_bps.max(1), Ordering::Relaxed);
+        l.pfc.store(c.pfc, Ordering::Relaxed);
         true
     }
 
@@ -287,6 +294,7 @@ impl<B> TrafficManager<B> {
             burst: l.burst.load(Ordering::Relaxed),
             delay_ns: l.delay_ns.load(Ordering::Relaxed),
             link_bps: l.link_bps.load(Ordering::Relaxed),
+            pfc: l.pfc.load(Ordering::Relaxed),
         })
     }
 
@@ -587,11 +595,31 @@ impl<B> TrafficManager<B> {
             .map_or(0, |p| p.pfc_state.load(Ordering::Acquire))
     }
 
+    /// Whether `port` honours received PAUSE/PFC frames: set on the port
+    /// ([`PortConfig::pfc`]), or the TM runs a shared buffer with PFC thresholds.
+    pub fn pfc_enabled(&self, port: PortId) -> bool {
+        self.ports.get(usize::from(port)).is_some_and(|p| {
+            p.limits.pfc.load(Ordering::Relaxed)
+                || self.shared.is_some_and(|s| s.xoff_bytes.is_some())
+        })
+    }
+
     /// A PFC (or 802.3x PAUSE, as class vector 0xff) frame received on `port` at `now_ns`: pauses
-    /// or resumes the named classes of that port's transmit side.
-    pub fn pause_received(&self, port: PortId, class_enable: u16, quanta: [u16; 8], now_ns: u64) {
+    /// or resumes the named classes of that port's transmit side, if the port honours them
+    /// ([`TrafficManager::pfc_enabled`]); otherwise it is ignored (a peer cannot stop a port
+    /// that was not set up for flow control). Returns whether it was honoured.
+    pub fn pause_received(
+        &self,
+        port: PortId,
+        class_enable: u16,
+        quanta: [u16; 8],
+        now_ns: u64,
+    ) -> bool {
+        if !self.pfc_enabled(port) {
+            return false;
+        }
         let Some(p) = self.ports.get(usize::from(port)) else {
-            return;
+            return false;
         };
         let bps = u128::from(p.limits.link_bps.load(Ordering::Relaxed).max(1));
         for (c, &q) in quanta.iter().enumerate() {
@@ -606,6 +634,7 @@ impl<B> TrafficManager<B> {
             };
             p.paused_until[c].store(until, Ordering::Release);
         }
+        true
     }
 
     /// Packets and bytes queued on `port`, queue `qid`.
@@ -663,6 +692,8 @@ pub enum Setting {
     PortDelay(u64),
     /// ECN marking threshold, packets.
     EcnThreshold(u32),
+    /// Honour received PAUSE/PFC frames.
+    Pfc(bool),
 }
 
 /// Longest propagation delay a port accepts (10 s), so `now + delay` cannot overflow.
@@ -687,6 +718,11 @@ impl Setting {
                     .ok_or_else(|| format!("delay {us} us: at most {} us", MAX_DELAY_NS / 1000))
             }),
             "set_ecn_threshold" => arg(args, 0, "threshold").map(Setting::EcnThreshold),
+            "set_pfc" => match args.first().map(String::as_str) {
+                Some("on") => Ok(Setting::Pfc(true)),
+                Some("off") => Ok(Setting::Pfc(false)),
+                _ => Err("expected on or off".to_string()),
+            },
             _ => return None,
         };
         Some(setting.and_then(|s| {
@@ -723,6 +759,7 @@ impl Setting {
             }
             Setting::PortDelay(ns) => c.delay_ns = ns.min(MAX_DELAY_NS),
             Setting::EcnThreshold(n) => c.ecn_threshold = (n != 0).then_some(n),
+            Setting::Pfc(on) => c.pfc = on,
         }
     }
 }
@@ -868,9 +905,45 @@ mod tests {
     }
 
     #[test]
+    fn received_pause_is_honoured_only_where_pfc_is_enabled() {
+        let tm = TrafficManager::new(2, PortConfig::default(), None);
+        tm.configure(
+            1,
+            PortConfig {
+                pfc: true,
+                ..PortConfig::default()
+            },
+        );
+        assert!(!tm.pfc_enabled(0) && tm.pfc_enabled(1));
+        for port in 0..2 {
+            tm.enqueue(port, pkt(64, 0, 0), 0).unwrap();
+            let honoured = tm.pause_received(port, 0xff, [0xffff; 8], 1_000);
+            let mut tx = tm.tx_state(port);
+            let sent = matches!(tm.dequeue(&mut tx, 2_000), Dequeued::Packet(_));
+            assert_eq!((honoured, sent), (port == 1, port == 0), "port {port}");
+        }
+        // A shared buffer with PFC thresholds turns it on everywhere, whatever the port says.
+        let sb = SharedBuffer {
+            total_bytes: 1 << 20,
+            xoff_bytes: Some(1000),
+            xon_bytes: 500,
+            pause_quanta: 0xffff,
+        };
+        let tm = TrafficManager::<u32>::new(1, PortConfig::default(), Some(sb));
+        assert!(tm.pfc_enabled(0));
+        let sb = SharedBuffer {
+            xoff_bytes: None,
+            ..sb
+        };
+        let tm = TrafficManager::<u32>::new(1, PortConfig::default(), Some(sb));
+        assert!(!tm.pfc_enabled(0), "a shared buffer without PFC thresholds");
+    }
+
+    #[test]
     fn received_pause_stops_a_class_for_its_time() {
         let cfg = PortConfig {
             link_bps: 1_000_000_000,
+            pfc: true,
             ..PortConfig::default()
         };
         let tm = TrafficManager::new(1, cfg, None);

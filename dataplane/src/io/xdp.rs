@@ -5,7 +5,8 @@
 //!
 //! The XDP program is xsk-rs's (libxdp's default redirect-to-socket program): it is the only owner
 //! of each port's XDP hook, attached when the socket is made and detached when its last queue
-//! drops. A leftover program from a killed run is removed before binding.
+//! drops. A leftover program from a killed run (recognised by its name, [`OUR_PROGRAM`]) is removed
+//! before binding; any other XDP program on the interface is left alone.
 //!
 //! Buffer ownership: a buffer given to the fill or TX ring is surrendered (its token consumed)
 //! and adopted again when the RX or completion ring returns it, so the kernel and userspace never
@@ -71,14 +72,78 @@ impl std::fmt::Debug for XdpPort {
     }
 }
 
-/// Removes any XDP program left on `ifname` (by a run that was killed).
-pub fn detach_leftover(ifname: &str) {
-    for kind in ["xdp", "xdpgeneric"] {
+/// The name the kernel reports for libxdp's default AF_XDP program, the one xsk-rs attaches to
+/// each port: the only XDP program this switch owns.
+pub const OUR_PROGRAM: &str = "xsk_def_prog";
+
+/// An XDP program attached to an interface, as `ip -d -j link show` reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attached {
+    /// 1 native (driver), 2 generic (skb), 3 offloaded.
+    pub mode: u64,
+    /// The kernel's program id.
+    pub id: u64,
+    /// The program's name.
+    pub name: String,
+}
+
+/// The XDP programs attached to the interfaces in `ip -d -j link show` output.
+pub fn parse_attached(json: &str) -> Vec<Attached> {
+    let Ok(serde_json::Value::Array(links)) = serde_json::from_str(json) else {
+        return Vec::new();
+    };
+    let prog = |mode: Option<u64>, v: &serde_json::Value| {
+        let p = v.get("prog")?;
+        Some(Attached {
+            mode: mode.or_else(|| v.get("mode")?.as_u64())?,
+            id: p.get("id")?.as_u64()?,
+            name: p.get("name")?.as_str()?.to_string(),
+        })
+    };
+    let mut out = Vec::new();
+    for xdp in links.iter().filter_map(|l| l.get("xdp")) {
+        match xdp.get("attached").and_then(|a| a.as_array()) {
+            Some(list) => out.extend(list.iter().filter_map(|a| prog(None, a))),
+            None => out.extend(prog(None, xdp)),
+        }
+    }
+    out
+}
+
+/// The XDP programs attached to `ifname` (empty if `ip` cannot tell).
+pub fn attached(ifname: &str) -> Vec<Attached> {
+    std::process::Command::new("ip")
+        .args(["-d", "-j", "link", "show", "dev", ifname])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map_or_else(Vec::new, |o| {
+            parse_attached(&String::from_utf8_lossy(&o.stdout))
+        })
+}
+
+/// Removes the program a killed run of the switch left on `ifname` ([`OUR_PROGRAM`]), and only
+/// that: other tools' XDP programs are left alone. Returns those (for the error message if the
+/// port then cannot bind).
+pub fn detach_leftover(ifname: &str) -> Vec<Attached> {
+    let mut foreign = Vec::new();
+    for a in attached(ifname) {
+        if a.name != OUR_PROGRAM {
+            foreign.push(a);
+            continue;
+        }
+        let kind = match a.mode {
+            1 => "xdpdrv",
+            3 => "xdpoffload",
+            _ => "xdpgeneric",
+        };
         let _ = std::process::Command::new("ip")
             .args(["link", "set", "dev", ifname, kind, "off"])
             .stderr(std::process::Stdio::null())
             .status();
     }
+    foreign
 }
 
 fn other(e: impl std::fmt::Display) -> io::Error {
@@ -91,7 +156,7 @@ impl XdpPort {
         let (umem, _) = pool
             .as_umem()
             .ok_or_else(|| other("AF_XDP ports need a UMEM pool"))?;
-        detach_leftover(&spec.ifname);
+        let foreign = detach_leftover(&spec.ifname);
         let mut bind = if spec.zero_copy {
             BindFlags::XDP_ZEROCOPY
         } else {
@@ -113,7 +178,14 @@ impl XdpPort {
         // SAFETY: `umem` is the pool's UMEM, and each (interface, queue 0) pair is bound once
         // per switch (ports are distinct interfaces), so the fill and completion rings returned
         // here are this socket's own.
-        let (tx, rx, rings) = unsafe { Socket::new(config, umem, &iface, 0) }.map_err(other)?;
+        let (tx, rx, rings) =
+            unsafe { Socket::new(config, umem, &iface, 0) }.map_err(|e| match foreign.first() {
+                Some(a) => other(format!(
+                    "{e} ({} has another XDP program, {} id {}, which the switch leaves alone)",
+                    spec.ifname, a.name, a.id
+                )),
+                None => other(e),
+            })?;
         let (fill, comp) = rings.ok_or_else(|| other("no fill/completion ring for this socket"))?;
         // Let one sendto() move up to 128 frames (machine.md item 12); best effort.
         let budget: libc::c_int = 128;
@@ -301,4 +373,31 @@ impl XdpPort {
 
 fn index_of(pool: &Pool, d: &FrameDesc) -> u32 {
     (d.addr() / pool.buf_size()) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attached_programs_are_read_from_ip_json() {
+        // Shapes `ip -d -j link show` prints (iproute2 6.1): one program, and two at once.
+        let one = r#"[{"ifname":"p1","xdp":{"mode":2,"prog":{"id":7,"name":"xsk_def_prog"},
+            "attached":[{"mode":2,"prog":{"id":7,"name":"xsk_def_prog"}}]}}]"#;
+        let two = r#"[{"ifname":"p1","xdp":{"mode":4,"attached":[
+            {"mode":1,"prog":{"id":8,"name":"foreign_pass"}},
+            {"mode":2,"prog":{"id":9,"name":"xsk_def_prog"}}]}}]"#;
+        let a = |mode, id, name: &str| Attached {
+            mode,
+            id,
+            name: name.into(),
+        };
+        assert_eq!(parse_attached(one), vec![a(2, 7, OUR_PROGRAM)]);
+        assert_eq!(
+            parse_attached(two),
+            vec![a(1, 8, "foreign_pass"), a(2, 9, OUR_PROGRAM)]
+        );
+        assert!(parse_attached(r#"[{"ifname":"p1"}]"#).is_empty());
+        assert!(parse_attached("not json").is_empty());
+    }
 }

@@ -20,7 +20,7 @@
 
 mod capture;
 mod cpu;
-mod sys;
+pub(crate) mod sys;
 mod worker;
 
 pub use cpu::{AGENT_QUEUE, CpuPort};

@@ -77,3 +77,38 @@ pub(crate) fn clock_ticks_per_sec() -> f64 {
     // SAFETY: sysconf with a constant argument.
     unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64
 }
+
+/// The user id of the process at the other end of connected Unix socket `fd` (SO_PEERCRED: the
+/// credentials it had when it connected).
+pub(crate) fn peer_uid(fd: &impl AsRawFd) -> io::Result<u32> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `cred`, a live ucred of that size, and
+    // stores the length it wrote in `len`; `fd` is kept open by the caller.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&raw mut cred).cast(),
+            &mut len,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if len as usize != std::mem::size_of::<libc::ucred>() {
+        return Err(io::Error::other("short SO_PEERCRED answer"));
+    }
+    Ok(cred.uid)
+}
+
+/// The effective user id of this process.
+pub(crate) fn euid() -> u32 {
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    unsafe { libc::geteuid() }
+}

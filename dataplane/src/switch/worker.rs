@@ -208,7 +208,9 @@ impl WorkerLoop {
         let port = sh.pipeline.config.pktgen_port;
         let mut schedule = std::mem::take(&mut self.schedule);
         let (cache, driver) = (&mut self.cache, &mut self.driver);
-        let next = schedule.run(&sh.pktgen, now, |app, c, batch, packet| {
+        // At most BATCH frames per loop, as many as `run_pending` takes into ingress per loop: a huge
+        // tick is spread over loops instead of stalling the worker (and every table write).
+        let next = schedule.run(&sh.pktgen, now, BATCH as u64, |app, c, batch, packet| {
             let Some(stats) = sh.pktgen.stats(app) else {
                 return;
             };

@@ -129,6 +129,10 @@ struct Args {
     /// Shared buffer: send PFC XON when it falls to this many bytes.
     #[arg(long, default_value_t = 0)]
     pfc_xon: u64,
+    /// Honour PAUSE/PFC frames received on every port (always on with --pfc-xoff; off
+    /// otherwise, so that a peer cannot stop a port not set up for flow control).
+    #[arg(long)]
+    pfc: bool,
     /// Do not run the program's switch-local agent (leave its work to an external controller).
     #[arg(long)]
     no_agent: bool,
@@ -208,6 +212,7 @@ fn run(args: Args) -> Result<(), String> {
         },
         delay_ns: args.port_delay_us * 1000,
         link_bps: args.port_rate.unwrap_or(10_000_000_000),
+        pfc: args.pfc,
     };
     let shared_buffer = args.shared_buffer.map(|total_bytes| SharedBuffer {
         total_bytes,

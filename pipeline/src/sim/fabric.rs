@@ -248,6 +248,8 @@ fn host_port_config(p: &LinkProps) -> PortConfig {
     let mut c = PortConfig {
         max_packets: p.buffer,
         max_bytes: u64::MAX,
+        // Simulated hosts' MACs obey PAUSE/PFC (see `arrive_at_host`).
+        pfc: true,
         ..PortConfig::default()
     };
     Setting::PortRate(p.rate_bps).apply(&mut c);
