@@ -50,6 +50,17 @@ pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
 /// Entities per ReadResponse message.
 const READ_CHUNK: usize = 1000;
 
+/// ReadResponses a Read queues for a slow client before it waits.
+const READ_QUEUE: usize = 4;
+
+/// Most entities one ReadRequest may name (RESOURCE_EXHAUSTED beyond). A 2 MB request could
+/// otherwise repeat a wildcard 300,000 times.
+pub const MAX_READ_ENTITIES: usize = 10_000;
+
+/// Most entities one Read answers (RESOURCE_EXHAUSTED, after that many, beyond): 16 times the
+/// largest table of the programs, far more than all of a switch's state.
+pub const MAX_READ_RESULTS: usize = 1 << 21;
+
 /// Responses queued per stream before packet-ins to it are dropped.
 const STREAM_QUEUE: usize = 4096;
 
@@ -470,17 +481,12 @@ impl P4Runtime for Service {
     ) -> Result<Response<Self::ReadStream>, Status> {
         let inner = self.inner.clone();
         let req = request.into_inner();
-        let entities = tokio::task::spawn_blocking(move || inner.read(&req))
-            .await
-            .map_err(|e| Status::internal(e.to_string()))??;
-        let chunks: Vec<_> = entities.chunks(READ_CHUNK).map(<[_]>::to_vec).collect();
-        let (tx, rx) = mpsc::channel(chunks.len().max(1));
-        if chunks.is_empty() {
-            let _ = tx.try_send(Ok(p4::ReadResponse::default()));
-        }
-        for entities in chunks {
-            let _ = tx.try_send(Ok(p4::ReadResponse { entities }));
-        }
+        inner.check_read(&req)?;
+        // The answer is made on the blocking pool and streamed as it is made, with at most
+        // READ_QUEUE chunks waiting for the client: memory stays bounded however much a request
+        // asks for, and a client that goes away stops the work.
+        let (tx, rx) = mpsc::channel(READ_QUEUE);
+        tokio::task::spawn_blocking(move || inner.read(&req, &tx));
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 
