@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use p4runtime_server::client::Client;
+use p4runtime_server::client::{Client, ClientError};
+use p4runtime_server::proto::google::rpc;
 use p4runtime_server::proto::p4::v1 as p4;
 use p4runtime_server::proto::p4::v1::p4_runtime_client::P4RuntimeClient;
 use p4runtime_server::server::{
@@ -151,4 +152,74 @@ async fn a_huge_read_answer_streams_in_bounded_memory_and_stops_at_the_bound() {
     assert!(largest <= 1000, "chunks of at most 1000 entities: {largest}");
     let grown = rss().saturating_sub(before);
     assert!(grown < 256 << 20, "grew by {} MB", grown >> 20);
+}
+
+/// An l2_exact entry for MAC 02:00:00:00:(i >> 8):(i & 0xff), forwarding to port 1.
+fn l2_insert(f: &Fixture, i: usize) -> p4::Update {
+    use p4::field_match::{Exact, FieldMatchType};
+    let s = f.control.schema();
+    let table = s.tables[s.table_by_name("ingress.l2_exact").unwrap()].id;
+    let action = s.actions[s.action_by_name("ingress.l2_forward").unwrap()].id;
+    let mac = vec![2, 0, 0, 0, (i >> 8) as u8, i as u8];
+    p4::Update {
+        r#type: p4::update::Type::Insert as i32,
+        entity: Some(p4::Entity {
+            entity: Some(E::TableEntry(p4::TableEntry {
+                table_id: table,
+                r#match: vec![p4::FieldMatch {
+                    field_id: 1,
+                    field_match_type: Some(FieldMatchType::Exact(Exact { value: mac })),
+                }],
+                action: Some(p4::TableAction {
+                    r#type: Some(p4::table_action::Type::Action(p4::Action {
+                        action_id: action,
+                        params: vec![p4::action::Param {
+                            param_id: 1,
+                            value: vec![1],
+                        }],
+                    })),
+                }),
+                ..Default::default()
+            })),
+        }),
+    }
+}
+
+/// Issue 10 item 11: a batch of 1,000 updates of which the last fails (a duplicate of the
+/// first). Its error details took 35 KB, over gRPC's default 8 KiB metadata limit, and the
+/// client (tonic with default limits here, p4runtime-shell alike) got no status details at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_errors_of_a_large_batch_reach_a_default_client() {
+    let f = Fixture::new();
+    let mut c = Client::connect(&f.running.addr.to_string(), 1, 1)
+        .await
+        .unwrap();
+    let mut updates: Vec<p4::Update> = (0..999).map(|i| l2_insert(&f, i)).collect();
+    updates.push(l2_insert(&f, 0));
+    let req = p4::WriteRequest {
+        device_id: 1,
+        election_id: Some(p4::Uint128 { high: 0, low: 1 }),
+        updates,
+        ..Default::default()
+    };
+    // A plain tonic client with default limits gets the status and its details.
+    let status = f.raw().await.write(req).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unknown, "{status:?}");
+    let header = status.details().len().div_ceil(3) * 4 + status.message().len();
+    assert!(header < 8000, "{header} bytes of metadata");
+    let details = rpc::Status::decode(status.details()).unwrap();
+    assert!(!details.details.is_empty());
+    assert!(status.message().contains("update 999"), "{}", status.message());
+    // The client library places the failure at its index (fresh keys, the same shape).
+    let mut updates: Vec<p4::Update> = (1000..1999).map(|i| l2_insert(&f, i)).collect();
+    updates.push(l2_insert(&f, 1000));
+    let Err(ClientError::Write { errors, summary }) =
+        c.write(updates, Default::default()).await
+    else {
+        panic!("the batch was accepted")
+    };
+    assert_eq!(errors.len(), 1000, "{summary}");
+    let failed: Vec<usize> = (0..1000).filter(|&i| errors[i].is_some()).collect();
+    assert_eq!(failed, vec![999], "{summary}");
+    assert_eq!(errors[999].as_ref().unwrap().0, Code::AlreadyExists);
 }

@@ -20,6 +20,8 @@ mod read;
 mod stream;
 mod write;
 
+pub use write::UPDATE_INDEX_SPACE;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -64,9 +66,11 @@ pub const MAX_READ_RESULTS: usize = 1 << 21;
 /// Responses queued per stream before packet-ins to it are dropped.
 const STREAM_QUEUE: usize = 4096;
 
-/// Largest encoded error details: `-bin` trailers travel base64-encoded (4/3 larger), and
-/// p4runtime-shell keeps gRPC's default 8 KB limit for all of the metadata.
-const MAX_DETAILS_BYTES: usize = 5 * 1024;
+/// Largest encoded error details (google.rpc.Status) of a failed Write, whatever the batch's
+/// size: `-bin` trailers travel base64-encoded (4/3 larger: 6,828 bytes), the summary travels
+/// again in grpc-message (at most 259 ASCII characters), and p4runtime-shell and tonic keep
+/// gRPC's default limit of 8 KiB for all of a reply's metadata.
+pub const MAX_DETAILS_BYTES: usize = 5 * 1024;
 
 /// How the service reaches the data plane besides the control API.
 pub struct DeviceIo {
