@@ -593,8 +593,48 @@ impl Drop for Running {
     }
 }
 
-/// Starts serving `service` on `addr` (port 0 picks a free port) on a runtime of its own.
+/// TLS for the control channel: PEM files' contents.
+#[derive(Clone, Debug)]
+pub struct Tls {
+    /// The server's certificate chain.
+    pub cert_pem: Vec<u8>,
+    /// The server's private key.
+    pub key_pem: Vec<u8>,
+    /// Mutual TLS: only clients with a certificate issued by one of these CAs are served.
+    pub client_ca_pem: Option<Vec<u8>>,
+}
+
+impl Tls {
+    fn config(&self) -> tonic::transport::ServerTlsConfig {
+        use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+        let mut c =
+            ServerTlsConfig::new().identity(Identity::from_pem(&self.cert_pem, &self.key_pem));
+        if let Some(ca) = &self.client_ca_pem {
+            c = c.client_ca_root(Certificate::from_pem(ca));
+        }
+        c
+    }
+}
+
+/// Starts serving `service` on `addr` (port 0 picks a free port) on a runtime of its own,
+/// in plaintext.
 pub fn serve(service: Service, addr: SocketAddr) -> std::io::Result<Running> {
+    serve_with(service, addr, None)
+}
+
+/// Starts serving as [`serve`] does, over TLS when `tls` is given. A certificate, key or CA that
+/// cannot be used is an error here, before anything listens.
+pub fn serve_with(
+    service: Service,
+    addr: SocketAddr,
+    tls: Option<Tls>,
+) -> std::io::Result<Running> {
+    let tls = tls.map(|t| t.config());
+    if let Some(c) = &tls {
+        tonic::transport::Server::builder()
+            .tls_config(c.clone())
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, tls_error(&e)))?;
+    }
     let std_listener = std::net::TcpListener::bind(addr)?;
     std_listener.set_nonblocking(true)?;
     let addr = std_listener.local_addr()?;
@@ -647,8 +687,17 @@ pub fn serve(service: Service, addr: SocketAddr) -> std::io::Result<Running> {
                     health.set_serving::<P4RuntimeServer<Service>>().await;
                     let mut graceful = shutdown_rx.clone();
                     let mut hard = shutdown_rx;
-                    let serving = tonic::transport::Server::builder()
-                        .tcp_nodelay(true)
+                    let mut builder = tonic::transport::Server::builder().tcp_nodelay(true);
+                    if let Some(c) = tls {
+                        builder = match builder.tls_config(c) {
+                            Ok(b) => b,
+                            Err(e) => {
+                                tracing::error!("P4Runtime TLS: {}", tls_error(&e));
+                                return;
+                            }
+                        };
+                    }
+                    let serving = builder
                         .add_service(health_server)
                         .add_service(server)
                         .serve_with_incoming_shutdown(incoming, async move {
@@ -689,6 +738,17 @@ pub fn serve(service: Service, addr: SocketAddr) -> std::io::Result<Running> {
         shutdown: Some(shutdown),
         threads,
     })
+}
+
+/// A transport error with its causes (tonic's own message is only "transport error").
+fn tls_error(e: &tonic::transport::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        out.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    out
 }
 
 #[cfg(test)]
