@@ -149,7 +149,10 @@ async fn a_huge_read_answer_streams_in_bounded_memory_and_stops_at_the_bound() {
     assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
     assert!(status.message().contains(&MAX_READ_RESULTS.to_string()));
     assert_eq!(got, MAX_READ_RESULTS);
-    assert!(largest <= 1000, "chunks of at most 1000 entities: {largest}");
+    assert!(
+        largest <= 1000,
+        "chunks of at most 1000 entities: {largest}"
+    );
     let grown = rss().saturating_sub(before);
     assert!(grown < 256 << 20, "grew by {} MB", grown >> 20);
 }
@@ -209,12 +212,15 @@ async fn the_errors_of_a_large_batch_reach_a_default_client() {
     assert!(header < 8000, "{header} bytes of metadata");
     let details = rpc::Status::decode(status.details()).unwrap();
     assert!(!details.details.is_empty());
-    assert!(status.message().contains("update 999"), "{}", status.message());
+    assert!(
+        status.message().contains("update 999"),
+        "{}",
+        status.message()
+    );
     // The client library places the failure at its index (fresh keys, the same shape).
     let mut updates: Vec<p4::Update> = (1000..1999).map(|i| l2_insert(&f, i)).collect();
     updates.push(l2_insert(&f, 1000));
-    let Err(ClientError::Write { errors, summary }) =
-        c.write(updates, Default::default()).await
+    let Err(ClientError::Write { errors, summary }) = c.write(updates, Default::default()).await
     else {
         panic!("the batch was accepted")
     };

@@ -65,10 +65,7 @@ fn server(tls: Tls) -> Running {
 
 /// Capabilities over `scheme://localhost:port`, with `tls` if given: the API version, or what
 /// went wrong.
-async fn capabilities(
-    running: &Running,
-    tls: Option<ClientTlsConfig>,
-) -> Result<String, String> {
+async fn capabilities(running: &Running, tls: Option<ClientTlsConfig>) -> Result<String, String> {
     let scheme = if tls.is_some() { "https" } else { "http" };
     let url = format!("{scheme}://localhost:{}", running.addr.port());
     let mut endpoint = Endpoint::from_shared(url)
@@ -116,7 +113,10 @@ async fn tls_serves_trusting_clients_only() {
     assert!(plain.is_err(), "plaintext served: {plain:?}");
     let other = Ca::new("another CA");
     let r = capabilities(&running, Some(client_tls(&other, None))).await;
-    assert!(r.is_err(), "a server certificate from an untrusted CA was accepted");
+    assert!(
+        r.is_err(),
+        "a server certificate from an untrusted CA was accepted"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -135,7 +135,8 @@ async fn mutual_tls_refuses_absent_and_untrusted_client_certificates() {
     let none = capabilities(&running, Some(client_tls(&ca, None))).await;
     assert!(none.is_err(), "served without a client certificate");
     // A certificate of the right name, issued by a CA the switch does not trust.
-    let rogue = Ca::new("pisa controllers CA").issue("controller", ExtendedKeyUsagePurpose::ClientAuth);
+    let rogue =
+        Ca::new("pisa controllers CA").issue("controller", ExtendedKeyUsagePurpose::ClientAuth);
     let r = capabilities(&running, Some(client_tls(&ca, Some(&rogue)))).await;
     assert!(r.is_err(), "served with an untrusted client certificate");
     // The trusted client is still served.

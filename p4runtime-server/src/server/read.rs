@@ -90,7 +90,9 @@ impl Inner {
         let mut sink = ReadSink::new(tx);
         for e in &req.entities {
             let r = match e.entity.as_ref() {
-                None => Err(Status::invalid_argument("read of an entity with nothing set")),
+                None => Err(Status::invalid_argument(
+                    "read of an entity with nothing set",
+                )),
                 Some(entity) => self
                     .read_one(entity, &mut sink)
                     .map_err(EntityError::into_status),

@@ -464,7 +464,13 @@ fn clip(s: &str, max: usize) -> String {
     let mut out: String = s
         .chars()
         .take(max)
-        .map(|c| if c == ' ' || c.is_ascii_graphic() { c } else { '?' })
+        .map(|c| {
+            if c == ' ' || c.is_ascii_graphic() {
+                c
+            } else {
+                '?'
+            }
+        })
         .collect();
     if s.chars().nth(max).is_some() {
         out.push_str("...");
@@ -542,14 +548,17 @@ pub(super) fn error_details(results: &[Result<(), EntityError>], summary: &str) 
             ERROR_TYPE_URL,
             &p4::Error {
                 canonical_code: e.code as i32,
-                message: clip(&format!("update {i}: {}", e.message), MAX_INDEXED_MESSAGE_CHARS),
+                message: clip(
+                    &format!("update {i}: {}", e.message),
+                    MAX_INDEXED_MESSAGE_CHARS,
+                ),
                 space: UPDATE_INDEX_SPACE.into(),
                 code: i32::try_from(i).unwrap_or(i32::MAX),
                 details: None,
             },
         );
-        let cost = 1 + prost::encoding::encoded_len_varint(any.encoded_len() as u64)
-            + any.encoded_len();
+        let cost =
+            1 + prost::encoding::encoded_len_varint(any.encoded_len() as u64) + any.encoded_len();
         if len + cost > MAX_DETAILS_BYTES {
             break;
         }
