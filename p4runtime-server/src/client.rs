@@ -71,22 +71,38 @@ impl From<tonic::Status> for ClientError {
 /// Shorthand.
 pub type Result<T> = std::result::Result<T, ClientError>;
 
-/// The per-update errors carried in a failed Write's `grpc-status-details-bin`.
+/// The per-update errors carried in a failed Write's `grpc-status-details-bin`: one per update
+/// in order (entries past the last failure may be missing), or, for a batch too large for that,
+/// only the failed ones, each naming its index (space [`crate::server::UPDATE_INDEX_SPACE`]).
 pub fn write_errors(status: &tonic::Status) -> Option<Vec<Option<(Code, String)>>> {
     let s = rpc::Status::decode(status.details()).ok()?;
     if s.details.is_empty() {
         return None;
     }
-    Some(
-        s.details
-            .iter()
-            .map(|any| {
-                let e = p4::Error::decode(any.value.as_slice()).unwrap_or_default();
-                (e.canonical_code != 0)
-                    .then(|| (Code::from_i32(e.canonical_code), e.message.clone()))
-            })
-            .collect(),
-    )
+    let errors: Vec<p4::Error> = s
+        .details
+        .iter()
+        .map(|any| p4::Error::decode(any.value.as_slice()).unwrap_or_default())
+        .collect();
+    let entry = |e: &p4::Error| {
+        (e.canonical_code != 0).then(|| (Code::from_i32(e.canonical_code), e.message.clone()))
+    };
+    if errors
+        .iter()
+        .all(|e| e.space == crate::server::UPDATE_INDEX_SPACE)
+    {
+        let mut out = Vec::new();
+        for e in &errors {
+            // A batch has at most a few million updates: no larger index is believed.
+            let i = usize::try_from(e.code).ok().filter(|&i| i < 1 << 24)?;
+            if i >= out.len() {
+                out.resize(i + 1, None);
+            }
+            out[i] = entry(e);
+        }
+        return Some(out);
+    }
+    Some(errors.iter().map(entry).collect())
 }
 
 /// How long a client waits for each kind of call.
@@ -498,13 +514,17 @@ impl Client {
             ..Default::default()
         };
         let rpc = &mut self.rpc;
+        let n = req.updates.len();
         within(&self.addr, "Write", self.deadlines.call, async {
             match rpc.write(req).await {
                 Ok(_) => Ok(()),
                 Err(status) => match write_errors(&status) {
-                    Some(errors) => Err(ClientError::Write {
+                    Some(mut errors) => Err(ClientError::Write {
                         summary: status.message().to_string(),
-                        errors,
+                        errors: {
+                            errors.resize(n.max(errors.len()), None);
+                            errors
+                        },
                     }),
                     None => Err(ClientError::Rpc(status)),
                 },

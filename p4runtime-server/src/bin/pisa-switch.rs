@@ -14,7 +14,7 @@ use dataplane::io::xdp::{XdpMode, XdpSpec};
 use dataplane::switch::{PortIo, PortSpec, Switch, SwitchConfig};
 use dataplane::tm::{PortConfig, Shaping, SharedBuffer};
 use p4runtime_server::arbitration::Election;
-use p4runtime_server::server::{DeviceIo, ServerConfig, Service, serve};
+use p4runtime_server::server::{DeviceIo, ServerConfig, Service, Tls, serve_with};
 use pipeline::metadata::PortId;
 use pipeline::runtime::{Config, Pipeline};
 
@@ -84,6 +84,17 @@ struct Args {
     /// Serve P4Runtime here (`none` to not serve it).
     #[arg(long, default_value = "127.0.0.1:9559")]
     grpc_addr: String,
+    /// Serve P4Runtime over TLS with this certificate chain (PEM); needs --tls-key. Without it
+    /// the control channel is plaintext.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Mutual TLS: serve only clients whose certificate one of these CAs (PEM) issued; needs
+    /// --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
     /// P4Runtime primary election rule.
     #[arg(long, value_enum, default_value = "spec")]
     election_compat: ElectionArg,
@@ -148,6 +159,19 @@ fn parse_port(s: &str) -> Result<(PortId, String), String> {
         return Err("port numbers are 0..=510 (9 bits, 511 is reserved)".into());
     }
     Ok((n, name.to_string()))
+}
+
+/// The TLS files the flags name, read.
+fn tls_files(args: &Args) -> Result<Option<Tls>, String> {
+    let read = |p: &PathBuf| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+    let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
+        return Ok(None);
+    };
+    Ok(Some(Tls {
+        cert_pem: read(cert)?,
+        key_pem: read(key)?,
+        client_ca_pem: args.tls_client_ca.as_ref().map(read).transpose()?,
+    }))
 }
 
 fn main() {
@@ -262,9 +286,16 @@ fn run(args: Args) -> Result<(), String> {
             },
         };
         let service = Service::new(sw.pipeline().control.clone(), io, config);
-        let running = serve(service, addr).map_err(|e| format!("P4Runtime on {addr}: {e}"))?;
+        let tls = tls_files(&args)?;
+        let security = match &tls {
+            None => "plaintext",
+            Some(t) if t.client_ca_pem.is_some() => "mutual TLS",
+            Some(_) => "TLS",
+        };
+        let running =
+            serve_with(service, addr, tls).map_err(|e| format!("P4Runtime on {addr}: {e}"))?;
         tracing::info!(
-            "P4Runtime on {} (device id {})",
+            "P4Runtime on {} ({security}, device id {})",
             running.addr,
             args.device_id
         );

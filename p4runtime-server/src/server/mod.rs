@@ -20,6 +20,8 @@ mod read;
 mod stream;
 mod write;
 
+pub use write::UPDATE_INDEX_SPACE;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -50,12 +52,25 @@ pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
 /// Entities per ReadResponse message.
 const READ_CHUNK: usize = 1000;
 
+/// ReadResponses a Read queues for a slow client before it waits.
+const READ_QUEUE: usize = 4;
+
+/// Most entities one ReadRequest may name (RESOURCE_EXHAUSTED beyond). A 2 MB request could
+/// otherwise repeat a wildcard 300,000 times.
+pub const MAX_READ_ENTITIES: usize = 10_000;
+
+/// Most entities one Read answers (RESOURCE_EXHAUSTED, after that many, beyond): 16 times the
+/// largest table of the programs, far more than all of a switch's state.
+pub const MAX_READ_RESULTS: usize = 1 << 21;
+
 /// Responses queued per stream before packet-ins to it are dropped.
 const STREAM_QUEUE: usize = 4096;
 
-/// Largest encoded error details: `-bin` trailers travel base64-encoded (4/3 larger), and
-/// p4runtime-shell keeps gRPC's default 8 KB limit for all of the metadata.
-const MAX_DETAILS_BYTES: usize = 5 * 1024;
+/// Largest encoded error details (google.rpc.Status) of a failed Write, whatever the batch's
+/// size: `-bin` trailers travel base64-encoded (4/3 larger: 6,828 bytes), the summary travels
+/// again in grpc-message (at most 259 ASCII characters), and p4runtime-shell and tonic keep
+/// gRPC's default limit of 8 KiB for all of a reply's metadata.
+pub const MAX_DETAILS_BYTES: usize = 5 * 1024;
 
 /// How the service reaches the data plane besides the control API.
 pub struct DeviceIo {
@@ -470,17 +485,12 @@ impl P4Runtime for Service {
     ) -> Result<Response<Self::ReadStream>, Status> {
         let inner = self.inner.clone();
         let req = request.into_inner();
-        let entities = tokio::task::spawn_blocking(move || inner.read(&req))
-            .await
-            .map_err(|e| Status::internal(e.to_string()))??;
-        let chunks: Vec<_> = entities.chunks(READ_CHUNK).map(<[_]>::to_vec).collect();
-        let (tx, rx) = mpsc::channel(chunks.len().max(1));
-        if chunks.is_empty() {
-            let _ = tx.try_send(Ok(p4::ReadResponse::default()));
-        }
-        for entities in chunks {
-            let _ = tx.try_send(Ok(p4::ReadResponse { entities }));
-        }
+        inner.check_read(&req)?;
+        // The answer is made on the blocking pool and streamed as it is made, with at most
+        // READ_QUEUE chunks waiting for the client: memory stays bounded however much a request
+        // asks for, and a client that goes away stops the work.
+        let (tx, rx) = mpsc::channel(READ_QUEUE);
+        tokio::task::spawn_blocking(move || inner.read(&req, &tx));
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 
@@ -583,8 +593,48 @@ impl Drop for Running {
     }
 }
 
-/// Starts serving `service` on `addr` (port 0 picks a free port) on a runtime of its own.
+/// TLS for the control channel: PEM files' contents.
+#[derive(Clone, Debug)]
+pub struct Tls {
+    /// The server's certificate chain.
+    pub cert_pem: Vec<u8>,
+    /// The server's private key.
+    pub key_pem: Vec<u8>,
+    /// Mutual TLS: only clients with a certificate issued by one of these CAs are served.
+    pub client_ca_pem: Option<Vec<u8>>,
+}
+
+impl Tls {
+    fn config(&self) -> tonic::transport::ServerTlsConfig {
+        use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+        let mut c =
+            ServerTlsConfig::new().identity(Identity::from_pem(&self.cert_pem, &self.key_pem));
+        if let Some(ca) = &self.client_ca_pem {
+            c = c.client_ca_root(Certificate::from_pem(ca));
+        }
+        c
+    }
+}
+
+/// Starts serving `service` on `addr` (port 0 picks a free port) on a runtime of its own,
+/// in plaintext.
 pub fn serve(service: Service, addr: SocketAddr) -> std::io::Result<Running> {
+    serve_with(service, addr, None)
+}
+
+/// Starts serving as [`serve`] does, over TLS when `tls` is given. A certificate, key or CA that
+/// cannot be used is an error here, before anything listens.
+pub fn serve_with(
+    service: Service,
+    addr: SocketAddr,
+    tls: Option<Tls>,
+) -> std::io::Result<Running> {
+    let tls = tls.map(|t| t.config());
+    if let Some(c) = &tls {
+        tonic::transport::Server::builder()
+            .tls_config(c.clone())
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, tls_error(&e)))?;
+    }
     let std_listener = std::net::TcpListener::bind(addr)?;
     std_listener.set_nonblocking(true)?;
     let addr = std_listener.local_addr()?;
@@ -637,8 +687,17 @@ pub fn serve(service: Service, addr: SocketAddr) -> std::io::Result<Running> {
                     health.set_serving::<P4RuntimeServer<Service>>().await;
                     let mut graceful = shutdown_rx.clone();
                     let mut hard = shutdown_rx;
-                    let serving = tonic::transport::Server::builder()
-                        .tcp_nodelay(true)
+                    let mut builder = tonic::transport::Server::builder().tcp_nodelay(true);
+                    if let Some(c) = tls {
+                        builder = match builder.tls_config(c) {
+                            Ok(b) => b,
+                            Err(e) => {
+                                tracing::error!("P4Runtime TLS: {}", tls_error(&e));
+                                return;
+                            }
+                        };
+                    }
+                    let serving = builder
                         .add_service(health_server)
                         .add_service(server)
                         .serve_with_incoming_shutdown(incoming, async move {
@@ -679,6 +738,17 @@ pub fn serve(service: Service, addr: SocketAddr) -> std::io::Result<Running> {
         shutdown: Some(shutdown),
         threads,
     })
+}
+
+/// A transport error with its causes (tonic's own message is only "transport error").
+fn tls_error(e: &tonic::transport::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        out.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    out
 }
 
 #[cfg(test)]

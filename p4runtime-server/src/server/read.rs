@@ -3,32 +3,131 @@
 
 use super::*;
 
+/// Where a Read's entities go: into chunks of [`READ_CHUNK`], each sent as it fills (waiting
+/// while the client is [`READ_QUEUE`] chunks behind), up to [`MAX_READ_RESULTS`] in all.
+pub(super) struct ReadSink<'a> {
+    tx: &'a mpsc::Sender<Result<p4::ReadResponse, Status>>,
+    buf: Vec<p4::Entity>,
+    total: usize,
+    sent_any: bool,
+    /// The client went away.
+    closed: bool,
+    /// More than [`MAX_READ_RESULTS`] entities: the rest is dropped.
+    exceeded: bool,
+}
+
+impl<'a> ReadSink<'a> {
+    fn new(tx: &'a mpsc::Sender<Result<p4::ReadResponse, Status>>) -> Self {
+        ReadSink {
+            tx,
+            buf: Vec::with_capacity(READ_CHUNK),
+            total: 0,
+            sent_any: false,
+            closed: false,
+            exceeded: false,
+        }
+    }
+
+    fn push(&mut self, e: p4::Entity) {
+        if self.stopped() {
+            return;
+        }
+        if self.total == MAX_READ_RESULTS {
+            self.exceeded = true;
+            return;
+        }
+        self.total += 1;
+        self.buf.push(e);
+        if self.buf.len() == READ_CHUNK {
+            self.flush();
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        self.closed || self.exceeded
+    }
+
+    fn flush(&mut self) {
+        if self.buf.is_empty() || self.closed {
+            return;
+        }
+        let entities = std::mem::replace(&mut self.buf, Vec::with_capacity(READ_CHUNK));
+        self.send(Ok(p4::ReadResponse { entities }));
+    }
+
+    fn send(&mut self, r: Result<p4::ReadResponse, Status>) {
+        self.sent_any = true;
+        if self.tx.blocking_send(r).is_err() {
+            self.closed = true;
+        }
+    }
+}
+
 impl Inner {
-    pub(super) fn read(&self, req: &p4::ReadRequest) -> Result<Vec<p4::Entity>, Status> {
+    /// What a Read is refused for as a whole, before any work.
+    pub(super) fn check_read(&self, req: &p4::ReadRequest) -> Result<(), Status> {
         self.check_device(req.device_id)?;
         Self::check_role(&req.role)?;
-        self.control.set_now((self.io.clock)());
-        let mut out = Vec::new();
-        for e in &req.entities {
-            let entity = e
-                .entity
-                .as_ref()
-                .ok_or_else(|| Status::invalid_argument("read of an entity with nothing set"))?;
-            self.read_one(entity, &mut out)
-                .map_err(EntityError::into_status)?;
+        if req.entities.len() > MAX_READ_ENTITIES {
+            return Err(Status::resource_exhausted(format!(
+                "a ReadRequest may name at most {MAX_READ_ENTITIES} entities, this one names {} \
+                 (split it)",
+                req.entities.len()
+            )));
         }
-        Ok(out)
+        Ok(())
+    }
+
+    /// Answers `req` (already checked by [`Inner::check_read`]) on `tx`: the entities in
+    /// chunks, then an error if an entity cannot be read or the answer would exceed
+    /// [`MAX_READ_RESULTS`] entities.
+    pub(super) fn read(
+        &self,
+        req: &p4::ReadRequest,
+        tx: &mpsc::Sender<Result<p4::ReadResponse, Status>>,
+    ) {
+        self.control.set_now((self.io.clock)());
+        let mut sink = ReadSink::new(tx);
+        for e in &req.entities {
+            let r = match e.entity.as_ref() {
+                None => Err(Status::invalid_argument(
+                    "read of an entity with nothing set",
+                )),
+                Some(entity) => self
+                    .read_one(entity, &mut sink)
+                    .map_err(EntityError::into_status),
+            };
+            if let Err(status) = r {
+                sink.flush();
+                sink.send(Err(status));
+                return;
+            }
+            if sink.stopped() {
+                break;
+            }
+        }
+        if sink.exceeded {
+            sink.flush();
+            sink.send(Err(Status::resource_exhausted(format!(
+                "a Read answers at most {MAX_READ_RESULTS} entities: read less at once"
+            ))));
+            return;
+        }
+        sink.flush();
+        if !sink.sent_any {
+            sink.send(Ok(p4::ReadResponse::default()));
+        }
     }
 
     pub(super) fn read_one(
         &self,
         entity: &p4::entity::Entity,
-        out: &mut Vec<p4::Entity>,
+        out: &mut ReadSink<'_>,
     ) -> Result<(), EntityError> {
         use p4::entity::Entity as E;
         let schema = &self.schema;
         let c = &self.control;
-        let push = |out: &mut Vec<p4::Entity>, e: E| out.push(p4::Entity { entity: Some(e) });
+        let push = |out: &mut ReadSink<'_>, e: E| out.push(p4::Entity { entity: Some(e) });
         let nonzero = |id: u32| (id != 0).then_some(id);
         match entity {
             E::TableEntry(te) => {
