@@ -488,8 +488,8 @@ fn error_any(type_url: &str, e: &p4::Error) -> prost_types::Any {
 /// The encoded google.rpc.Status of a failed Write, at most [`MAX_DETAILS_BYTES`]: the first of
 /// these forms that fits.
 /// 1. One p4.v1.Error per update, in order, with messages (what p4runtime.md item 12 asks).
-/// 2. The same with the successful updates' details in the shortest type URL; then also without
-///    the failures' messages (about 320 updates fit).
+/// 2. The same with every detail in the shortest type URL; then also without the failures'
+///    messages (about 230 failing updates, or 320 updates in all, fit).
 /// 3. The same, ending at the last failure (clients skip OK details, so the missing trailing ones
 ///    tell them nothing less).
 /// 4. Only the failed updates, in order, as many as fit: each with space
@@ -515,12 +515,14 @@ pub(super) fn error_details(results: &[Result<(), EntityError>], summary: &str) 
         },
         ..Default::default()
     };
-    let positional = |results: &[Result<(), EntityError>], ok_url: &str, with_messages: bool| {
+    // Clients unpack by the name after the type URL's last `/`, so the short URL serves every
+    // entry of the compact forms, failures included (150 failures then take ~3 KB, not ~6).
+    let positional = |results: &[Result<(), EntityError>], url: &str, with_messages: bool| {
         results
             .iter()
             .map(|r| match r {
-                Ok(()) => error_any(ok_url, &p4::Error::default()),
-                Err(e) => error_any(ERROR_TYPE_URL, &error(e, with_messages)),
+                Ok(()) => error_any(url, &p4::Error::default()),
+                Err(e) => error_any(url, &error(e, with_messages)),
             })
             .collect::<Vec<_>>()
     };
