@@ -1,0 +1,262 @@
+//! The traffic manager's tests: limits, priority, shaping, ECN, pauses, the shared buffer and PFC.
+
+use super::*;
+
+fn pkt(len: u32, qid: u8, ingress: PortId) -> Queued<u32> {
+    let mut meta = StdMeta::new(ingress, len as usize, 0);
+    meta.qid = qid;
+    Queued { buf: 0, len, meta }
+}
+
+fn drain(tm: &TrafficManager<u32>, tx: &mut TxState<u32>, now: u64) -> Vec<Queued<u32>> {
+    let mut out = Vec::new();
+    while let Dequeued::Packet(p) = tm.dequeue(tx, now) {
+        out.push(p);
+    }
+    out
+}
+
+#[test]
+fn tail_drop_at_the_packet_limit_and_depth_metadata() {
+    let cfg = PortConfig {
+        max_packets: 3,
+        ..PortConfig::default()
+    };
+    let tm = TrafficManager::new(2, cfg, None);
+    let mut depths = Vec::new();
+    for _ in 0..5 {
+        match tm.enqueue(1, pkt(100, 0, 0), 10) {
+            Ok(a) => depths.push(a.depth),
+            Err((_, r)) => assert_eq!(r, Refused::QueueFull),
+        }
+    }
+    assert_eq!(depths, vec![0, 1, 2]);
+    assert_eq!(tm.depth(1, 0), (3, 300));
+    assert_eq!(tm.stats(1)[0], (3, 2, 0));
+    let mut tx = tm.tx_state(1);
+    let out = drain(&tm, &mut tx, 25);
+    let md: Vec<(u32, u32, u64)> = out
+        .iter()
+        .map(|p| (p.meta.enq_qdepth, p.meta.deq_qdepth, p.meta.deq_timedelta))
+        .collect();
+    assert_eq!(md, vec![(0, 2, 15), (1, 1, 15), (2, 0, 15)]);
+    assert_eq!(tm.depth(1, 0), (0, 0));
+}
+
+#[test]
+fn byte_limit_drops_too() {
+    let cfg = PortConfig {
+        max_bytes: 250,
+        ..PortConfig::default()
+    };
+    let tm = TrafficManager::new(1, cfg, None);
+    assert!(tm.enqueue(0, pkt(100, 0, 0), 0).is_ok());
+    assert!(tm.enqueue(0, pkt(100, 0, 0), 0).is_ok());
+    assert!(tm.enqueue(0, pkt(100, 0, 0), 0).is_err());
+    assert!(tm.enqueue(0, pkt(50, 0, 0), 0).is_ok());
+}
+
+#[test]
+fn strict_priority_serves_the_highest_queue_first() {
+    let tm = TrafficManager::new(1, PortConfig::default(), None);
+    for (i, q) in [0u8, 3, 7, 3, 0].into_iter().enumerate() {
+        let mut p = pkt(64, q, 0);
+        p.buf = i as u32;
+        tm.enqueue(0, p, 0).unwrap();
+    }
+    let mut tx = tm.tx_state(0);
+    let order: Vec<u32> = drain(&tm, &mut tx, 1).iter().map(|p| p.buf).collect();
+    assert_eq!(order, vec![2, 1, 3, 0, 4]);
+}
+
+#[test]
+fn packet_rate_shaping_spaces_departures() {
+    let cfg = PortConfig {
+        shaping: Shaping::PacketsPerSec(1000),
+        burst: 1,
+        ..PortConfig::default()
+    };
+    let tm = TrafficManager::new(1, cfg, None);
+    for _ in 0..10 {
+        tm.enqueue(0, pkt(64, 0, 0), 0).unwrap();
+    }
+    let mut tx = tm.tx_state(0);
+    let mut now = 1;
+    let mut sent_at = Vec::new();
+    while sent_at.len() < 10 {
+        match tm.dequeue(&mut tx, now) {
+            Dequeued::Packet(_) => sent_at.push(now),
+            Dequeued::Wait { at } => now = at,
+            Dequeued::Empty => panic!("lost packets"),
+        }
+    }
+    // One packet per ms after the first.
+    assert_eq!(sent_at.last().unwrap() - sent_at[0], 9_000_000);
+}
+
+#[test]
+fn bit_rate_shaping_matches_the_configured_rate() {
+    let rate = 100_000_000u64; // 100 Mb/s
+    let cfg = PortConfig {
+        shaping: Shaping::BitsPerSec(rate),
+        burst: 1500,
+        max_packets: 10_000,
+        max_bytes: u64::MAX,
+        ..PortConfig::default()
+    };
+    let tm = TrafficManager::new(1, cfg, None);
+    for _ in 0..5000 {
+        tm.enqueue(0, pkt(1500, 0, 0), 0).unwrap();
+    }
+    let mut tx = tm.tx_state(0);
+    let (mut now, mut bytes, first) = (1u64, 0u64, 1u64);
+    loop {
+        match tm.dequeue(&mut tx, now) {
+            Dequeued::Packet(p) => bytes += u64::from(p.len),
+            Dequeued::Wait { at } => now = at,
+            Dequeued::Empty => break,
+        }
+    }
+    let measured = bytes as f64 * 8.0 / ((now - first) as f64 / 1e9);
+    assert!(
+        (measured / rate as f64 - 1.0).abs() < 0.01,
+        "{measured} b/s"
+    );
+}
+
+#[test]
+fn ecn_marking_above_threshold() {
+    let cfg = PortConfig {
+        ecn_threshold: Some(2),
+        ..PortConfig::default()
+    };
+    let tm = TrafficManager::new(1, cfg, None);
+    let marks: Vec<bool> = (0..4)
+        .map(|_| tm.enqueue(0, pkt(64, 0, 0), 0).unwrap().mark_ecn)
+        .collect();
+    assert_eq!(marks, vec![false, false, true, true]);
+    assert_eq!(tm.stats(0)[0].2, 2);
+}
+
+#[test]
+fn received_pause_is_honoured_only_where_pfc_is_enabled() {
+    let tm = TrafficManager::new(2, PortConfig::default(), None);
+    tm.configure(
+        1,
+        PortConfig {
+            pfc: true,
+            ..PortConfig::default()
+        },
+    );
+    assert!(!tm.pfc_enabled(0) && tm.pfc_enabled(1));
+    for port in 0..2 {
+        tm.enqueue(port, pkt(64, 0, 0), 0).unwrap();
+        let honoured = tm.pause_received(port, 0xff, [0xffff; 8], 1_000);
+        let mut tx = tm.tx_state(port);
+        let sent = matches!(tm.dequeue(&mut tx, 2_000), Dequeued::Packet(_));
+        assert_eq!((honoured, sent), (port == 1, port == 0), "port {port}");
+    }
+    // A shared buffer with PFC thresholds turns it on everywhere, whatever the port says.
+    let sb = SharedBuffer {
+        total_bytes: 1 << 20,
+        xoff_bytes: Some(1000),
+        xon_bytes: 500,
+        pause_quanta: 0xffff,
+    };
+    let tm = TrafficManager::<u32>::new(1, PortConfig::default(), Some(sb));
+    assert!(tm.pfc_enabled(0));
+    let sb = SharedBuffer {
+        xoff_bytes: None,
+        ..sb
+    };
+    let tm = TrafficManager::<u32>::new(1, PortConfig::default(), Some(sb));
+    assert!(!tm.pfc_enabled(0), "a shared buffer without PFC thresholds");
+}
+
+#[test]
+fn received_pause_stops_a_class_for_its_time() {
+    let cfg = PortConfig {
+        link_bps: 1_000_000_000,
+        pfc: true,
+        ..PortConfig::default()
+    };
+    let tm = TrafficManager::new(1, cfg, None);
+    tm.enqueue(0, pkt(64, 3, 0), 0).unwrap();
+    tm.enqueue(0, pkt(64, 1, 0), 0).unwrap();
+    // 1000 quanta x 512 bits at 1 Gb/s = 512 us.
+    tm.pause_received(0, 1 << 3, [0, 0, 0, 1000, 0, 0, 0, 0], 1_000);
+    let mut tx = tm.tx_state(0);
+    match tm.dequeue(&mut tx, 2_000) {
+        Dequeued::Packet(p) => assert_eq!(p.meta.qid, 1, "class 1 is not paused"),
+        other => panic!("{other:?}"),
+    }
+    match tm.dequeue(&mut tx, 2_000) {
+        Dequeued::Wait { at } => assert_eq!(at, 1_000 + 512_000),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(tm.dequeue(&mut tx, 513_000), Dequeued::Packet(_)));
+    // XON (quanta 0) resumes at once.
+    tm.enqueue(0, pkt(64, 3, 0), 0).unwrap();
+    tm.pause_received(0, 1 << 3, [0, 0, 0, 5000, 0, 0, 0, 0], 600_000);
+    tm.pause_received(0, 1 << 3, [0; 8], 600_001);
+    assert!(matches!(tm.dequeue(&mut tx, 600_002), Dequeued::Packet(_)));
+}
+
+#[test]
+fn shared_buffer_generates_pfc_xoff_and_xon() {
+    let sb = SharedBuffer {
+        total_bytes: 10_000,
+        xoff_bytes: Some(3_000),
+        xon_bytes: 1_000,
+        pause_quanta: 0xffff,
+    };
+    let tm = TrafficManager::new(3, PortConfig::default(), Some(sb));
+    // Ingress port 1, class 2, towards egress port 2.
+    for _ in 0..2 {
+        tm.enqueue(2, pkt(1000, 2, 1), 0).unwrap();
+    }
+    assert_eq!(tm.pfc_to_send(1), None);
+    tm.enqueue(2, pkt(1000, 2, 1), 0).unwrap();
+    let (vector, quanta) = tm.pfc_to_send(1).expect("xoff");
+    assert_eq!(vector, 0xff);
+    assert_eq!(quanta[2], 0xffff);
+    assert_eq!(tm.pfc_paused_classes(1), 1 << 2);
+    assert_eq!(tm.pfc_to_send(1), None, "sent once");
+    // Draining below XON resumes.
+    let mut tx = tm.tx_state(2);
+    drain(&tm, &mut tx, 1);
+    let (_, quanta) = tm.pfc_to_send(1).expect("xon");
+    assert_eq!(quanta, [0; 8]);
+    // The pool is bounded.
+    for _ in 0..10 {
+        tm.enqueue(2, pkt(1000, 0, 0), 0).unwrap();
+    }
+    assert!(matches!(
+        tm.enqueue(2, pkt(1000, 0, 0), 0),
+        Err((_, Refused::BufferFull))
+    ));
+}
+
+#[test]
+fn depth_counts_packets_from_every_thread() {
+    let cfg = PortConfig {
+        max_packets: 100_000,
+        max_bytes: u64::MAX,
+        ..PortConfig::default()
+    };
+    let tm = std::sync::Arc::new(TrafficManager::<u32>::new(1, cfg, None));
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let tm = tm.clone();
+            std::thread::spawn(move || {
+                for _ in 0..10_000 {
+                    tm.enqueue(0, pkt(64, 0, 0), 0).unwrap();
+                }
+            })
+        })
+        .collect();
+    handles.into_iter().for_each(|h| h.join().unwrap());
+    assert_eq!(tm.depth(0, 0), (40_000, 40_000 * 64));
+    let mut tx = tm.tx_state(0);
+    assert_eq!(drain(&tm, &mut tx, 1).len(), 40_000);
+}
