@@ -491,7 +491,7 @@ impl Sim {
                 Event::SwitchTurn { sw } => {
                     if self.switches[sw].turn_at == Some(self.now) {
                         self.switches[sw].turn_at = None;
-                        self.switch_turn(sw);
+                        self.switch_turn(sw, None);
                     }
                 }
                 Event::HostTurn { host } => {
@@ -523,30 +523,16 @@ impl Sim {
 
     fn arrive_at_switch(&mut self, sw: usize, port: PortId, frame: Frame) {
         self.hops += 1;
-        let now = self.now;
-        let s = &mut self.switches[sw];
-        if let Some(st) = s.stats.get_mut(usize::from(port)) {
+        if let Some(st) = self.switches[sw].stats.get_mut(usize::from(port)) {
             st.rx_packets += 1;
         }
-        let mut env = SwitchEnv {
-            bufs: &mut self.bufs,
-            peer: &s.peer,
-            stats: &mut s.stats,
-            cpu_port: s.pipeline.config.cpu_port,
-        };
-        s.driver.begin_batch();
-        if s.driver.receive(&mut env, &s.tm, port, frame, now) == Received::Pause
-            && let Some(st) = s.stats.get_mut(usize::from(port))
-        {
-            st.pfc_received += 1;
-        }
-        s.driver.end_batch();
-        self.switch_turn(sw);
+        self.switch_turn(sw, Some((port, frame)));
     }
 
-    /// Runs switch `sw`'s packet path at the current time: packets waiting for ingress, then
-    /// every port's transmit side and the CPU port; frames leave on their links.
-    fn switch_turn(&mut self, sw: usize) {
+    /// Runs switch `sw`'s packet path at the current time, in one batch: the frame arriving on
+    /// a port, if any, packets waiting for ingress, then every port's transmit side and the CPU
+    /// port; frames leave on their links.
+    fn switch_turn(&mut self, sw: usize, arriving: Option<(PortId, Frame)>) {
         let now = self.now;
         let mut next: Option<u64> = None;
         let mut departures = Vec::new();
@@ -560,6 +546,12 @@ impl Sim {
                 cpu_port: s.pipeline.config.cpu_port,
             };
             s.driver.begin_batch();
+            if let Some((port, frame)) = arriving
+                && s.driver.receive(&mut env, &s.tm, port, frame, now) == Received::Pause
+                && let Some(st) = env.stats.get_mut(usize::from(port))
+            {
+                st.pfc_received += 1;
+            }
             loop {
                 s.driver.run_pending(&mut env, &s.tm, now, usize::MAX);
                 for tx in &mut s.ports {
