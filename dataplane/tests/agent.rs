@@ -7,8 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use dataplane::agent::AgentThread;
-use dataplane::io::mem;
-use dataplane::switch::{PortIo, PortSpec, Switch, SwitchConfig};
+use dataplane::switch::{PortSpec, Switch, SwitchConfig};
 use etherparse::PacketBuilder;
 use pipeline::agent::{Agent, AgentCx};
 use pipeline::commands::{Command, parse_line};
@@ -86,16 +85,7 @@ fn the_agent_gets_packet_ins_and_digests_and_its_writes_reach_the_workers() {
                 .all(Result::is_ok)
         );
     }
-    let mut ports = Vec::new();
-    let mut links = Vec::new();
-    for id in 1..=2u16 {
-        let (p, l) = mem::pair().unwrap();
-        ports.push(PortSpec {
-            id,
-            io: PortIo::Mem(p),
-        });
-        links.push(l);
-    }
+    let (ports, links) = PortSpec::mem_pairs(1..=2).unwrap();
     let sw = Switch::start(
         pipe,
         ports,

@@ -84,16 +84,7 @@ fn udp_to(port: u8, len: usize) -> Vec<u8> {
 }
 
 fn start(config: SwitchConfig) -> (Switch, Vec<MemLink>) {
-    let mut ports = Vec::new();
-    let mut links = Vec::new();
-    for id in 1..=4u16 {
-        let (p, l) = mem::pair().unwrap();
-        ports.push(PortSpec {
-            id,
-            io: PortIo::Mem(p),
-        });
-        links.push(l);
-    }
+    let (ports, links) = PortSpec::mem_pairs(1..=4).unwrap();
     (Switch::start(basic(), ports, config).unwrap(), links)
 }
 

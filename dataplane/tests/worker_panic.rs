@@ -6,8 +6,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dataplane::io::mem;
-use dataplane::switch::{PortIo, PortSpec, Switch, SwitchConfig};
+use dataplane::switch::{PortSpec, Switch, SwitchConfig};
 use pipeline::frame::Frame;
 use pipeline::metadata::StdMeta;
 use pipeline::program::{Ctx, Program};
@@ -36,16 +35,7 @@ const CHILD: &str = "PISA_WORKER_PANIC_CHILD";
 fn child() -> ! {
     let schema = Arc::new(SchemaBuilder::new("buggy", "0").build().unwrap());
     let pipe = Pipeline::new(Arc::new(Buggy { schema }), 1, Config::default());
-    let mut ports = Vec::new();
-    let mut links = Vec::new();
-    for id in 1..=2u16 {
-        let (p, l) = mem::pair().unwrap();
-        ports.push(PortSpec {
-            id,
-            io: PortIo::Mem(p),
-        });
-        links.push(l);
-    }
+    let (ports, links) = PortSpec::mem_pairs(1..=2).unwrap();
     let cfg = SwitchConfig {
         workers: 1,
         ..SwitchConfig::default()

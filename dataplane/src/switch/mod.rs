@@ -82,6 +82,25 @@ pub struct PortSpec {
     pub io: PortIo,
 }
 
+impl PortSpec {
+    /// In-memory ports `ids`, each with the far end of its link (tests, generators).
+    pub fn mem_pairs(
+        ids: impl IntoIterator<Item = PortId>,
+    ) -> io::Result<(Vec<PortSpec>, Vec<crate::io::mem::MemLink>)> {
+        let mut ports = Vec::new();
+        let mut links = Vec::new();
+        for id in ids {
+            let (p, l) = crate::io::mem::pair()?;
+            ports.push(PortSpec {
+                id,
+                io: PortIo::Mem(p),
+            });
+            links.push(l);
+        }
+        Ok((ports, links))
+    }
+}
+
 /// Settings of a switch.
 #[derive(Clone, Debug)]
 pub struct SwitchConfig {
