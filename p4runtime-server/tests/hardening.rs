@@ -2,7 +2,6 @@
 //! `basic`'s control plane, as `service.rs` does.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use p4runtime_server::client::{Client, ClientError};
 use p4runtime_server::proto::google::rpc;
@@ -29,13 +28,7 @@ impl Fixture {
         let program = pipeline::program::by_name("basic").unwrap();
         let pipe = Pipeline::new(program, 1, Config::default());
         let control = pipe.control.clone();
-        let (_in_tx, in_rx) = crossbeam::channel::unbounded();
-        let epoch = Instant::now();
-        let io = DeviceIo {
-            packet_out: Box::new(|_| true),
-            packet_in: in_rx,
-            clock: Arc::new(move || epoch.elapsed().as_nanos() as u64),
-        };
+        let io = DeviceIo::detached();
         let service = Service::new(control.clone(), io, ServerConfig::default());
         let running = serve(service, "127.0.0.1:0".parse().unwrap()).unwrap();
         Fixture { running, control }

@@ -83,13 +83,7 @@ async fn health_answers_within_100ms_during_a_large_write_and_a_large_read() {
     let program = pipeline::program::by_name("basic").unwrap();
     let pipe = Pipeline::new(program, 1, Config::default());
     let control = pipe.control.clone();
-    let (_in_tx, in_rx) = crossbeam::channel::unbounded();
-    let epoch = Instant::now();
-    let io = DeviceIo {
-        packet_out: Box::new(|_| true),
-        packet_in: in_rx,
-        clock: Arc::new(move || epoch.elapsed().as_nanos() as u64),
-    };
+    let io = DeviceIo::detached();
     let service = Service::new(control.clone(), io, ServerConfig::default());
     let running = serve(service, "127.0.0.1:0".parse().unwrap()).unwrap();
     let addr = running.addr.to_string();

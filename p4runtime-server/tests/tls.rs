@@ -1,7 +1,6 @@
 //! Issue 10 item 13: the control channel over TLS and mutual TLS, with a throwaway CA, server
 //! and client certificates made here.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use p4runtime_server::proto::p4::v1 as p4;
@@ -53,12 +52,7 @@ impl Ca {
 fn server(tls: Tls) -> Running {
     let program = pipeline::program::by_name("basic").unwrap();
     let pipe = Pipeline::new(program, 1, Config::default());
-    let (_in_tx, in_rx) = crossbeam::channel::unbounded();
-    let io = DeviceIo {
-        packet_out: Box::new(|_| true),
-        packet_in: in_rx,
-        clock: Arc::new(|| 0),
-    };
+    let io = DeviceIo::detached();
     let service = Service::new(pipe.control.clone(), io, ServerConfig::default());
     serve_with(service, "127.0.0.1:0".parse().unwrap(), Some(tls)).unwrap()
 }
@@ -148,12 +142,7 @@ async fn mutual_tls_refuses_absent_and_untrusted_client_certificates() {
 fn unusable_tls_files_fail_before_serving() {
     let program = pipeline::program::by_name("basic").unwrap();
     let pipe = Pipeline::new(program, 1, Config::default());
-    let (_in_tx, in_rx) = crossbeam::channel::unbounded();
-    let io = DeviceIo {
-        packet_out: Box::new(|_| true),
-        packet_in: in_rx,
-        clock: Arc::new(|| 0),
-    };
+    let io = DeviceIo::detached();
     let service = Service::new(pipe.control.clone(), io, ServerConfig::default());
     let tls = Tls {
         cert_pem: b"not a certificate".to_vec(),

@@ -84,6 +84,19 @@ pub struct DeviceIo {
     pub clock: Arc<dyn Fn() -> u64 + Send + Sync>,
 }
 
+impl DeviceIo {
+    /// A device with no data plane behind it (tests, control-plane-only tools): packet-outs are
+    /// accepted and dropped, no packet-in ever comes, and the clock counts from now.
+    pub fn detached() -> DeviceIo {
+        let epoch = std::time::Instant::now();
+        DeviceIo {
+            packet_out: Box::new(|_| true),
+            packet_in: crossbeam::channel::never(),
+            clock: Arc::new(move || u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)),
+        }
+    }
+}
+
 impl std::fmt::Debug for DeviceIo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DeviceIo").finish_non_exhaustive()
