@@ -13,8 +13,10 @@
 //! act_prof_create_group <profile> <group_id> [<member_id>[:<weight>]...]
 //! mc_group_create <group_id> <port>[:<rid>]...
 //! mirroring_add <session_id> <port> [<truncate_bytes>]
+//! mirroring_add_replicas <session_id> <port>[:<rid>]...
 //! register_write <register> <index> <value>
 //! meter_set <meter> <index> <cir> <cburst> <pir> <pburst>
+//! meter_set_direct <table> <key...> [<priority>] => <cir> <cburst> <pir> <pburst>
 //! ```
 //!
 //! Keys give one value per match field, in order: exact `v`; LPM `v/len`; ternary `v&&&mask`;
@@ -385,6 +387,52 @@ pub fn parse_line(schema: &Schema, line: &str) -> Result<Command, ParseError> {
                 Entity::CloneSession {
                     session_id,
                     session,
+                },
+            ))
+        }
+        "mirroring_add_replicas" => {
+            let session_id = number(w.get(1).copied().unwrap_or(""), "session id")?;
+            let replicas = w[2.min(w.len())..]
+                .iter()
+                .map(|r| replica(r))
+                .collect::<Result<_, _>>()?;
+            let session = CloneSession {
+                replicas,
+                class_of_service: 0,
+                truncate: 0,
+            };
+            Ok(update(
+                UpdateKind::Insert,
+                Entity::CloneSession {
+                    session_id,
+                    session,
+                },
+            ))
+        }
+        "meter_set_direct" => {
+            let table = l.table(1)?;
+            let (key, rates) = l.split_arrow(2)?;
+            let [cir, cburst, pir, pburst] = rates else {
+                return err("meter_set_direct: expected => <cir> <cburst> <pir> <pburst>");
+            };
+            let (matches, priority) = l.key(table, key)?;
+            let entry = TableEntry {
+                table_id: schema.tables[table].id,
+                matches,
+                priority,
+                ..TableEntry::default()
+            };
+            let config = MeterConfig {
+                cir: number(cir, "cir")?,
+                cburst: number(cburst, "cburst")?,
+                pir: number(pir, "pir")?,
+                pburst: number(pburst, "pburst")?,
+            };
+            Ok(update(
+                UpdateKind::Modify,
+                Entity::DirectMeter {
+                    entry,
+                    config: Some(config),
                 },
             ))
         }

@@ -6,6 +6,7 @@
 //!         -> TM enqueue (tail drop, ECN mark, shared buffer / PFC accounting)
 //! transmit -> PFC frames -> TM dequeue (priority, shaping, pauses) -> egress
 //!         -> PRE (E2E clone, recirculate) -> propagation delay -> ready to send
+//! recirculation port (loopback): TM dequeue -> egress -> back to ingress
 //! ```
 //!
 //! The data plane's workers and the simulators ([`crate::sim`]) both run packets through a
@@ -402,6 +403,41 @@ impl<B> Driver<B> {
                 env.emitted(port, &md);
                 deliver(frame_bytes(env, &f));
                 env.free(f.buf);
+            }
+        }
+        busy
+    }
+
+    /// The recirculation port's turn (Tofino's loopback port): dequeues up to `budget` packets
+    /// queued for it (egress_spec or clone replicas naming the recirculation port), runs egress
+    /// on each with `egress_port` = that port, and sends what egress emits back to ingress as a
+    /// recirculated packet (bridged metadata kept, the recirculation count raised, so a loop
+    /// ends at the runtime's cap). Returns whether it did work.
+    pub fn transmit_loopback<E: Env<Buf = B>>(
+        &mut self,
+        env: &mut E,
+        tm: &TrafficManager<Pkt<B>>,
+        tx: &mut TxState<Pkt<B>>,
+        now: u64,
+        budget: usize,
+    ) -> bool {
+        let mut busy = false;
+        for _ in 0..budget {
+            let Dequeued::Packet(q) = tm.dequeue(tx, now) else {
+                break;
+            };
+            busy = true;
+            let port = q.meta.egress_port;
+            if let Some((f, md)) = self.egress(env, tm, q, now) {
+                env.emitted(port, &md);
+                if md.recirc_count >= self.worker.max_recirculations() {
+                    self.worker
+                        .count_drop(DropReason::RecircLimit, u32::try_from(f.len).unwrap_or(0));
+                    env.free(f.buf);
+                    continue;
+                }
+                let rmd = self.worker.prepare_recirculate(&md, f.len, now);
+                self.again.push_back((f, rmd));
             }
         }
         busy

@@ -310,6 +310,11 @@ impl Worker {
         verdict
     }
 
+    /// Most recirculations plus resubmits of one packet.
+    pub fn max_recirculations(&self) -> u8 {
+        self.pipeline.config.max_recirculations
+    }
+
     /// Metadata of a packet recirculated after egress.
     pub fn prepare_recirculate(&self, md: &StdMeta, len: usize, now_ns: u64) -> StdMeta {
         StdMeta {

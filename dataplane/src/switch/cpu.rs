@@ -1,5 +1,6 @@
 //! The CPU port: the controller side (packet-ins out, packet-outs in), worker 0's transmit turn
-//! for it, and the copy of packet-ins and digests the switch-local agent gets.
+//! for it, and the copy of packet-ins and digests the switch-local agent gets; and worker 0's
+//! turn for the recirculation (loopback) port.
 
 use super::worker::DpEnv;
 use super::*;
@@ -82,6 +83,23 @@ impl WorkerLoop {
                 }
             });
         self.cpu_tx = Some(tx);
+        busy
+    }
+
+    /// The recirculation port's turn: what egress emits there re-enters ingress on the next
+    /// pass.
+    pub(super) fn transmit_loopback(&mut self, sh: &Shared, now: u64) -> bool {
+        let port = sh.pipeline.config.recirc_port;
+        let mut tx = self.loop_tx.take().unwrap_or_else(|| sh.tm.tx_state(port));
+        let mut env = DpEnv {
+            sh,
+            cache: &mut self.cache,
+            me: self.id,
+        };
+        let busy = self
+            .driver
+            .transmit_loopback(&mut env, &sh.tm, &mut tx, now, BATCH);
+        self.loop_tx = Some(tx);
         busy
     }
 }

@@ -263,6 +263,7 @@ impl Switch {
             per_worker[i % workers].push(p);
         }
         owner[usize::from(cpu_port)] = 0;
+        owner[usize::from(pipeline.config.recirc_port)] = 0;
         let pcap = capture::open(config.pcap_dir.as_deref(), &ids, nports)?;
         // One socket per interface: a second would break the first's XDP program and rings.
         let mut names = std::collections::HashSet::new();

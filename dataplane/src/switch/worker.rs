@@ -98,6 +98,8 @@ pub(super) struct WorkerLoop {
     rx: Vec<Frame>,
     /// Worker 0: the CPU port's transmit state.
     pub(super) cpu_tx: Option<TxState<Frame>>,
+    /// Worker 0: the recirculation (loopback) port's transmit state.
+    pub(super) loop_tx: Option<TxState<Frame>>,
     /// Worker 0: the packet generator's schedule.
     schedule: Schedule,
 }
@@ -121,6 +123,7 @@ impl WorkerLoop {
             cache: LocalCache::default(),
             rx: Vec::with_capacity(BATCH),
             cpu_tx: None,
+            loop_tx: None,
             schedule: Schedule::default(),
         }
     }
@@ -181,6 +184,7 @@ impl WorkerLoop {
             }
             if self.id == 0 {
                 busy |= self.transmit_cpu(sh, now);
+                busy |= self.transmit_loopback(sh, now);
             }
             if busy && sh.agent_attached.load(Ordering::Relaxed) {
                 sh.ring_agent_doorbell();

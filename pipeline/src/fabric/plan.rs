@@ -58,22 +58,41 @@ pub fn routed(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchP
     Ok(all)
 }
 
-/// The plan of every switch, by name. Routes are per host (/32 and /128): at the host's own
-/// switch to its port, elsewhere to every neighbour one hop closer (a group when there are
-/// several).
-pub fn plan(t: &Topology) -> BTreeMap<String, SwitchPlan> {
-    let switch_index: HashMap<&str, usize> = t
-        .switches
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.name.as_str(), i))
-        .collect();
-    let host_index: HashMap<&str, usize> = t
-        .hosts
-        .iter()
-        .enumerate()
-        .map(|(i, h)| (h.name.as_str(), i))
-        .collect();
+/// The traffic-manager settings of switch `name`'s ports, from their links.
+pub fn tm_lines(t: &Topology, name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (p, (_, props)) in t.ports().get(name).into_iter().flatten() {
+        out.push(format!("set_port_rate {} {p}", props.rate_bps));
+        out.push(format!("set_queue_depth {} {p}", props.buffer));
+        if props.delay_us > 0 {
+            out.push(format!("set_port_delay {} {p}", props.delay_us));
+        }
+    }
+    out
+}
+
+/// The MAC at the far end of each port of switch `name`.
+pub fn neighbour_macs(t: &Topology, name: &str) -> BTreeMap<u16, [u8; 6]> {
+    let ports = t.ports();
+    ports
+        .get(name)
+        .into_iter()
+        .flatten()
+        .map(|(p, (other, _))| {
+            let mac = match other {
+                End::Switch(n, _) => {
+                    switch_mac(t.switches.iter().position(|s| &s.name == n).unwrap_or(0))
+                }
+                End::Host(h) => host_mac(t.hosts.iter().position(|x| &x.name == h).unwrap_or(0)),
+            };
+            (*p, mac)
+        })
+        .collect()
+}
+
+/// For every switch, by name: each reachable host (its index in `t.hosts`) with the ports one
+/// hop closer to it (the host's own port at its switch; every equal-cost neighbour elsewhere).
+pub fn next_hops(t: &Topology) -> BTreeMap<String, Vec<(usize, BTreeSet<u16>)>> {
     let ports = t.ports();
     let mut adj: HashMap<&str, Vec<(u16, &str)>> = HashMap::new();
     for (s, ps) in &ports {
@@ -91,33 +110,8 @@ pub fn plan(t: &Topology) -> BTreeMap<String, SwitchPlan> {
     let mut out = BTreeMap::new();
     for sw in &t.switches {
         let me = sw.name.as_str();
-        let my_mac = mac_text(switch_mac(switch_index[me]));
-        let mut plan = SwitchPlan::default();
-        let my_ports = &ports[me];
-        for (p, (_, props)) in my_ports {
-            plan.tm
-                .push(format!("set_port_rate {} {p}", props.rate_bps));
-            plan.tm
-                .push(format!("set_queue_depth {} {p}", props.buffer));
-            if props.delay_us > 0 {
-                plan.tm
-                    .push(format!("set_port_delay {} {p}", props.delay_us));
-            }
-        }
-        // One member per port: set_nhop to whatever is at its other end.
-        for (p, (other, _)) in my_ports {
-            let dmac = match other {
-                End::Switch(n, _) => switch_mac(switch_index[n.as_str()]),
-                End::Host(h) => host_mac(host_index[h.as_str()]),
-            };
-            plan.routes.push(format!(
-                "act_prof_create_member ecmp_selector {p} set_nhop {} {my_mac} {p}",
-                mac_text(dmac)
-            ));
-        }
-        let mut groups: BTreeMap<BTreeSet<u16>, u32> = BTreeMap::new();
-        let mut routes = Vec::new();
-        for h in &t.hosts {
+        let mut hops = Vec::new();
+        for (hi, h) in t.hosts.iter().enumerate() {
             let Some((attach, port)) = t.host_attachment(&h.name) else {
                 continue;
             };
@@ -136,14 +130,52 @@ pub fn plan(t: &Topology) -> BTreeMap<String, SwitchPlan> {
                     .map(|(p, _)| *p)
                     .collect()
             };
+            if !next.is_empty() {
+                hops.push((hi, next));
+            }
+        }
+        out.insert(sw.name.clone(), hops);
+    }
+    out
+}
+
+/// The plan of every switch, by name. Routes are per host (/32 and /128): at the host's own
+/// switch to its port, elsewhere to every neighbour one hop closer (a group when there are
+/// several).
+pub fn plan(t: &Topology) -> BTreeMap<String, SwitchPlan> {
+    let switch_index: HashMap<&str, usize> = t
+        .switches
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.name.as_str(), i))
+        .collect();
+    let hops = next_hops(t);
+    let mut out = BTreeMap::new();
+    for sw in &t.switches {
+        let me = sw.name.as_str();
+        let my_mac = mac_text(switch_mac(switch_index[me]));
+        let mut plan = SwitchPlan {
+            tm: tm_lines(t, me),
+            ..SwitchPlan::default()
+        };
+        // One member per port: set_nhop to whatever is at its other end.
+        for (p, dmac) in neighbour_macs(t, me) {
+            plan.routes.push(format!(
+                "act_prof_create_member ecmp_selector {p} set_nhop {} {my_mac} {p}",
+                mac_text(dmac)
+            ));
+        }
+        let mut groups: BTreeMap<BTreeSet<u16>, u32> = BTreeMap::new();
+        let mut routes = Vec::new();
+        for (hi, next) in &hops[me] {
+            let h = &t.hosts[*hi];
             let (verb, target) = match next.len() {
-                0 => continue, // unreachable
                 1 => ("table_indirect_add", u32::from(*next.first().unwrap_or(&0))),
                 _ => {
                     let n = groups.len() as u32 + 1;
                     (
                         "table_indirect_add_with_group",
-                        *groups.entry(next).or_insert(n),
+                        *groups.entry(next.clone()).or_insert(n),
                     )
                 }
             };

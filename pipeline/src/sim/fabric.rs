@@ -135,6 +135,8 @@ struct SimSwitch {
     stats: Vec<PortStats>,
     cpu_tx: TxState<Frame>,
     cpu_packets: u64,
+    /// The recirculation (loopback) port's transmit side.
+    loop_tx: TxState<Frame>,
     /// The pending turn, if one is scheduled.
     turn_at: Option<u64>,
     /// The switch-local agent, in virtual time.
@@ -179,6 +181,7 @@ struct SwitchEnv<'a> {
     peer: &'a [Option<(usize, Peer)>],
     stats: &'a mut [PortStats],
     cpu_port: PortId,
+    recirc_port: PortId,
 }
 
 impl Buffers for SwitchEnv<'_> {
@@ -203,6 +206,7 @@ impl Buffers for SwitchEnv<'_> {
 impl Env for SwitchEnv<'_> {
     fn has_port(&self, port: PortId) -> bool {
         port == self.cpu_port
+            || port == self.recirc_port
             || self
                 .peer
                 .get(usize::from(port))
@@ -326,6 +330,7 @@ impl Sim {
             }
             let seed = opts.seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
             let cpu_tx = tm.tx_state(pipeline.config.cpu_port);
+            let loop_tx = tm.tx_state(pipeline.config.recirc_port);
             switches.push(SimSwitch {
                 name: s.name.clone(),
                 driver: Driver::new(Worker::new(pipeline.clone(), 0, seed)),
@@ -336,6 +341,7 @@ impl Sim {
                 stats: vec![PortStats::default(); nports],
                 cpu_tx,
                 cpu_packets: 0,
+                loop_tx,
                 turn_at: None,
                 agent: None,
                 tick_at: None,
@@ -544,6 +550,7 @@ impl Sim {
                 peer: &s.peer,
                 stats: &mut s.stats,
                 cpu_port: s.pipeline.config.cpu_port,
+                recirc_port: s.pipeline.config.recirc_port,
             };
             s.driver.begin_batch();
             if let Some((port, frame)) = arriving
@@ -552,10 +559,13 @@ impl Sim {
             {
                 st.pfc_received += 1;
             }
+            // Until nothing moves: a port's egress may clone to the CPU or loopback port, and
+            // the loopback feeds ingress, which may queue for any port.
             loop {
-                s.driver.run_pending(&mut env, &s.tm, now, usize::MAX);
+                let mut busy = s.driver.run_pending(&mut env, &s.tm, now, usize::MAX);
                 for tx in &mut s.ports {
-                    let (_, n) = s.driver.transmit(&mut env, &s.tm, tx, now, usize::MAX);
+                    let (b, n) = s.driver.transmit(&mut env, &s.tm, tx, now, usize::MAX);
+                    busy |= b;
                     next = match (next, n) {
                         (Some(a), Some(b)) => Some(a.min(b)),
                         (a, b) => a.or(b),
@@ -563,16 +573,20 @@ impl Sim {
                     let id = tx.id();
                     departures.extend(tx.out.drain(..).map(|f| (id, f)));
                 }
+                busy |=
+                    s.driver
+                        .transmit_loopback(&mut env, &s.tm, &mut s.loop_tx, now, usize::MAX);
                 let agent = s.agent.is_some();
-                s.driver
-                    .transmit_cpu(&mut env, &s.tm, &mut s.cpu_tx, now, usize::MAX, |f| {
-                        if agent {
-                            punted.push(f.to_vec());
-                        } else {
-                            punted.push(Vec::new());
-                        }
-                    });
-                if !s.driver.pending() {
+                busy |=
+                    s.driver
+                        .transmit_cpu(&mut env, &s.tm, &mut s.cpu_tx, now, usize::MAX, |f| {
+                            if agent {
+                                punted.push(f.to_vec());
+                            } else {
+                                punted.push(Vec::new());
+                            }
+                        });
+                if !busy && !s.driver.pending() {
                     break;
                 }
             }

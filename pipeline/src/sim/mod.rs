@@ -17,7 +17,7 @@ use std::sync::Arc;
 use crate::driver::{Buffers, Driver, Env, Pkt, PortTx, frame_bytes};
 use crate::metadata::{InstanceType, PortId, StdMeta};
 use crate::runtime::{Pipeline, Worker};
-use crate::tm::{PortConfig, TrafficManager};
+use crate::tm::{PortConfig, TrafficManager, TxState};
 
 /// Bytes in front of a frame in a simulated buffer (as in the data plane's pool).
 pub const HEADROOM: usize = 256;
@@ -149,6 +149,8 @@ impl Env for OneSwitch {
 #[derive(Debug)]
 pub struct SimSwitch {
     driver: Driver<Vec<u8>>,
+    recirc_port: PortId,
+    loop_tx: TxState<Pkt<Vec<u8>>>,
     tm: TrafficManager<Pkt<Vec<u8>>>,
     tx: Vec<Option<PortTx<Vec<u8>>>>,
     env: OneSwitch,
@@ -158,9 +160,12 @@ impl SimSwitch {
     /// A switch running `pipeline` with one worker.
     pub fn new(pipeline: Arc<Pipeline>) -> Self {
         let ports = 1usize << crate::metadata::PORT_BITS;
+        let tm = TrafficManager::new(ports, PortConfig::default(), None);
         SimSwitch {
+            recirc_port: pipeline.config.recirc_port,
+            loop_tx: tm.tx_state(pipeline.config.recirc_port),
             driver: Driver::new(Worker::new(pipeline, 0, 0x5eed)),
-            tm: TrafficManager::new(ports, PortConfig::default(), None),
+            tm,
             tx: (0..ports).map(|_| None).collect(),
             env: OneSwitch {
                 ports,
@@ -198,6 +203,11 @@ impl SimSwitch {
             let Some(slot) = self.tx.get_mut(usize::from(p)) else {
                 continue;
             };
+            if p == self.recirc_port {
+                // The loopback: what egress emits there re-enters ingress.
+                driver.transmit_loopback(env, tm, &mut self.loop_tx, now_ns, usize::MAX);
+                continue;
+            }
             let tx = slot.get_or_insert_with(|| PortTx::new(tm, p));
             driver.transmit(env, tm, tx, now_ns, usize::MAX);
             for f in tx.out.drain(..) {
