@@ -8,6 +8,7 @@
 
 pub mod basic;
 pub mod ecmp;
+pub mod p4te;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -78,6 +79,20 @@ pub static REGISTRY: &[Entry] = &[
         build: ecmp::build,
         plan: ecmp::plan,
         agent: None,
+    },
+    Entry {
+        name: "p4te",
+        about: "P4TE: in-band monitoring, load-aware flowlet routing and fake-ACK rate control",
+        build: p4te::build,
+        plan: p4te::plan::plan,
+        agent: Some(p4te::agent::build),
+    },
+    Entry {
+        name: "p4te-nra",
+        about: "P4TE without rate adaptation (the same program; its plan turns FACKs off)",
+        build: p4te::build,
+        plan: p4te::plan::plan_nra,
+        agent: Some(p4te::agent::build),
     },
 ];
 
