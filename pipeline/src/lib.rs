@@ -19,6 +19,7 @@ pub mod metadata;
 pub mod p4info;
 pub mod pre;
 pub mod program;
+pub mod resources;
 pub mod runtime;
 pub mod schema;
 pub mod sim;

@@ -91,8 +91,21 @@ fn tcp_v4(
     ts: Option<(u32, u32)>,
     payload: &[u8],
 ) -> Vec<u8> {
+    tcp_v4_to([10, 0, 2, 1], tos, seq, ack, window, ts, payload)
+}
+
+/// The same, to `dst`.
+fn tcp_v4_to(
+    dst: [u8; 4],
+    tos: u8,
+    seq: u32,
+    ack: u32,
+    window: u16,
+    ts: Option<(u32, u32)>,
+    payload: &[u8],
+) -> Vec<u8> {
     let b = PacketBuilder::ethernet2([2, 0xee, 0, 0, 0, 0], [2, 0x5e, 0, 0, 0, 2])
-        .ipv4([10, 0, 1, 1], [10, 0, 2, 1], 64)
+        .ipv4([10, 0, 1, 1], dst, 64)
         .tcp(40000, 5001, seq, window)
         .ack(ack);
     let b = match ts {
@@ -695,4 +708,38 @@ fn the_plan_programs_leaf_spine_and_fat_tree() {
     }
     let mut sim = Sim::new(&ft, Options::new(10_000_000, 1)).unwrap();
     sim.run();
+}
+
+#[test]
+fn fack_anti_repeat_holds_when_the_source_leaf_is_also_the_destination_leaf() {
+    // h1 -> h2 under one leaf: the leaf sets flag (a) and is also the last hop. The flag must
+    // survive to this leaf's own egress (a regression: clearing it in ingress made every
+    // segment a FACK).
+    let (pipe, mut sw) = source_leaf(10_000);
+    let mut now = 1_000_000_000u64;
+    // h2's real ACK to h1 (so FACKs can be patched).
+    let mut ack = ack_v4(1_000_000, 2000, (555, 666));
+    ack[26..30].copy_from_slice(&[10, 0, 1, 2]);
+    set_tos(&mut ack, 0);
+    fix_tcp(&mut ack);
+    sw.inject(2, &ack, now);
+    let mut facks = 0;
+    for k in 0..20u32 {
+        now += 1_000_000;
+        let seq = 1_000_000 + k * 1400;
+        let data = tcp_v4_to([10, 0, 1, 2], 0x10, seq, 7000, 500, None, &[0; 1400]);
+        for o in sw.inject(1, &data, now) {
+            if o.port == 1 {
+                facks += 1;
+            } else {
+                assert_eq!(o.port, 2);
+                assert_eq!(o.bytes[15], 0x10, "h2 gets its packet without flags");
+            }
+        }
+    }
+    assert_eq!(facks, 3, "one FACK per 10,000 bytes");
+    assert_eq!(
+        reg(&pipe.control, "ingress.rc_seq", rc_cell(&pipe)),
+        1_022_400
+    );
 }

@@ -147,6 +147,10 @@ struct Args {
     /// Do not run the program's switch-local agent (leave its work to an external controller).
     #[arg(long)]
     no_agent: bool,
+    /// Print what the program would need on an RMT/Tofino-class target (stages, PHV, SRAM,
+    /// TCAM) and exit.
+    #[arg(long)]
+    resources: bool,
     /// Log level (error, warn, info, debug, trace).
     #[arg(long, default_value = "info")]
     log_level: String,
@@ -194,6 +198,17 @@ fn run(args: Args) -> Result<(), String> {
             pipeline::program::names().collect::<Vec<_>>().join(", ")
         )
     })?;
+    if args.resources {
+        let layout = program.layout().ok_or_else(|| {
+            format!(
+                "program {} declares no table dependency graph for an estimate",
+                args.program
+            )
+        })?;
+        let e = pipeline::resources::estimate(program.schema(), &layout)?;
+        print!("{}", pipeline::resources::report(&args.program, &e));
+        return Ok(());
+    }
     let workers = args
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));

@@ -36,6 +36,12 @@ pub trait Program: Send + Sync + std::fmt::Debug + 'static {
     /// The egress control, on one copy bound for `md.egress_port`. May set `md.drop`,
     /// `md.clone_session` (E2E) or `md.recirculate`.
     fn egress(&self, cx: &mut Ctx<'_>, pkt: &mut Frame<'_>, md: &mut StdMeta);
+
+    /// Its table dependency graph and PHV fields, for an RMT resource estimate
+    /// ([`crate::resources`]), if it declares them.
+    fn layout(&self) -> Option<crate::resources::Layout> {
+        None
+    }
 }
 
 /// A fabric plan: given the whole topology and the switches that run the program, what each of

@@ -20,7 +20,7 @@
 //! 6. Toward a host port (this is the destination leaf, or the source leaf of the reverse
 //!    direction): a FACK is patched from the last real ACK of its flow ([`fack::patch`]) and
 //!    `rcSeq` updated; a real ACK is remembered (`ingress.last_ack`, `last_win`, `last_tsval`,
-//!    `last_tsecr`); data loses flags (a) and (b).
+//!    `last_tsecr`).
 //!
 //! **Egress** on a data port
 //! 1. MACs from `egress.port_mac`.
@@ -33,6 +33,7 @@
 //! 3. **T4** [P §4.3, §6.1.5] with `egress.rate_control[0]` = 1: a tagged data segment without
 //!    flags, with `incomingPacketColor` YELLOW, on a RED link → DEC, on a GREEN link → INC; the
 //!    packet gets flag (b) and a clone is recirculated to become the FACK.
+//! 4. Toward a host port: the packet loses flags (a) and (b).
 //!
 //! One egress clone session carries every copy a packet needs: session [`SESSION_BASE`] + mask
 //! (1: feedback to the CPU, replica id 1; 2: utilisation copy to the recirculation port, id 2;
@@ -46,6 +47,7 @@
 
 pub mod agent;
 pub mod fack;
+pub mod layout;
 pub mod parse;
 pub mod plan;
 
@@ -597,6 +599,10 @@ impl Program for P4te {
         &self.schema
     }
 
+    fn layout(&self) -> Option<crate::resources::Layout> {
+        Some(layout::layout())
+    }
+
     fn ingress(&self, cx: &mut Ctx<'_>, pkt: &mut Frame<'_>, md: &mut StdMeta) {
         let ids = &self.ids;
         let now = md.ingress_global_timestamp;
@@ -679,10 +685,7 @@ impl Program for P4te {
                 md.mark_to_drop(ids.fack_unpatched);
                 return;
             }
-            if !p.is_fack() && p.tos & (FLAG_A | FLAG_B) != 0 {
-                p.tos &= !(FLAG_A | FLAG_B);
-                parse::set_tos(pkt.data_mut(), &p, p.tos);
-            } else if p.is_fack() {
+            if p.is_fack() {
                 // Patched: the marks are gone.
                 p.tos = 0;
             }
@@ -725,22 +728,36 @@ impl Program for P4te {
             mask |= 2;
         }
         let mut act = 0u64;
-        if cx.register(ids.rate_control).read(0).unwrap_or(0) != 0
-            && let Ok(mut p) = parse::parse(pkt.data())
+        let to_host = cx
+            .register(ids.edge_port)
+            .read(usize::from(port))
+            .unwrap_or(0)
+            != 0;
+        if let Ok(mut p) = parse::parse(pkt.data())
             && p.class().is_some()
-            && p.tos & (FLAG_A | FLAG_B) == 0
-            && let Some(_t) = p.tcp_data()
         {
-            let incoming = Color::from_value(md.bridged[0] & 3).unwrap_or(Color::Green);
-            if let Some(a) = rate_decision(incoming, color) {
-                p.tos |= FLAG_B;
+            if cx.register(ids.rate_control).read(0).unwrap_or(0) != 0
+                && p.tos & (FLAG_A | FLAG_B) == 0
+                && p.tcp_data().is_some()
+            {
+                let incoming = Color::from_value(md.bridged[0] & 3).unwrap_or(Color::Green);
+                if let Some(a) = rate_decision(incoming, color) {
+                    p.tos |= FLAG_B;
+                    parse::set_tos(pkt.data_mut(), &p, p.tos);
+                    mask |= 4;
+                    act = if a == Action::Increase { 2 } else { 1 };
+                    cx.count(ids.facks, (act - 1) as usize);
+                    cx.trace(|| {
+                        format!("p4te rate control {a:?} incoming={incoming:?} link={color:?}")
+                    });
+                }
+            }
+            // The last hop: the host gets its packet without P4TE's flags. (Clearing them any
+            // earlier, in ingress, would let this very egress take a flagged packet for a
+            // candidate.)
+            if to_host && p.tos & (FLAG_A | FLAG_B) != 0 {
+                p.tos &= !(FLAG_A | FLAG_B);
                 parse::set_tos(pkt.data_mut(), &p, p.tos);
-                mask |= 4;
-                act = if a == Action::Increase { 2 } else { 1 };
-                cx.count(ids.facks, (act - 1) as usize);
-                cx.trace(|| {
-                    format!("p4te rate control {a:?} incoming={incoming:?} link={color:?}")
-                });
             }
         }
         if mask != 0 {
