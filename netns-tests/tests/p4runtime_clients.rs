@@ -48,7 +48,7 @@ struct Rig {
 }
 
 impl Rig {
-    fn new(tag: &str, grpc_port: u16) -> Rig {
+    fn new(tag: &str, grpc_port: u16, program: &str) -> Rig {
         let ns = Netns::new(tag).expect("namespace");
         // No IPv6 on the test's interfaces: the kernel's router solicitations and MLD reports
         // would be stray frames for PTF's verify_no_other_packets.
@@ -80,7 +80,7 @@ impl Rig {
         std::fs::create_dir_all(&dir).unwrap();
         let log = dir.join("switch.log");
         let grpc = format!("127.0.0.1:{grpc_port}");
-        let mut args: Vec<String> = ["--program", "basic", "--io", "af-packet"]
+        let mut args: Vec<String> = ["--program", program, "--io", "af-packet"]
             .iter()
             .map(|s| s.to_string())
             .collect();
@@ -189,20 +189,27 @@ fn python_dir() -> PathBuf {
     repo_root().join("netns-tests/python")
 }
 
-fn p4info() -> PathBuf {
-    repo_root().join("pipeline/p4info/basic.txt")
+fn p4info(program: &str) -> PathBuf {
+    repo_root().join(format!("pipeline/p4info/{program}.txt"))
 }
 
 /// Runs a client script of netns-tests/python with `venv`'s python and the usual arguments.
-fn script_client(tag: &str, venv: &str, script: &str, grpc_port: u16, timeout: Duration) {
+fn script_client(
+    tag: &str,
+    venv: &str,
+    script: &str,
+    program: &str,
+    grpc_port: u16,
+    timeout: Duration,
+) {
     let py = venv_python(venv);
-    let rig = Rig::new(tag, grpc_port);
+    let rig = Rig::new(tag, grpc_port, program);
     let cmd = format!(
         "'{}' '{}' --grpc-addr {} --device-id {DEVICE_ID} --p4info '{}' --bin '{}' --ports {}",
         py.display(),
         python_dir().join(script).display(),
         rig.grpc,
-        p4info().display(),
+        p4info(program).display(),
         rig.dummy_bin().display(),
         ports_arg()
     );
@@ -221,6 +228,7 @@ fn p4runtime_shell_client() {
         "sh",
         "shell",
         "shell_test.py",
+        "basic",
         9559,
         Duration::from_secs(110),
     );
@@ -232,8 +240,23 @@ fn finsy_client() {
         "fy",
         "finsy",
         "finsy_test.py",
+        "basic",
         9560,
         Duration::from_secs(100),
+    );
+}
+
+/// P4TE (issue 12): p4runtime-shell writes every table of `p4te` and reads every table,
+/// register, counter and meter back.
+#[test]
+fn p4runtime_shell_reads_every_p4te_table_and_register() {
+    script_client(
+        "s4",
+        "shell",
+        "shell_p4te.py",
+        "p4te",
+        9562,
+        Duration::from_secs(110),
     );
 }
 
@@ -241,12 +264,12 @@ fn finsy_client() {
 fn ptf_suite() {
     let py = venv_python("ptf");
     let ptf = py.with_file_name("ptf");
-    let rig = Rig::new("pt", 9561);
+    let rig = Rig::new("pt", 9561, "basic");
     let ifaces: String = (1..=PORTS).map(|i| format!(" -i {i}@p{i}")).collect();
     let params = format!(
         "grpcaddr='{}';device_id={DEVICE_ID};p4info='{}';bin='{}'",
         rig.grpc,
-        p4info().display(),
+        p4info("basic").display(),
         rig.dummy_bin().display()
     );
     let cmd = format!(
