@@ -377,17 +377,10 @@ pub fn parse_line(schema: &Schema, line: &str) -> Result<Command, ParseError> {
             let session_id = number(w.get(1).copied().unwrap_or(""), "session id")?;
             let port = number(w.get(2).copied().unwrap_or(""), "port")?;
             let truncate = w.get(3).map_or(Ok(0), |t| number(t, "truncate length"))?;
-            let session = CloneSession {
-                replicas: vec![Replica { port, rid: 0 }],
-                class_of_service: 0,
+            Ok(clone_session(
+                session_id,
+                vec![Replica { port, rid: 0 }],
                 truncate,
-            };
-            Ok(update(
-                UpdateKind::Insert,
-                Entity::CloneSession {
-                    session_id,
-                    session,
-                },
             ))
         }
         "mirroring_add_replicas" => {
@@ -396,18 +389,7 @@ pub fn parse_line(schema: &Schema, line: &str) -> Result<Command, ParseError> {
                 .iter()
                 .map(|r| replica(r))
                 .collect::<Result<_, _>>()?;
-            let session = CloneSession {
-                replicas,
-                class_of_service: 0,
-                truncate: 0,
-            };
-            Ok(update(
-                UpdateKind::Insert,
-                Entity::CloneSession {
-                    session_id,
-                    session,
-                },
-            ))
+            Ok(clone_session(session_id, replicas, 0))
         }
         "meter_set_direct" => {
             let table = l.table(1)?;
@@ -479,6 +461,20 @@ pub fn parse_line(schema: &Schema, line: &str) -> Result<Command, ParseError> {
             w[1..].iter().map(|s| s.to_string()).collect(),
         )),
     }
+}
+
+fn clone_session(session_id: u32, replicas: Vec<Replica>, truncate: u32) -> Command {
+    update(
+        UpdateKind::Insert,
+        Entity::CloneSession {
+            session_id,
+            session: CloneSession {
+                replicas,
+                class_of_service: 0,
+                truncate,
+            },
+        },
+    )
 }
 
 fn profile(schema: &Schema, name: Option<&&str>) -> Result<u32, ParseError> {

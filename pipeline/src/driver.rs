@@ -392,20 +392,10 @@ impl<B> Driver<B> {
         budget: usize,
         mut deliver: impl FnMut(&[u8]),
     ) -> bool {
-        let mut busy = false;
-        for _ in 0..budget {
-            let Dequeued::Packet(q) = tm.dequeue(tx, now) else {
-                break;
-            };
-            busy = true;
-            let port = q.meta.egress_port;
-            if let Some((f, md)) = self.egress(env, tm, q, now) {
-                env.emitted(port, &md);
-                deliver(frame_bytes(env, &f));
-                env.free(f.buf);
-            }
-        }
-        busy
+        self.drain_to(env, tm, tx, now, budget, |_, env, f, _| {
+            deliver(frame_bytes(env, &f));
+            env.free(f.buf);
+        })
     }
 
     /// The recirculation port's turn (Tofino's loopback port): dequeues up to `budget` packets
@@ -421,6 +411,30 @@ impl<B> Driver<B> {
         now: u64,
         budget: usize,
     ) -> bool {
+        self.drain_to(env, tm, tx, now, budget, |d, env, f, md| {
+            if md.recirc_count >= d.worker.max_recirculations() {
+                d.worker
+                    .count_drop(DropReason::RecircLimit, u32::try_from(f.len).unwrap_or(0));
+                env.free(f.buf);
+                return;
+            }
+            let rmd = d.worker.prepare_recirculate(&md, f.len, now);
+            d.again.push_back((f, rmd));
+        })
+    }
+
+    /// Dequeues up to `budget` packets of a port that is not a wire (the CPU port, the
+    /// loopback), runs egress on each and hands what egress emits to `out`. Returns whether it
+    /// did work.
+    fn drain_to<E: Env<Buf = B>>(
+        &mut self,
+        env: &mut E,
+        tm: &TrafficManager<Pkt<B>>,
+        tx: &mut TxState<Pkt<B>>,
+        now: u64,
+        budget: usize,
+        mut out: impl FnMut(&mut Self, &mut E, Pkt<B>, StdMeta),
+    ) -> bool {
         let mut busy = false;
         for _ in 0..budget {
             let Dequeued::Packet(q) = tm.dequeue(tx, now) else {
@@ -430,14 +444,7 @@ impl<B> Driver<B> {
             let port = q.meta.egress_port;
             if let Some((f, md)) = self.egress(env, tm, q, now) {
                 env.emitted(port, &md);
-                if md.recirc_count >= self.worker.max_recirculations() {
-                    self.worker
-                        .count_drop(DropReason::RecircLimit, u32::try_from(f.len).unwrap_or(0));
-                    env.free(f.buf);
-                    continue;
-                }
-                let rmd = self.worker.prepare_recirculate(&md, f.len, now);
-                self.again.push_back((f, rmd));
+                out(self, env, f, md);
             }
         }
         busy

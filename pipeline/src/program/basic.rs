@@ -398,22 +398,6 @@ impl Parsed {
 }
 
 impl Basic {
-    fn packet_out(&self, cx: &mut Ctx<'_>, pkt: &mut Frame<'_>, md: &mut StdMeta) {
-        let d = pkt.data();
-        if d.len() < 2 {
-            md.mark_to_drop(DropReason::BadPacketOut);
-            return;
-        }
-        let port = (u16::from(d[0]) << 1) | u16::from(d[1] >> 7);
-        pkt.pop_front(2);
-        if port == cx.cpu_port {
-            md.mark_to_drop(DropReason::BadPacketOut);
-            return;
-        }
-        cx.trace(|| format!("packet_out egress_port={port}"));
-        md.egress_spec = Some(port);
-    }
-
     /// Routes an IP packet: returns false if it was dropped or punted.
     fn route(&self, cx: &mut Ctx<'_>, pkt: &mut Frame<'_>, md: &mut StdMeta, p: &Parsed) {
         let ids = &self.ids;
@@ -528,7 +512,7 @@ impl Program for Basic {
         let ids = &self.ids;
         cx.count(ids.port_rx, usize::from(md.ingress_port));
         if md.ingress_port == cx.cpu_port {
-            self.packet_out(cx, pkt, md);
+            super::packet_out(cx, pkt, md);
             return;
         }
         let p = match parse(pkt.data()) {
@@ -585,16 +569,9 @@ impl Program for Basic {
     fn egress(&self, cx: &mut Ctx<'_>, pkt: &mut Frame<'_>, md: &mut StdMeta) {
         let port = md.egress_port;
         if port == cx.cpu_port {
-            let ingress = md.ingress_port;
-            match pkt.push_front(2) {
-                Some(h) => {
-                    h[0] = (ingress >> 1) as u8;
-                    h[1] = ((ingress & 1) as u8) << 7;
-                }
-                None => {
-                    md.mark_to_drop(DropReason::NoHeadroom);
-                    return;
-                }
+            super::push_packet_in(pkt, md);
+            if md.drop.is_some() {
+                return;
             }
         }
         if let Some(k) = self.ids.ecn_threshold {

@@ -137,6 +137,39 @@ pub fn fabric_plan(t: &Topology) -> Result<BTreeMap<String, SwitchPlan>, String>
     Ok(out)
 }
 
+/// The controller's `packet_out` header (egress_port: 9 bits, 7 pad bits) of a frame from the
+/// CPU port: stripped, and its port set as the egress port; a short frame, or one naming the
+/// CPU port, is dropped as a bad packet-out. Programs that take `basic`'s controller headers use
+/// it.
+pub fn packet_out(cx: &mut Ctx<'_>, pkt: &mut Frame<'_>, md: &mut StdMeta) {
+    let d = pkt.data();
+    if d.len() < 2 {
+        md.mark_to_drop(crate::metadata::DropReason::BadPacketOut);
+        return;
+    }
+    let port = (u16::from(d[0]) << 1) | u16::from(d[1] >> 7);
+    pkt.pop_front(2);
+    if port == cx.cpu_port {
+        md.mark_to_drop(crate::metadata::DropReason::BadPacketOut);
+        return;
+    }
+    cx.trace(|| format!("packet_out egress_port={port}"));
+    md.egress_spec = Some(port);
+}
+
+/// Pushes the `packet_in` header (ingress_port: 9 bits, 7 pad bits) in front of a frame bound
+/// for the CPU port; drops it if the headroom is gone.
+pub fn push_packet_in(pkt: &mut Frame<'_>, md: &mut StdMeta) {
+    let ingress = md.ingress_port;
+    match pkt.push_front(2) {
+        Some(h) => {
+            h[0] = (ingress >> 1) as u8;
+            h[1] = ((ingress & 1) as u8) << 7;
+        }
+        None => md.mark_to_drop(crate::metadata::DropReason::NoHeadroom),
+    }
+}
+
 /// The result of applying a table.
 #[derive(Clone, Copy, Debug)]
 pub struct Applied<'a> {

@@ -381,21 +381,6 @@ impl P4te {
         (self.hash(cx, &k[..n]) as usize) % FLOW_CELLS
     }
 
-    fn packet_out(&self, cx: &mut Ctx<'_>, pkt: &mut Frame<'_>, md: &mut StdMeta) {
-        let d = pkt.data();
-        if d.len() < 2 {
-            md.mark_to_drop(DropReason::BadPacketOut);
-            return;
-        }
-        let port = (u16::from(d[0]) << 1) | u16::from(d[1] >> 7);
-        pkt.pop_front(2);
-        if port == cx.cpu_port {
-            md.mark_to_drop(DropReason::BadPacketOut);
-            return;
-        }
-        md.egress_spec = Some(port);
-    }
-
     /// A copy back from the recirculation port: consumed (utilisation), or made a FACK.
     /// Returns false when the packet is done.
     fn recirculated(&self, cx: &mut Ctx<'_>, pkt: &mut Frame<'_>, md: &mut StdMeta) -> bool {
@@ -583,14 +568,7 @@ impl P4te {
             d[12..14].copy_from_slice(&FEEDBACK_ETHERTYPE.to_be_bytes());
             d[14..14 + SHIM_LEN].copy_from_slice(&fb.encode());
         }
-        let ingress = md.ingress_port;
-        match pkt.push_front(2) {
-            Some(h) => {
-                h[0] = (ingress >> 1) as u8;
-                h[1] = ((ingress & 1) as u8) << 7;
-            }
-            None => md.mark_to_drop(DropReason::NoHeadroom),
-        }
+        crate::program::push_packet_in(pkt, md);
     }
 }
 
@@ -608,7 +586,7 @@ impl Program for P4te {
         let now = md.ingress_global_timestamp;
         cx.count(ids.port_rx, usize::from(md.ingress_port));
         if md.ingress_port == cx.cpu_port {
-            self.packet_out(cx, pkt, md);
+            crate::program::packet_out(cx, pkt, md);
             return;
         }
         let recirculated = md.instance_type == InstanceType::Recirculated;
