@@ -25,5 +25,6 @@ pub mod sim;
 pub mod state;
 pub mod table;
 pub mod tm;
+pub mod traffic;
 pub mod wire;
 pub mod workload;
