@@ -415,6 +415,7 @@ fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> Result<(), String> {
         io: "af-xdp".into(),
         dir: out.join("run"),
         cancel,
+        capture: false,
     };
     step(&format!(
         "bringing up a {leaves}x{spines} leaf-spine, {hosts_per_leaf} hosts per leaf, host links \
@@ -649,6 +650,7 @@ fn main() {
                 io: io.clone(),
                 dir: std::env::temp_dir().join(format!("pisa-fabric-{name}")),
                 cancel,
+                capture: false,
             };
             let f = bring_up(&t, &opts, |m| println!("{m}"))?;
             print!("{}", f.program()?);
