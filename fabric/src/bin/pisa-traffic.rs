@@ -180,6 +180,9 @@ fn client(
 }
 
 fn main() {
+    // A parent that blocks SIGTERM (pisa-fabric does, to tear down on it) passes the mask on
+    // through exec; a server must still end on SIGTERM.
+    dataplane::signals::unblock_termination();
     let result = match Args::parse().command {
         Command::Sample { workload, n, seed } => sample(&workload, n, seed),
         Command::Serve { port, transport } => {
