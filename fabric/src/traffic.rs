@@ -40,6 +40,8 @@ const HEADER: usize = 18;
 const ANSWER: usize = 16;
 const KIND_SIZED: u8 = 0;
 const KIND_PACED: u8 = 1;
+/// How far ahead of its start a flow's thread is started.
+const LEAD: Duration = Duration::from_millis(20);
 
 /// One job of a host's schedule.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -249,7 +251,8 @@ pub struct FlowRecord {
     pub finished: bool,
     /// FCT, µs (finished flows).
     pub fct_us: Option<f64>,
-    /// How late the flow started against its schedule, µs (the tool's own lag).
+    /// How late the flow started against its schedule, µs (the tool's own lag; 0 for a flow
+    /// whose thread never ran).
     pub lag_us: f64,
     /// The sender's `TCP_INFO` before close.
     pub tx: TcpInfo,
@@ -615,11 +618,12 @@ pub fn run_client(
         if at >= end {
             break;
         }
+        // Each flow's thread is started up to LEAD ahead and waits for the start itself, so
+        // that flows due at the same instant (an incast) start together, not one spawn apart.
         let now = Instant::now();
-        if at > now {
-            std::thread::sleep(at - now);
+        if at > now + LEAD {
+            std::thread::sleep(at - now - LEAD);
         }
-        let lag_us = at.elapsed().as_secs_f64() * 1e6;
         let (job, t, tx, src) = (job.clone(), t.clone(), tx.clone(), src.to_string());
         let placeholder = match &job {
             Job::Sized {
@@ -638,7 +642,6 @@ pub fn run_client(
                 size: *size,
                 class: class.name().into(),
                 tos: *tos,
-                lag_us,
                 error: "not finished by the deadline".into(),
                 ..Default::default()
             }),
@@ -676,6 +679,13 @@ pub fn run_client(
         let spawned = std::thread::Builder::new()
             .stack_size(128 * 1024)
             .spawn(move || {
+                let now = Instant::now();
+                if at > now {
+                    std::thread::sleep(at - now);
+                }
+                if let Done::Flow(r) = &mut rec {
+                    r.lag_us = at.elapsed().as_secs_f64() * 1e6;
+                }
                 let r = match (&job, &mut rec) {
                     (
                         Job::Sized {
