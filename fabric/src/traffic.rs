@@ -613,6 +613,8 @@ pub fn run_client(
     let (tx, rx) = mpsc::channel::<Done>();
     let mut results = ClientResults::default();
     let mut pending: std::collections::BTreeMap<u64, Done> = Default::default();
+    // Flow threads started and not yet reported.
+    let mut outstanding = 0usize;
     for job in jobs {
         let at = base + Duration::from_nanos(job.start_ns());
         if at >= end {
@@ -708,26 +710,31 @@ pub fn run_client(
                 }
                 let _ = tx.send(rec);
             });
-        if let Err(e) = spawned {
-            match pending.get_mut(&id) {
+        match spawned {
+            Ok(_) => outstanding += 1,
+            Err(e) => match pending.get_mut(&id) {
                 Some(Done::Flow(r)) => r.error = format!("no thread: {e}"),
                 Some(Done::Paced(r)) => r.error = format!("no thread: {e}"),
                 None => {}
-            }
+            },
         }
-        // Collect what has finished meanwhile, so that memory stays bounded by the flows in flight.
+        // Collect what has finished meanwhile, so that the channel does not grow.
         while let Ok(d) = rx.try_recv() {
             store(&mut pending, d);
+            outstanding -= 1;
         }
     }
     drop(tx);
-    loop {
+    while outstanding > 0 {
         let left = end.saturating_duration_since(Instant::now());
-        if left.is_zero() || !pending_running(&pending) {
+        if left.is_zero() {
             break;
         }
         match rx.recv_timeout(left) {
-            Ok(d) => store(&mut pending, d),
+            Ok(d) => {
+                store(&mut pending, d);
+                outstanding -= 1;
+            }
             Err(_) => break,
         }
     }
@@ -738,14 +745,6 @@ pub fn run_client(
         }
     }
     results
-}
-
-/// Whether some flow has not reported yet (its placeholder still carries the deadline error).
-fn pending_running(p: &std::collections::BTreeMap<u64, Done>) -> bool {
-    p.values().any(|d| match d {
-        Done::Flow(r) => !r.finished && r.error == "not finished by the deadline",
-        Done::Paced(r) => !r.finished && r.error == "not finished by the deadline",
-    })
 }
 
 fn store(p: &mut std::collections::BTreeMap<u64, Done>, d: Done) {
