@@ -585,9 +585,73 @@ pub struct ClientResults {
     pub paced: Vec<PacedRecord>,
 }
 
+#[derive(Clone)]
 enum Done {
     Flow(FlowRecord),
     Paced(PacedRecord),
+}
+
+impl Done {
+    /// The record of `job` before it has run: unfinished, with the deadline as the reason.
+    fn placeholder(job: &Job, src: &str) -> Done {
+        let error = "not finished by the deadline".to_string();
+        match job {
+            Job::Sized {
+                id,
+                dst,
+                start_ns,
+                size,
+                class,
+                tos,
+                ..
+            } => Done::Flow(FlowRecord {
+                id: *id,
+                src: src.to_string(),
+                dst: dst.clone(),
+                start_ns: *start_ns,
+                size: *size,
+                class: class.name().into(),
+                tos: *tos,
+                error,
+                ..Default::default()
+            }),
+            Job::Paced {
+                id,
+                dst,
+                start_ns,
+                duration_ns,
+                rate_bps,
+                mss,
+                tos,
+                ..
+            } => Done::Paced(PacedRecord {
+                id: *id,
+                src: src.to_string(),
+                dst: dst.clone(),
+                start_ns: *start_ns,
+                duration_ns: *duration_ns,
+                rate_bps: *rate_bps,
+                mss: *mss,
+                tos: *tos,
+                error,
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn id(&self) -> u64 {
+        match self {
+            Done::Flow(r) => r.id,
+            Done::Paced(r) => r.id,
+        }
+    }
+
+    fn set_error(&mut self, e: String) {
+        match self {
+            Done::Flow(r) => r.error = e,
+            Done::Paced(r) => r.error = e,
+        }
+    }
 }
 
 /// Runs `jobs` from host `src`: each starts at `epoch` + its start (one thread per flow), and
@@ -617,8 +681,13 @@ pub fn run_client(
     let mut outstanding = 0usize;
     for job in jobs {
         let at = base + Duration::from_nanos(job.start_ns());
+        let placeholder = Done::placeholder(job, src);
+        let id = placeholder.id();
         if at >= end {
-            break;
+            let mut p = placeholder;
+            p.set_error("not started: its start is past the deadline".into());
+            pending.insert(id, p);
+            continue;
         }
         // Each flow's thread is started up to LEAD ahead and waits for the start itself, so
         // that flows due at the same instant (an incast) start together, not one spawn apart.
@@ -626,57 +695,8 @@ pub fn run_client(
         if at > now + LEAD {
             std::thread::sleep(at - now - LEAD);
         }
-        let (job, t, tx, src) = (job.clone(), t.clone(), tx.clone(), src.to_string());
-        let placeholder = match &job {
-            Job::Sized {
-                id,
-                dst,
-                start_ns,
-                size,
-                class,
-                tos,
-                ..
-            } => Done::Flow(FlowRecord {
-                id: *id,
-                src: src.clone(),
-                dst: dst.clone(),
-                start_ns: *start_ns,
-                size: *size,
-                class: class.name().into(),
-                tos: *tos,
-                error: "not finished by the deadline".into(),
-                ..Default::default()
-            }),
-            Job::Paced {
-                id,
-                dst,
-                start_ns,
-                duration_ns,
-                rate_bps,
-                mss,
-                tos,
-                ..
-            } => Done::Paced(PacedRecord {
-                id: *id,
-                src: src.clone(),
-                dst: dst.clone(),
-                start_ns: *start_ns,
-                duration_ns: *duration_ns,
-                rate_bps: *rate_bps,
-                mss: *mss,
-                tos: *tos,
-                error: "not finished by the deadline".into(),
-                ..Default::default()
-            }),
-        };
-        let mut rec = match &placeholder {
-            Done::Flow(r) => Done::Flow(r.clone()),
-            Done::Paced(r) => Done::Paced(r.clone()),
-        };
-        let id = match &placeholder {
-            Done::Flow(r) => r.id,
-            Done::Paced(r) => r.id,
-        };
+        let (job, t, tx) = (job.clone(), t.clone(), tx.clone());
+        let mut rec = placeholder.clone();
         pending.insert(id, placeholder);
         let spawned = std::thread::Builder::new()
             .stack_size(128 * 1024)
@@ -702,21 +722,16 @@ pub fn run_client(
                     (Job::Paced { .. }, Done::Paced(rec)) => paced(&job, &t, end, rec),
                     _ => Ok(()),
                 };
-                match (&mut rec, r) {
-                    (Done::Flow(rec), Err(e)) => rec.error = e.to_string(),
-                    (Done::Paced(rec), Err(e)) => rec.error = e.to_string(),
-                    (Done::Flow(rec), Ok(())) => rec.error.clear(),
-                    (Done::Paced(rec), Ok(())) => rec.error.clear(),
-                }
+                rec.set_error(r.err().map(|e| e.to_string()).unwrap_or_default());
                 let _ = tx.send(rec);
             });
         match spawned {
             Ok(_) => outstanding += 1,
-            Err(e) => match pending.get_mut(&id) {
-                Some(Done::Flow(r)) => r.error = format!("no thread: {e}"),
-                Some(Done::Paced(r)) => r.error = format!("no thread: {e}"),
-                None => {}
-            },
+            Err(e) => {
+                if let Some(p) = pending.get_mut(&id) {
+                    p.set_error(format!("no thread: {e}"));
+                }
+            }
         }
         // Collect what has finished meanwhile, so that the channel does not grow.
         while let Ok(d) = rx.try_recv() {
@@ -748,11 +763,7 @@ pub fn run_client(
 }
 
 fn store(p: &mut std::collections::BTreeMap<u64, Done>, d: Done) {
-    let id = match &d {
-        Done::Flow(r) => r.id,
-        Done::Paced(r) => r.id,
-    };
-    p.insert(id, d);
+    p.insert(d.id(), d);
 }
 
 /// Nanoseconds since the Unix epoch, now.
@@ -871,9 +882,25 @@ mod tests {
             tos: 0x10,
         }];
         let now = SystemTime::now();
+        let mut jobs = jobs;
+        let mut late = jobs[0].clone();
+        if let Job::Sized { id, start_ns, .. } = &mut late {
+            *id = 8;
+            *start_ns = 60_000_000_000;
+        }
+        jobs.push(late);
         let r = run_client(&jobs, "lo", &t, now, now + Duration::from_millis(500));
+        assert_eq!(r.flows.len(), 2);
         assert!(!r.flows[0].finished);
         assert_eq!(r.flows[0].fct_us, None);
         assert!(!r.flows[0].error.is_empty());
+        // A flow whose start is past the deadline is recorded, unstarted.
+        assert_eq!(r.flows[1].id, 8);
+        assert!(!r.flows[1].finished);
+        assert!(
+            r.flows[1].error.starts_with("not started"),
+            "{:?}",
+            r.flows[1]
+        );
     }
 }
