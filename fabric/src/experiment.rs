@@ -299,6 +299,8 @@ pub struct FlowRow {
     pub retransmits: u64,
     /// Deliveries the receiver echoed as CE-marked.
     pub delivered_ce: u64,
+    /// How late the flow started, µs.
+    pub lag_us: f64,
 }
 
 /// Parses the rows of a `pisa-traffic client` CSV (with its header).
@@ -310,12 +312,13 @@ pub fn parse_flow_rows(text: &str) -> Result<Vec<FlowRow>, String> {
             .position(|h| *h == name)
             .ok_or_else(|| format!("no column {name}"))
     };
-    let (c, f, t, r, ce) = (
+    let (c, f, t, r, ce, lag) = (
         col("class")?,
         col("finished")?,
         col("fct_us")?,
         col("retransmits")?,
         col("delivered_ce")?,
+        col("lag_us")?,
     );
     lines
         .filter(|l| !l.is_empty())
@@ -334,6 +337,7 @@ pub fn parse_flow_rows(text: &str) -> Result<Vec<FlowRow>, String> {
                 fct_us: v[t].parse().ok(),
                 retransmits: v[r].parse().unwrap_or(0),
                 delivered_ce: v[ce].parse().unwrap_or(0),
+                lag_us: v[lag].parse().unwrap_or(0.0),
             })
         })
         .collect()
@@ -361,7 +365,7 @@ pub struct SwitchStats {
 pub const SUMMARY_HEADER: &str = "scheme,load,rep,workload,pattern,load_of,cc,ecn,seconds,flows,\
     finished,short_n,short_avg_fct_us,short_p99_fct_us,large_n,large_avg_fct_us,large_p99_fct_us,\
     retransmits,delivered_ce,uplink_pkts_std_mean,uplink_pkts_std_max,tm_drops,program_drops,tm_ecn_marked,\
-    queue_max_pkts,queue_mean_pkts,wall_s";
+    queue_max_pkts,queue_mean_pkts,start_lag_p99_us,wall_s";
 
 /// The std-dev of per-uplink packets of each leaf: (mean over leaves, max).
 pub fn uplink_balance(up: &[(String, u16, String, u64)]) -> (f64, f64) {
@@ -400,7 +404,7 @@ pub fn summary_row(
         LoadOf::Fabric => "fabric",
     };
     format!(
-        "{},{},{},{},{},{load_of},{},{},{},{},{},{},{:.1},{:.1},{},{:.1},{:.1},{},{},{:.1},{:.1},{},{},{},{},{:.2},{:.1}",
+        "{},{},{},{},{},{load_of},{},{},{},{},{},{},{:.1},{:.1},{},{:.1},{:.1},{},{},{:.1},{:.1},{},{},{},{},{:.2},{:.0},{:.1}",
         p.scheme,
         p.load,
         p.rep,
@@ -426,6 +430,7 @@ pub fn summary_row(
         sw.tm_ecn_marked,
         sw.queue_max,
         sw.queue_mean,
+        traffic::quantile_nearest_rank(&rows.iter().map(|r| r.lag_us).collect::<Vec<_>>(), 0.99),
         wall_s
     )
 }
@@ -1006,7 +1011,7 @@ mod tests {
     fn summaries_give_fct_statistics_per_class_and_uplink_balance() {
         let csv = format!(
             "{FLOW_CSV_HEADER}\n\
-             0,h1,h2,0,1000,short,0x08,cubic,1,true,100.0,0,0,3,0,0,4,50,1,\n\
+             0,h1,h2,0,1000,short,0x08,cubic,1,true,100.0,0,0,3,0,0,4,50,700,\n\
              1,h1,h3,0,2000,short,0x08,cubic,1,true,300.0,2,0,3,0,0,0,50,1,\n\
              2,h1,h3,0,9000000,large,0x10,cubic,1,false,,1,0,3,0,0,0,50,1,not finished\n"
         );
@@ -1037,6 +1042,7 @@ mod tests {
         assert_eq!(get("large_n"), "0");
         assert_eq!(get("retransmits"), "3");
         assert_eq!(get("delivered_ce"), "4");
+        assert_eq!(get("start_lag_p99_us"), "700");
         assert_eq!(get("uplink_pkts_std_mean"), "50.0");
     }
 }

@@ -97,7 +97,9 @@ fn a_small_experiment_writes_well_formed_results_and_resumes() {
         for c in ["retransmits", "tm_drops", "queue_max_pkts"] {
             r[col(&h, c)].parse::<u64>().unwrap();
         }
-        r[col(&h, "uplink_pkts_std_mean")].parse::<f64>().unwrap();
+        for c in ["uplink_pkts_std_mean", "start_lag_p99_us", "wall_s"] {
+            r[col(&h, c)].parse::<f64>().unwrap();
+        }
         assert_eq!(r[col(&h, "cc")], "cubic");
     }
 
