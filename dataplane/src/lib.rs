@@ -7,6 +7,7 @@
 //!   the CPU port, capture, trace.
 //! - [`admin`]: the text commands for entries and run-time settings.
 //! - [`agent`]: the thread that runs a program's switch-local agent.
+//! - [`sockopt`]: the TCP socket options and `TCP_INFO` of the host traffic tool.
 
 pub mod admin;
 pub mod agent;
@@ -15,6 +16,7 @@ pub mod pcap;
 pub mod pktgen;
 pub mod pool;
 pub mod signals;
+pub mod sockopt;
 pub mod switch;
 
 /// The traffic manager lives in the sans-IO core, on the one packet path.

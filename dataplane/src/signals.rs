@@ -27,3 +27,11 @@ pub fn wait_for_termination() -> i32 {
     unsafe { libc::sigwait(&set, &mut sig) };
     sig
 }
+
+/// Unblocks SIGINT and SIGTERM in this thread (and the threads it starts afterwards): for a
+/// process whose parent had them blocked, since exec keeps the signal mask, so that they end it.
+pub fn unblock_termination() {
+    let set = termination_set();
+    // SAFETY: `set` is a valid initialised sigset_t; the old mask is not needed.
+    unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
+}

@@ -1,6 +1,7 @@
 //! The fabric library of pisa-switch: fabrics of switch processes in network namespaces
 //! ([`fabric`]: bring-up, programming by each program's fabric plan over P4Runtime, teardown; the
-//! `pisa-fabric` tool), and the namespace helpers they stand on (namespaces and veth pairs that
+//! `pisa-fabric` tool), the host traffic tool ([`traffic`]: `pisa-traffic serve` and `client`), the experiment runner
+//! ([`experiment`]: `pisa-fabric experiment`), and the namespace helpers they stand on (namespaces and veth pairs that
 //! remove themselves, processes, workspace binaries). The tests that use it live in
 //! `netns-tests/`; the benchmarks in `bench/` use it too.
 //!
@@ -9,7 +10,9 @@
 //! flows between the namespaces a test made. Needs root and iproute2.
 #![forbid(unsafe_code)]
 
+pub mod experiment;
 pub mod fabric;
+pub mod traffic;
 
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -26,5 +26,6 @@ pub mod sim;
 pub mod state;
 pub mod table;
 pub mod tm;
+pub mod traffic;
 pub mod wire;
 pub mod workload;

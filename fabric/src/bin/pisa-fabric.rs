@@ -7,6 +7,7 @@
 //! ip netns exec pfls-h1 ping 10.0.4.4               # use it
 //! pisa-fabric down ls                               # removes everything (also after a crash)
 //! pisa-fabric demo                                  # the README's main job: a 4x4 leaf-spine end to end
+//! pisa-fabric experiment --schemes basic,ecmp --workload websearch --loads 0.2,0.5 --out DIR
 //! ```
 //! `program`, `counters` and `health` are what the controller runs inside the management
 //! namespace. Every P4Runtime call they make has a deadline (`--timeout`, 10 s by default): a
@@ -135,6 +136,168 @@ enum Cmd {
     /// The main job: a leaf-spine end to end (bring-up, all pairs, iperf3 across the spines,
     /// uplink load and a plot, teardown).
     Demo(DemoArgs),
+    /// Runs a workload per (scheme, load, rep) on a fresh fabric each, with FCTs, uplink balance,
+    /// drops and queues in CSVs and plots; resumes, skipping finished points.
+    Experiment(Box<ExperimentArgs>),
+}
+
+#[derive(clap::Args, Debug)]
+struct ExperimentArgs {
+    /// A topology file (else a generated leaf-spine, or --fat-tree).
+    #[arg(long)]
+    topology: Option<PathBuf>,
+    #[command(flatten)]
+    shape: Shape,
+    /// A k-ary fat-tree instead of a leaf-spine.
+    #[arg(long)]
+    fat_tree: Option<usize>,
+    /// Oversubscription of a generated leaf-spine.
+    #[arg(long, default_value_t = 2.0)]
+    oversub: f64,
+    /// Egress queue depth of every generated link, packets.
+    #[arg(long, default_value_t = 256)]
+    buffer: u32,
+    /// Host link rate of a generated topology (fat-tree links too).
+    #[arg(long, default_value = "100M")]
+    host_rate: String,
+    /// Schemes, comma-separated: program names (basic, ecmp, ...).
+    #[arg(long, default_value = "ecmp")]
+    schemes: String,
+    /// A fabric-plan parameter for every switch (repeatable), e.g. flowlet_gap_us=200.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    sets: Vec<String>,
+    /// websearch, datamining or hadoop.
+    #[arg(long, default_value = "websearch")]
+    workload: String,
+    /// Loads, comma-separated fractions.
+    #[arg(long, default_value = "0.2,0.4,0.6,0.8")]
+    loads: String,
+    /// The capacity loads refer to: host (each host's link, HPCC) or fabric (each leaf's
+    /// uplinks shared by its hosts, CONGA).
+    #[arg(long, default_value = "host")]
+    load_of: String,
+    /// stride, random, permutation, all-to-all or incast.
+    #[arg(long, default_value = "random")]
+    pattern: String,
+    /// Incast groups (COUNTxSIZE[:CLASS],...): one synchronised incast per second.
+    #[arg(long, default_value = "24x512Ki:short,8x1024Ki:large")]
+    incast: String,
+    /// Arrival window, seconds.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// Seconds after the window before unfinished flows are recorded (finished=false).
+    #[arg(long, default_value_t = 10.0)]
+    drain: f64,
+    /// Repetitions.
+    #[arg(long, default_value_t = 1)]
+    reps: usize,
+    /// Output directory.
+    #[arg(long, default_value = "experiment")]
+    out: PathBuf,
+    /// Congestion control: reno, cubic, bbr, or dctcp (cubic with ECN where the kernel lacks it).
+    #[arg(long, default_value = "cubic")]
+    cc: String,
+    /// net.ipv4.tcp_ecn of every host: 0, 1 or 2.
+    #[arg(long, default_value_t = 1)]
+    ecn: u8,
+    /// ToS of short flows (at most the workload's p90).
+    #[arg(long, default_value = "0x08", value_parser = parse_tos)]
+    short_tos: u8,
+    /// ToS of large flows.
+    #[arg(long, default_value = "0x10", value_parser = parse_tos)]
+    large_tos: u8,
+    /// Seed of the schedules.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Fabric name (1-6 letters and digits).
+    #[arg(long, default_value = "exp")]
+    name: String,
+}
+
+fn parse_tos(s: &str) -> Result<u8, String> {
+    match s.strip_prefix("0x") {
+        Some(h) => u8::from_str_radix(h, 16),
+        None => s.parse(),
+    }
+    .map_err(|_| format!("{s}: a byte, decimal or 0x.."))
+}
+
+fn experiment(a: &ExperimentArgs, cancel: Arc<AtomicBool>) -> Result<(), String> {
+    let host = LinkProps {
+        rate_bps: topo::parse_rate(&a.host_rate)?,
+        delay_us: 0,
+        buffer: a.buffer,
+    };
+    let base = match (&a.topology, a.fat_tree) {
+        (Some(path), _) => read_topology(path)?,
+        (None, Some(k)) => topo::fat_tree(k, GenProps { host, fabric: host }),
+        (None, None) => topo::leaf_spine(
+            a.shape.leaves,
+            a.shape.spines,
+            a.shape.hosts_per_leaf,
+            a.oversub,
+            host,
+        ),
+    };
+    let sets = a
+        .sets
+        .iter()
+        .map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .ok_or_else(|| format!("--set {kv}: KEY=VALUE"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let loads = a
+        .loads
+        .split(',')
+        .map(|l| l.trim().parse::<f64>().map_err(|_| format!("--loads: {l}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let e = pisa_fabric::experiment::Experiment {
+        base,
+        schemes: a.schemes.split(',').map(|s| s.trim().to_string()).collect(),
+        sets,
+        workload: a.workload.clone(),
+        loads,
+        pattern: a.pattern.clone(),
+        incast: a.incast.clone(),
+        load_of: a.load_of.parse()?,
+        seconds: a.seconds,
+        drain: a.drain,
+        reps: a.reps,
+        out: a.out.clone(),
+        transport: pisa_fabric::traffic::Transport {
+            cc: a.cc.clone(),
+            ecn: a.ecn,
+        },
+        short_tos: a.short_tos,
+        large_tos: a.large_tos,
+        seed: a.seed,
+        name: a.name.clone(),
+    };
+    pisa_fabric::experiment::run(&e, &cancel, &|t, o| bring_up(t, o, |_| {}))?;
+    println!(
+        "results: {} (flows.csv, summary.csv, uplinks.csv)",
+        a.out.display()
+    );
+    let venv =
+        std::env::var("PISA_VENV_DIR").unwrap_or_else(|_| "/var/cache/pisa-switch/venvs".into());
+    let python = PathBuf::from(venv).join("plot/bin/python");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/plot-experiment.py");
+    match std::process::Command::new(&python)
+        .args([script, a.out.to_str().unwrap_or_default()])
+        .status()
+    {
+        Ok(s) if s.success() => println!(
+            "plots: {}/fct_vs_load.png, fct_cdf.png, uplink_balance.png",
+            a.out.display()
+        ),
+        _ => println!(
+            "no plots: {} could not run scripts/plot-experiment.py (run scripts/py-clients.sh)",
+            python.display()
+        ),
+    }
+    Ok(())
 }
 
 /// The size of a leaf-spine.
@@ -415,6 +578,7 @@ fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> Result<(), String> {
         io: "af-xdp".into(),
         dir: out.join("run"),
         cancel,
+        capture: false,
     };
     step(&format!(
         "bringing up a {leaves}x{spines} leaf-spine, {hosts_per_leaf} hosts per leaf, host links \
@@ -649,6 +813,7 @@ fn main() {
                 io: io.clone(),
                 dir: std::env::temp_dir().join(format!("pisa-fabric-{name}")),
                 cancel,
+                capture: false,
             };
             let f = bring_up(&t, &opts, |m| println!("{m}"))?;
             print!("{}", f.program()?);
@@ -661,6 +826,7 @@ fn main() {
             Ok(())
         }),
         Cmd::Demo(a) => with_cleanup(&a.name, |cancel| demo(a, cancel)),
+        Cmd::Experiment(a) => with_cleanup(&a.name, |cancel| experiment(a, cancel)),
     };
     if let Err(e) = result {
         eprintln!("pisa-fabric: {e}");

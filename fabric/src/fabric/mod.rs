@@ -51,6 +51,9 @@ pub struct Options {
     pub dir: PathBuf,
     /// Set (e.g. by a signal handler) to stop a bring-up between steps.
     pub cancel: Arc<AtomicBool>,
+    /// Whether every switch captures its ports (`--pcap DIR/<switch>-pcap`: files
+    /// `port<N>-rx.pcap` and `port<N>-tx.pcap`, complete once the switch has stopped).
+    pub capture: bool,
 }
 
 impl Options {
@@ -63,6 +66,7 @@ impl Options {
             name,
             io: "af-xdp".into(),
             cancel: Default::default(),
+            capture: false,
         }
     }
 }
@@ -339,6 +343,11 @@ impl Fabric {
             ];
             for f in &iface {
                 args.extend(["-i", f]);
+            }
+            let pcap = opts.dir.join(format!("{}-pcap", s.name));
+            if opts.capture {
+                std::fs::create_dir_all(&pcap).map_err(|e| e.to_string())?;
+                args.extend(["--pcap", pcap.to_str().unwrap_or_default()]);
             }
             let p = Process::spawn(ns, bin.to_str().unwrap_or_default(), &args, &log)
                 .map_err(|e| e.to_string())?;

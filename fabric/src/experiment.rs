@@ -1,0 +1,1048 @@
+//! `pisa-fabric experiment` (issue 11 §2): for each (scheme, load, rep), bring a fabric up,
+//! program it by the scheme's fabric plan, run a workload with `pisa-traffic` in every host
+//! namespace, collect per-uplink packets (P4Runtime counters), drops, ECN marks and sampled queue
+//! depths (the switches' admin sockets), and tear the fabric down.
+//!
+//! Outputs, in `OUT/`:
+//! - `points/<scheme>_load<L>_rep<R>/`: each point's own `flows.csv`, `summary.csv`,
+//!   `uplinks.csv`, the hosts' schedules and logs, and a `done` marker. A point with a marker is
+//!   skipped, so a run resumes where it stopped.
+//! - `flows.csv`, `summary.csv`, `uplinks.csv`: every finished point's rows, in sweep order,
+//!   rebuilt after each point.
+//!
+//! The schedule of a (load, rep) depends only on the seed, the load and the rep, so every scheme
+//! sees exactly the same flows. Loads are fractions of the capacity `--load-of` names: `host`
+//! (HPCC's: each host's link; the default) or `fabric` (CONGA's: each leaf's uplink capacity
+//! shared by its hosts).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use pipeline::externs::Rng;
+use pipeline::fabric::topo::{End, Role, Topology};
+use pipeline::traffic::{self, Class, Flow, Layout, Pattern, Stats, Tagging};
+use pipeline::workload::Cdf;
+
+use crate::fabric::{Fabric, Options};
+use crate::traffic::{FLOW_CSV_HEADER, Job, PORT, Transport, available_congestion_controls};
+use crate::{Process, workspace_bin};
+
+/// What `--load-of` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoadOf {
+    /// Each host's link (HPCC).
+    Host,
+    /// Each leaf's uplink capacity divided among its hosts (CONGA).
+    Fabric,
+}
+
+impl std::str::FromStr for LoadOf {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "host" => Ok(LoadOf::Host),
+            "fabric" => Ok(LoadOf::Fabric),
+            _ => Err(format!("--load-of {s}: host or fabric")),
+        }
+    }
+}
+
+/// An experiment.
+#[derive(Clone, Debug)]
+pub struct Experiment {
+    /// The topology; each point replaces every switch's program by the scheme's.
+    pub base: Topology,
+    /// Schemes: program names of the registry.
+    pub schemes: Vec<String>,
+    /// `--set KEY=VALUE`: fabric-plan parameters for every switch.
+    pub sets: Vec<(String, String)>,
+    /// Workload name (`pipeline::workload`).
+    pub workload: String,
+    /// Loads, fractions.
+    pub loads: Vec<f64>,
+    /// `stride`, `random`, `permutation`, `all-to-all` or `incast`.
+    pub pattern: String,
+    /// The incast groups (`COUNTxSIZE[:CLASS],...`), for `incast`.
+    pub incast: String,
+    /// The capacity loads refer to.
+    pub load_of: LoadOf,
+    /// Arrival window, seconds.
+    pub seconds: f64,
+    /// Seconds after the window before unfinished flows are recorded as such.
+    pub drain: f64,
+    /// Repetitions per (scheme, load).
+    pub reps: usize,
+    /// Output directory.
+    pub out: PathBuf,
+    /// Congestion control and ECN (dctcp falls back to cubic with ECN where the kernel lacks it).
+    pub transport: Transport,
+    /// Tags of short and large flows.
+    pub short_tos: u8,
+    /// See `short_tos`.
+    pub large_tos: u8,
+    /// Seed.
+    pub seed: u64,
+    /// Fabric name.
+    pub name: String,
+}
+
+/// One point of the sweep.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Point {
+    /// Scheme.
+    pub scheme: String,
+    /// Index into the loads.
+    pub load_index: usize,
+    /// Load.
+    pub load: f64,
+    /// Repetition, from 1.
+    pub rep: usize,
+}
+
+impl Point {
+    /// Its directory name.
+    pub fn dir_name(&self) -> String {
+        format!("{}_load{}_rep{}", self.scheme, self.load, self.rep)
+    }
+}
+
+/// Every point, scheme-major, then load, then rep.
+pub fn points(e: &Experiment) -> Vec<Point> {
+    let mut v = Vec::new();
+    for s in &e.schemes {
+        for (li, &load) in e.loads.iter().enumerate() {
+            for rep in 1..=e.reps {
+                v.push(Point {
+                    scheme: s.clone(),
+                    load_index: li,
+                    load,
+                    rep,
+                });
+            }
+        }
+    }
+    v
+}
+
+/// The hosts grouped by the switch they attach to (in topology order), as indices into
+/// `t.hosts`; and the layout (equal groups) if they are equal.
+pub fn host_groups(t: &Topology) -> (Vec<usize>, Option<Layout>) {
+    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+    for (i, h) in t.hosts.iter().enumerate() {
+        let sw = t
+            .host_attachment(&h.name)
+            .map_or(String::new(), |(s, _)| s.to_string());
+        match groups.iter_mut().find(|(s, _)| *s == sw) {
+            Some((_, v)) => v.push(i),
+            None => groups.push((sw, vec![i])),
+        }
+    }
+    let per = groups.first().map_or(0, |g| g.1.len());
+    let equal = per > 0 && groups.iter().all(|g| g.1.len() == per);
+    let order = groups.iter().flat_map(|g| g.1.iter().copied()).collect();
+    (
+        order,
+        equal.then_some(Layout {
+            groups: groups.len(),
+            per_group: per,
+        }),
+    )
+}
+
+/// The capacity per host (bits/s) that loads refer to.
+pub fn capacity_per_host(t: &Topology, load_of: LoadOf) -> Result<f64, String> {
+    let ports = t.ports();
+    let h = t.hosts.first().ok_or("the topology has no hosts")?;
+    let (sw, _) = t
+        .host_attachment(&h.name)
+        .ok_or_else(|| format!("host {} has no link", h.name))?;
+    let sp = &ports[sw];
+    let host_rate = sp
+        .values()
+        .find(|(e, _)| matches!(e, End::Host(n) if *n == h.name))
+        .map_or(0, |(_, p)| p.rate_bps);
+    match load_of {
+        LoadOf::Host => Ok(host_rate as f64),
+        LoadOf::Fabric => {
+            let hosts = sp
+                .values()
+                .filter(|(e, _)| matches!(e, End::Host(_)))
+                .count();
+            let up: u64 = sp
+                .values()
+                .filter(|(e, _)| matches!(e, End::Switch(..)))
+                .map(|(_, p)| p.rate_bps)
+                .sum();
+            if up == 0 || hosts == 0 {
+                return Err(format!(
+                    "switch {sw} has no uplinks: --load-of fabric needs them"
+                ));
+            }
+            Ok(up as f64 / hosts as f64)
+        }
+    }
+}
+
+/// The flows of (load, rep): the same for every scheme. Host numbers are indices into
+/// `t.hosts`.
+pub fn schedule(e: &Experiment, t: &Topology, p: &Point) -> Result<Vec<Flow>, String> {
+    let cdf = Cdf::named(&e.workload)?;
+    let mut tagging = Tagging::for_workload(&cdf);
+    tagging.short_tos = e.short_tos;
+    tagging.large_tos = e.large_tos;
+    let (order, layout) = host_groups(t);
+    let n = order.len();
+    let seed = e
+        .seed
+        .wrapping_mul(1_000_003)
+        .wrapping_add((p.rep as u64) * 1000 + p.load_index as u64);
+    let window_ns = (e.seconds * 1e9) as u64;
+    // Pattern host numbers are positions in `order` (group-major); map them back.
+    let flows = if e.pattern == "incast" {
+        // One synchronised incast per second of the window; the receiver rotates over the
+        // hosts, and the senders are every host on other switches (all others if there is one).
+        let layout = layout.unwrap_or(Layout {
+            groups: 1,
+            per_group: n,
+        });
+        let groups = traffic::parse_incast(&e.incast, &tagging)?;
+        let mut all = Vec::new();
+        let mut rng = Rng::new(seed);
+        let events = (e.seconds.ceil() as u64).max(1);
+        for k in 0..events {
+            let rx = rng.range(0, n as u64 - 1) as usize;
+            let senders: Vec<usize> = (0..n)
+                .filter(|&h| {
+                    h != rx && (layout.groups == 1 || layout.position(h).1 != layout.position(rx).1)
+                })
+                .collect();
+            all.extend(traffic::incast(
+                rx,
+                &senders,
+                &groups,
+                k * 1_000_000_000,
+                &tagging,
+            )?);
+        }
+        all.sort_by_key(|f| (f.start_ns, f.src, f.dst));
+        for (i, f) in all.iter_mut().enumerate() {
+            f.id = i as u64;
+        }
+        all
+    } else {
+        let pattern: Pattern = e.pattern.parse()?;
+        let layout = match (layout, pattern) {
+            (Some(l), _) => l,
+            (None, Pattern::Stride) => {
+                return Err("stride needs the same number of hosts on every leaf".into());
+            }
+            (None, _) => Layout {
+                groups: 1,
+                per_group: n,
+            },
+        };
+        traffic::poisson(
+            &layout,
+            &traffic::PoissonSpec {
+                cdf: &cdf,
+                load: p.load,
+                capacity_bps: capacity_per_host(t, e.load_of)?,
+                window_ns,
+                pattern,
+                tagging,
+                seed,
+            },
+        )?
+    };
+    Ok(flows
+        .into_iter()
+        .map(|f| Flow {
+            src: order[f.src],
+            dst: order[f.dst],
+            ..f
+        })
+        .collect())
+}
+
+/// The leaf-to-spine (or ToR-to-aggregation) links: (switch, port, the switch at the other end).
+pub fn uplinks(t: &Topology) -> Vec<(String, u16, String)> {
+    let mut v = Vec::new();
+    for (sw, ports) in t.ports() {
+        if !matches!(t.role_of(sw), Some(Role::Leaf | Role::Tor)) {
+            continue;
+        }
+        for (p, (other, _)) in ports {
+            if let End::Switch(o, _) = other {
+                v.push((sw.to_string(), p, o.clone()));
+            }
+        }
+    }
+    v
+}
+
+/// One parsed flow row of a host's CSV.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlowRow {
+    /// `short` or `large`.
+    pub class: String,
+    /// Whether it finished.
+    pub finished: bool,
+    /// FCT, µs.
+    pub fct_us: Option<f64>,
+    /// Retransmitted segments.
+    pub retransmits: u64,
+    /// Deliveries the receiver echoed as CE-marked.
+    pub delivered_ce: u64,
+    /// How late the flow started, µs.
+    pub lag_us: f64,
+}
+
+/// Parses the rows of a `pisa-traffic client` CSV (with its header).
+pub fn parse_flow_rows(text: &str) -> Result<Vec<FlowRow>, String> {
+    let mut lines = text.lines();
+    let head: Vec<&str> = lines.next().ok_or("empty CSV")?.split(',').collect();
+    let col = |name: &str| {
+        head.iter()
+            .position(|h| *h == name)
+            .ok_or_else(|| format!("no column {name}"))
+    };
+    let (c, f, t, r, ce, lag) = (
+        col("class")?,
+        col("finished")?,
+        col("fct_us")?,
+        col("retransmits")?,
+        col("delivered_ce")?,
+        col("lag_us")?,
+    );
+    lines
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let v: Vec<&str> = l.split(',').collect();
+            if v.len() != head.len() {
+                return Err(format!(
+                    "row with {} of {} columns: {l}",
+                    v.len(),
+                    head.len()
+                ));
+            }
+            Ok(FlowRow {
+                class: v[c].to_string(),
+                finished: v[f] == "true",
+                fct_us: v[t].parse().ok(),
+                retransmits: v[r].parse().unwrap_or(0),
+                delivered_ce: v[ce].parse().unwrap_or(0),
+                lag_us: v[lag].parse().unwrap_or(0.0),
+            })
+        })
+        .collect()
+}
+
+/// Switch statistics of a point.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SwitchStats {
+    /// Packets sent on each uplink: (leaf, port, spine, packets).
+    pub uplinks: Vec<(String, u16, String, u64)>,
+    /// Packets the traffic managers dropped (tail drops).
+    pub tm_drops: u64,
+    /// Packets the programs dropped (every reason).
+    pub program_drops: u64,
+    /// Packets the traffic managers marked CE (their own threshold; a program's marking shows
+    /// in the flows' `delivered_ce`).
+    pub tm_ecn_marked: u64,
+    /// Largest sampled egress queue, packets.
+    pub queue_max: u64,
+    /// Mean sampled egress queue over every switch port, packets.
+    pub queue_mean: f64,
+}
+
+/// The header of `summary.csv`.
+pub const SUMMARY_HEADER: &str = "scheme,load,rep,workload,pattern,load_of,cc,ecn,seconds,flows,\
+    finished,short_n,short_avg_fct_us,short_p99_fct_us,large_n,large_avg_fct_us,large_p99_fct_us,\
+    retransmits,delivered_ce,uplink_pkts_std_mean,uplink_pkts_std_max,tm_drops,program_drops,tm_ecn_marked,\
+    queue_max_pkts,queue_mean_pkts,start_lag_p99_us,wall_s";
+
+/// The std-dev of per-uplink packets of each leaf: (mean over leaves, max).
+pub fn uplink_balance(up: &[(String, u16, String, u64)]) -> (f64, f64) {
+    let mut by_leaf: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for (l, _, _, p) in up {
+        by_leaf.entry(l).or_default().push(*p as f64);
+    }
+    let sds: Vec<f64> = by_leaf.values().map(|v| Stats::of(v).std_dev).collect();
+    let mean = if sds.is_empty() {
+        0.0
+    } else {
+        sds.iter().sum::<f64>() / sds.len() as f64
+    };
+    (mean, sds.iter().copied().fold(0.0, f64::max))
+}
+
+/// A point's summary row.
+pub fn summary_row(
+    e: &Experiment,
+    t: &Transport,
+    p: &Point,
+    rows: &[FlowRow],
+    sw: &SwitchStats,
+    wall_s: f64,
+) -> String {
+    let fcts = |class: &str| -> Vec<f64> {
+        rows.iter()
+            .filter(|r| r.class == class && r.finished)
+            .filter_map(|r| r.fct_us)
+            .collect()
+    };
+    let (s, l) = (Stats::of(&fcts("short")), Stats::of(&fcts("large")));
+    let (sd_mean, sd_max) = uplink_balance(&sw.uplinks);
+    let load_of = match e.load_of {
+        LoadOf::Host => "host",
+        LoadOf::Fabric => "fabric",
+    };
+    format!(
+        "{},{},{},{},{},{load_of},{},{},{},{},{},{},{:.1},{:.1},{},{:.1},{:.1},{},{},{:.1},{:.1},{},{},{},{},{:.2},{:.0},{:.1}",
+        p.scheme,
+        p.load,
+        p.rep,
+        e.workload,
+        e.pattern,
+        t.cc,
+        t.ecn,
+        e.seconds,
+        rows.len(),
+        rows.iter().filter(|r| r.finished).count(),
+        s.n,
+        s.mean,
+        s.p99,
+        l.n,
+        l.mean,
+        l.p99,
+        rows.iter().map(|r| r.retransmits).sum::<u64>(),
+        rows.iter().map(|r| r.delivered_ce).sum::<u64>(),
+        sd_mean,
+        sd_max,
+        sw.tm_drops,
+        sw.program_drops,
+        sw.tm_ecn_marked,
+        sw.queue_max,
+        sw.queue_mean,
+        traffic::quantile_nearest_rank(&rows.iter().map(|r| r.lag_us).collect::<Vec<_>>(), 0.99),
+        wall_s
+    )
+}
+
+/// Sends `cmd` to a switch's admin socket; returns the reply lines.
+pub fn admin(sock: &Path, cmd: &str) -> Result<Vec<String>, String> {
+    let s = UnixStream::connect(sock).map_err(|e| format!("{}: {e}", sock.display()))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    let mut w = s.try_clone().map_err(|e| e.to_string())?;
+    w.write_all(format!("{cmd}\n").as_bytes())
+        .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for line in BufReader::new(s).lines() {
+        let line = line.map_err(|e| format!("{}: {cmd}: {e}", sock.display()))?;
+        if line == "ok" {
+            return Ok(out);
+        }
+        if let Some(err) = line.strip_prefix("error: ") {
+            return Err(format!("{cmd}: {err}"));
+        }
+        out.push(line);
+    }
+    Err(format!("{}: {cmd}: no answer", sock.display()))
+}
+
+/// (enqueued, dropped, marked, depth) of a port, summed over its queues.
+fn port_queues(sock: &Path, port: u16) -> Result<[u64; 4], String> {
+    let mut sum = [0u64; 4];
+    for l in admin(sock, &format!("show_queues {port}"))?.iter().skip(1) {
+        // queue depth bytes enqueued dropped marked
+        let v: Vec<u64> = l
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        if v.len() == 6 {
+            sum[0] += v[3];
+            sum[1] += v[4];
+            sum[2] += v[5];
+            sum[3] += v[1];
+        }
+    }
+    Ok(sum)
+}
+
+/// (switch, port) -> packets sent, from every switch's `egress.port_tx` over P4Runtime (the
+/// controller in the management namespace).
+pub fn port_tx_packets(f: &Fabric) -> Result<BTreeMap<(String, u16), u64>, String> {
+    let topo_file = f.opts.dir.join("topology.txt");
+    let bin = workspace_bin("pisa-fabric");
+    let out = f
+        .mgmt()
+        .exec(
+            bin.to_str().unwrap_or_default(),
+            &["counters", topo_file.to_str().unwrap_or_default()],
+        )
+        .map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            Some((
+                (w.first()?.to_string(), w.get(1)?.parse().ok()?),
+                w.get(2)?.parse().ok()?,
+            ))
+        })
+        .collect())
+}
+
+/// The transport a run uses: dctcp where the kernel has it, else cubic with RFC 3168 ECN (said
+/// on stderr).
+pub fn effective_transport(t: &Transport) -> Transport {
+    if t.cc == "dctcp" && !available_congestion_controls().iter().any(|c| c == "dctcp") {
+        eprintln!(
+            "pisa-fabric: this kernel has no dctcp (and DCTCP through BPF struct_ops is not \
+             written yet): using cubic with RFC 3168 ECN (cc=cubic, ecn=1); the records say so"
+        );
+        return Transport {
+            cc: "cubic".into(),
+            ecn: 1,
+        };
+    }
+    t.clone()
+}
+
+fn fmt_duration(s: f64) -> String {
+    let s = s.max(0.0) as u64;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, s % 3600 / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// Concatenates `name` of every finished point (one header) into `OUT/name`.
+fn merge(e: &Experiment, name: &str, header: &str) -> Result<(), String> {
+    let mut text = format!("{header}\n");
+    for p in points(e) {
+        let dir = e.out.join("points").join(p.dir_name());
+        if !dir.join("done").exists() {
+            continue;
+        }
+        let part = std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+        for l in part.lines().skip(1) {
+            text += l;
+            text.push('\n');
+        }
+    }
+    std::fs::write(e.out.join(name), text).map_err(|err| format!("{name}: {err}"))
+}
+
+/// The header of the merged `flows.csv`.
+pub fn flows_header() -> String {
+    format!("scheme,load,rep,{FLOW_CSV_HEADER}")
+}
+
+/// The header of `uplinks.csv`.
+pub const UPLINKS_HEADER: &str = "scheme,load,rep,leaf,port,spine,packets";
+
+/// Runs the experiment. `up` brings a fabric up (the caller serialises it with its teardown on
+/// signals); `cancel` stops between steps.
+pub fn run(
+    e: &Experiment,
+    cancel: &Arc<AtomicBool>,
+    up: &dyn Fn(&Topology, &Options) -> Result<Fabric, String>,
+) -> Result<(), String> {
+    for s in &e.schemes {
+        if pipeline::program::lookup(s).is_none() {
+            return Err(format!(
+                "scheme {s}: no such program (this build has: {}; schemes with parameters such \
+                 as p4te-nra are not there yet: use --set)",
+                pipeline::program::names().collect::<Vec<_>>().join(", ")
+            ));
+        }
+    }
+    if e.loads.iter().any(|l| !(*l > 0.0 && l.is_finite())) || e.loads.is_empty() {
+        return Err("--loads: positive fractions".into());
+    }
+    if !(e.seconds > 0.0 && e.drain >= 0.0 && e.reps > 0) {
+        return Err("--seconds must be positive, --drain at least 0, --reps at least 1".into());
+    }
+    let transport = effective_transport(&e.transport);
+    std::fs::create_dir_all(e.out.join("points")).map_err(|err| err.to_string())?;
+    let all = points(e);
+    let todo: Vec<&Point> = all
+        .iter()
+        .filter(|p| {
+            !e.out
+                .join("points")
+                .join(p.dir_name())
+                .join("done")
+                .exists()
+        })
+        .collect();
+    eprintln!(
+        "experiment: {} points ({} schemes x {} loads x {} reps), {} done already, {} to run; \
+         {} with {} flows, cc {} ecn {}",
+        all.len(),
+        e.schemes.len(),
+        e.loads.len(),
+        e.reps,
+        all.len() - todo.len(),
+        todo.len(),
+        e.workload,
+        e.pattern,
+        transport.cc,
+        transport.ecn
+    );
+    let started = Instant::now();
+    for (k, p) in todo.iter().enumerate() {
+        if cancel.load(Ordering::Relaxed) {
+            return Err("cancelled".into());
+        }
+        let t0 = Instant::now();
+        eprintln!(
+            "[{}/{}] {} load {} rep {}: starting",
+            k + 1,
+            todo.len(),
+            p.scheme,
+            p.load,
+            p.rep
+        );
+        let line = run_point(e, &transport, p, cancel, up)?;
+        merge(e, "flows.csv", &flows_header())?;
+        merge(e, "summary.csv", SUMMARY_HEADER)?;
+        merge(e, "uplinks.csv", UPLINKS_HEADER)?;
+        let per = started.elapsed().as_secs_f64() / (k + 1) as f64;
+        eprintln!(
+            "[{}/{}] {} load {} rep {}: {line}; {} this point, {} elapsed, ETA {}",
+            k + 1,
+            todo.len(),
+            p.scheme,
+            p.load,
+            p.rep,
+            fmt_duration(t0.elapsed().as_secs_f64()),
+            fmt_duration(started.elapsed().as_secs_f64()),
+            fmt_duration(per * (todo.len() - k - 1) as f64)
+        );
+    }
+    merge(e, "flows.csv", &flows_header())?;
+    merge(e, "summary.csv", SUMMARY_HEADER)?;
+    merge(e, "uplinks.csv", UPLINKS_HEADER)?;
+    Ok(())
+}
+
+/// Waits until every host's server listens on [`PORT`].
+fn wait_listening(f: &Fabric, hosts: &[String]) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for h in hosts {
+        loop {
+            let out = f
+                .ns(h)
+                .exec("ss", &["-ltnH"])
+                .map_err(|err| err.to_string())?;
+            if String::from_utf8_lossy(&out.stdout).contains(&format!(":{PORT}")) {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(format!("pisa-traffic serve on {h} did not listen"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    Ok(())
+}
+
+fn run_point(
+    e: &Experiment,
+    transport: &Transport,
+    p: &Point,
+    cancel: &Arc<AtomicBool>,
+    up: &dyn Fn(&Topology, &Options) -> Result<Fabric, String>,
+) -> Result<String, String> {
+    let t0 = Instant::now();
+    let dir = e.out.join("points").join(p.dir_name());
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|err| err.to_string())?;
+    let mut topo = e.base.clone();
+    for s in &mut topo.switches {
+        s.program = p.scheme.clone();
+        for (k, v) in &e.sets {
+            s.params.insert(k.clone(), v.clone());
+        }
+    }
+    let flows = schedule(e, &topo, p)?;
+    let opts = Options {
+        name: e.name.clone(),
+        io: "af-xdp".into(),
+        dir: dir.join("run"),
+        cancel: cancel.clone(),
+        capture: false,
+    };
+    let mut f = up(&topo, &opts)?;
+    f.program()?;
+    let hosts: Vec<String> = topo.hosts.iter().map(|h| h.name.clone()).collect();
+    let bin = workspace_bin("pisa-traffic");
+    let bin = bin.to_str().unwrap_or_default();
+    let ecn = transport.ecn.to_string();
+    let mut servers = Vec::new();
+    for h in &hosts {
+        servers.push(
+            Process::spawn(
+                f.ns(h),
+                bin,
+                &["serve", "--cc", &transport.cc, "--ecn", &ecn],
+                &dir.join(format!("serve-{h}.log")),
+            )
+            .map_err(|err| err.to_string())?,
+        );
+    }
+    wait_listening(&f, &hosts)?;
+    let before = port_tx_packets(&f)?;
+    // Each host's schedule, to the destinations' IPv4 addresses.
+    let mut per_host: Vec<String> = vec![String::new(); hosts.len()];
+    for fl in &flows {
+        let d = &topo.hosts[fl.dst];
+        let job = Job::Sized {
+            id: fl.id,
+            dst: d.name.clone(),
+            addr: std::net::SocketAddr::from((d.ipv4, PORT)),
+            start_ns: fl.start_ns,
+            size: fl.size,
+            class: fl.class,
+            tos: fl.tos,
+        };
+        per_host[fl.src] += &(job.line() + "\n");
+    }
+    let epoch = crate::traffic::unix_now_ns() + 1_500_000_000;
+    let drain = e.drain.to_string();
+    let epoch_s = epoch.to_string();
+    let mut clients = Vec::new();
+    for (i, h) in hosts.iter().enumerate() {
+        let sched = dir.join(format!("{h}.sched"));
+        std::fs::write(&sched, &per_host[i]).map_err(|err| err.to_string())?;
+        let out = dir.join(format!("{h}.csv"));
+        let args = [
+            "client",
+            "--schedule",
+            sched.to_str().unwrap_or_default(),
+            "--src",
+            h,
+            "--out",
+            out.to_str().unwrap_or_default(),
+            "--cc",
+            &transport.cc,
+            "--ecn",
+            &ecn,
+            "--epoch-ns",
+            &epoch_s,
+            "--drain",
+            &drain,
+        ];
+        clients.push(
+            Process::spawn(f.ns(h), bin, &args, &dir.join(format!("client-{h}.log")))
+                .map_err(|err| err.to_string())?,
+        );
+    }
+    // Sample every switch port's queue once a second while the flows run.
+    let ports = topo.ports();
+    let socks: Vec<(PathBuf, Vec<u16>)> = topo
+        .switches
+        .iter()
+        .map(|s| {
+            (
+                opts.dir.join(format!("{}.sock", s.name)),
+                ports
+                    .get(s.name.as_str())
+                    .map(|m| m.keys().copied().collect())
+                    .unwrap_or_default(),
+            )
+        })
+        .collect();
+    let limit = Duration::from_secs_f64(1.5 + e.seconds + e.drain + 20.0);
+    let flow_start = Instant::now();
+    let (mut depth_sum, mut depth_n, mut depth_max) = (0u64, 0u64, 0u64);
+    let mut last_sample = Instant::now() - Duration::from_secs(1);
+    let mut last_note = Instant::now();
+    while clients.iter_mut().any(Process::running) {
+        if cancel.load(Ordering::Relaxed) {
+            return Err("cancelled".into());
+        }
+        let dead = f.dead_switches();
+        if !dead.is_empty() {
+            return Err(format!(
+                "switches exited during the run: {}",
+                dead.join(", ")
+            ));
+        }
+        if flow_start.elapsed() > limit {
+            return Err(format!(
+                "the clients did not finish within {:.0} s",
+                limit.as_secs_f64()
+            ));
+        }
+        if last_sample.elapsed() >= Duration::from_secs(1) {
+            last_sample = Instant::now();
+            for (sock, ps) in &socks {
+                for &port in ps {
+                    if let Ok(q) = port_queues(sock, port) {
+                        depth_sum += q[3];
+                        depth_n += 1;
+                        depth_max = depth_max.max(q[3]);
+                    }
+                }
+            }
+        }
+        if last_note.elapsed() >= Duration::from_secs(10) {
+            last_note = Instant::now();
+            eprintln!(
+                "    flows running: {:.0} s of {:.0} s window + up to {:.0} s drain",
+                flow_start.elapsed().as_secs_f64() - 1.5,
+                e.seconds,
+                e.drain
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let after = port_tx_packets(&f)?;
+    let mut sw = SwitchStats {
+        queue_max: depth_max,
+        queue_mean: if depth_n > 0 {
+            depth_sum as f64 / depth_n as f64
+        } else {
+            0.0
+        },
+        ..Default::default()
+    };
+    for (leaf, port, spine) in uplinks(&topo) {
+        let key = (leaf.clone(), port);
+        let n = after
+            .get(&key)
+            .copied()
+            .unwrap_or(0)
+            .saturating_sub(before.get(&key).copied().unwrap_or(0));
+        sw.uplinks.push((leaf, port, spine, n));
+    }
+    for (sock, ps) in &socks {
+        for &port in ps {
+            let q = port_queues(sock, port)?;
+            sw.tm_drops += q[1];
+            sw.tm_ecn_marked += q[2];
+        }
+        for l in admin(sock, "show_drops")? {
+            sw.program_drops += l
+                .split_whitespace()
+                .nth(1)
+                .and_then(|x| x.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    drop(servers);
+    for c in &mut clients {
+        c.wait(Duration::ZERO); // reaps the exited client, so its guard has nothing to kill
+    }
+    drop(clients);
+    f.stop_switches();
+    drop(f);
+    crate::fabric::teardown(&e.name);
+    // Collect the hosts' records.
+    let prefix = format!("{},{},{}", p.scheme, p.load, p.rep);
+    let mut flows_csv = flows_header() + "\n";
+    let mut rows = Vec::new();
+    for h in &hosts {
+        let path = dir.join(format!("{h}.csv"));
+        let text = std::fs::read_to_string(&path).map_err(|err| {
+            let log =
+                std::fs::read_to_string(dir.join(format!("client-{h}.log"))).unwrap_or_default();
+            format!("{}: {err} (client log: {})", path.display(), log.trim())
+        })?;
+        rows.extend(parse_flow_rows(&text).map_err(|err| format!("{}: {err}", path.display()))?);
+        for l in text.lines().skip(1) {
+            let _ = writeln!(flows_csv, "{prefix},{l}");
+        }
+    }
+    if rows.len() != flows.len() {
+        return Err(format!(
+            "{} flows scheduled but {} recorded",
+            flows.len(),
+            rows.len()
+        ));
+    }
+    std::fs::write(dir.join("flows.csv"), flows_csv).map_err(|err| err.to_string())?;
+    let wall = t0.elapsed().as_secs_f64();
+    let summary = summary_row(e, transport, p, &rows, &sw, wall);
+    std::fs::write(
+        dir.join("summary.csv"),
+        format!("{SUMMARY_HEADER}\n{summary}\n"),
+    )
+    .map_err(|err| err.to_string())?;
+    let mut up_csv = format!("{UPLINKS_HEADER}\n");
+    for (l, port, s, n) in &sw.uplinks {
+        let _ = writeln!(up_csv, "{prefix},{l},{port},{s},{n}");
+    }
+    std::fs::write(dir.join("uplinks.csv"), up_csv).map_err(|err| err.to_string())?;
+    std::fs::write(dir.join("done"), "").map_err(|err| err.to_string())?;
+    let fin = rows.iter().filter(|r| r.finished).count();
+    let short: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.class == Class::Short.name() && r.finished)
+        .filter_map(|r| r.fct_us)
+        .collect();
+    Ok(format!(
+        "{fin}/{} flows finished, short-flow FCT avg {:.0} us, {} TM drops",
+        rows.len(),
+        Stats::of(&short).mean,
+        sw.tm_drops
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pipeline::fabric::topo::{LinkProps, leaf_spine};
+
+    fn exp(t: Topology) -> Experiment {
+        Experiment {
+            base: t,
+            schemes: vec!["basic".into(), "ecmp".into()],
+            sets: vec![],
+            workload: "hadoop".into(),
+            loads: vec![0.2, 0.5],
+            pattern: "random".into(),
+            incast: "24x512Ki:short,8x1024Ki:large".into(),
+            load_of: LoadOf::Host,
+            seconds: 2.0,
+            drain: 5.0,
+            reps: 2,
+            out: PathBuf::from("/nonexistent"),
+            transport: Transport {
+                cc: "cubic".into(),
+                ecn: 1,
+            },
+            short_tos: 8,
+            large_tos: 16,
+            seed: 1,
+            name: "x".into(),
+        }
+    }
+
+    fn ls() -> Topology {
+        leaf_spine(
+            4,
+            2,
+            3,
+            2.0,
+            LinkProps {
+                rate_bps: 100_000_000,
+                ..LinkProps::default()
+            },
+        )
+    }
+
+    #[test]
+    fn every_scheme_sees_the_same_flows_and_loads_scale_arrivals() {
+        let t = ls();
+        let e = exp(t.clone());
+        let pts = points(&e);
+        assert_eq!(pts.len(), 8);
+        let a = schedule(&e, &t, &pts[0]).unwrap(); // basic, 0.2, rep 1
+        let b = schedule(&e, &t, &pts[4]).unwrap(); // ecmp, 0.2, rep 1
+        assert_eq!(pts[4].scheme, "ecmp");
+        assert_eq!(a, b);
+        let rep2 = schedule(&e, &t, &pts[1]).unwrap();
+        assert_ne!(a, rep2);
+        let heavy = schedule(&e, &t, &pts[2]).unwrap(); // load 0.5
+        let ratio = heavy.len() as f64 / a.len() as f64;
+        assert!((2.0..3.0).contains(&ratio), "{ratio}");
+        assert!(a.iter().all(|f| f.src != f.dst && f.dst < 12));
+    }
+
+    #[test]
+    fn capacities_and_uplinks_follow_the_topology() {
+        let t = ls();
+        assert_eq!(capacity_per_host(&t, LoadOf::Host).unwrap(), 100e6);
+        // 3 hosts x 100M over 2 uplinks at 2:1: 150M of uplinks per leaf, 50M per host.
+        assert_eq!(capacity_per_host(&t, LoadOf::Fabric).unwrap(), 50e6);
+        let up = uplinks(&t);
+        assert_eq!(up.len(), 8);
+        assert!(
+            up.iter()
+                .all(|(l, _, s)| l.starts_with("leaf") && s.starts_with("spine"))
+        );
+        let (order, layout) = host_groups(&t);
+        assert_eq!(order, (0..12).collect::<Vec<_>>());
+        assert_eq!(
+            layout,
+            Some(Layout {
+                groups: 4,
+                per_group: 3
+            })
+        );
+        // Stride goes to the next leaf.
+        let mut e = exp(t.clone());
+        e.pattern = "stride".into();
+        let f = schedule(&e, &t, &points(&e)[0]).unwrap();
+        assert!(f.iter().all(|f| f.dst / 3 == (f.src / 3 + 1) % 4));
+    }
+
+    #[test]
+    fn incast_events_come_from_other_leaves_with_their_classes() {
+        let t = ls();
+        let mut e = exp(t.clone());
+        e.pattern = "incast".into();
+        let f = schedule(&e, &t, &points(&e)[0]).unwrap();
+        assert_eq!(f.len(), 64); // two events of 32 flows
+        for ev in [0u64, 1_000_000_000] {
+            let v: Vec<&Flow> = f.iter().filter(|x| x.start_ns == ev).collect();
+            assert_eq!(v.len(), 32);
+            let rx = v[0].dst;
+            assert!(v.iter().all(|x| x.dst == rx && x.src / 3 != rx / 3));
+            assert_eq!(v.iter().filter(|x| x.class == Class::Large).count(), 8);
+        }
+    }
+
+    #[test]
+    fn summaries_give_fct_statistics_per_class_and_uplink_balance() {
+        let csv = format!(
+            "{FLOW_CSV_HEADER}\n\
+             0,h1,h2,0,1000,short,0x08,cubic,1,true,100.0,0,0,3,0,0,4,50,700,\n\
+             1,h1,h3,0,2000,short,0x08,cubic,1,true,300.0,2,0,3,0,0,0,50,1,\n\
+             2,h1,h3,0,9000000,large,0x10,cubic,1,false,,1,0,3,0,0,0,50,1,not finished\n"
+        );
+        let rows = parse_flow_rows(&csv).unwrap();
+        assert_eq!(rows.len(), 3);
+        assert!(parse_flow_rows("a,b\n1").is_err());
+        let sw = SwitchStats {
+            uplinks: vec![
+                ("leaf1".into(), 4, "spine1".into(), 100),
+                ("leaf1".into(), 5, "spine2".into(), 300),
+                ("leaf2".into(), 4, "spine1".into(), 50),
+                ("leaf2".into(), 5, "spine2".into(), 50),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(uplink_balance(&sw.uplinks), (50.0, 100.0));
+        let e = exp(ls());
+        let row = summary_row(&e, &e.transport, &points(&e)[0], &rows, &sw, 12.0);
+        let head: Vec<&str> = SUMMARY_HEADER.split(',').collect();
+        let v: Vec<&str> = row.split(',').collect();
+        assert_eq!(head.len(), v.len());
+        let get = |k: &str| v[head.iter().position(|h| *h == k).unwrap()];
+        assert_eq!(get("flows"), "3");
+        assert_eq!(get("finished"), "2");
+        assert_eq!(get("short_n"), "2");
+        assert_eq!(get("short_avg_fct_us"), "200.0");
+        assert_eq!(get("short_p99_fct_us"), "300.0");
+        assert_eq!(get("large_n"), "0");
+        assert_eq!(get("retransmits"), "3");
+        assert_eq!(get("delivered_ce"), "4");
+        assert_eq!(get("start_lag_p99_us"), "700");
+        assert_eq!(get("uplink_pkts_std_mean"), "50.0");
+    }
+}

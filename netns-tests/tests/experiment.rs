@@ -1,0 +1,168 @@
+//! A CI-sized `pisa-fabric experiment`: a 2x2 leaf-spine with two hosts per leaf, `basic` and
+//! `ecmp`, Hadoop flows at one load for 2 s. The CSVs are well-formed, every flow finished, both
+//! schemes ran the same flows, the uplinks carried them, a rerun resumes without running a point
+//! again, and no namespace is left. Needs root, iproute2, ethtool and the workspace binaries
+//! (pisa-switch, pisa-fabric, pisa-traffic).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use pisa_fabric::fabric::teardown;
+use pisa_fabric::{run, workspace_bin};
+
+/// Removes the fabric whatever happens to the test.
+struct Cleanup(String);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        teardown(&self.0);
+    }
+}
+
+fn csv(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut lines = text.lines();
+    let head: Vec<String> = lines
+        .next()
+        .unwrap()
+        .split(',')
+        .map(str::to_string)
+        .collect();
+    let rows: Vec<Vec<String>> = lines
+        .map(|l| l.split(',').map(str::to_string).collect::<Vec<_>>())
+        .collect();
+    for r in &rows {
+        assert_eq!(r.len(), head.len(), "{}: {r:?}", path.display());
+    }
+    (head, rows)
+}
+
+fn col(head: &[String], name: &str) -> usize {
+    head.iter()
+        .position(|h| h == name)
+        .unwrap_or_else(|| panic!("no column {name} in {head:?}"))
+}
+
+#[test]
+fn a_small_experiment_writes_well_formed_results_and_resumes() {
+    let name = format!("x{}", std::process::id() % 100_000);
+    let _cleanup = Cleanup(name.clone());
+    let out = std::env::temp_dir().join(format!("pisa-experiment-test-{name}"));
+    let _ = std::fs::remove_dir_all(&out);
+    let bin = workspace_bin("pisa-fabric");
+    let args = [
+        "experiment",
+        "--leaves",
+        "2",
+        "--spines",
+        "2",
+        "--hosts-per-leaf",
+        "2",
+        "--host-rate",
+        "100M",
+        "--schemes",
+        "basic,ecmp",
+        "--workload",
+        "hadoop",
+        "--loads",
+        "0.3",
+        "--seconds",
+        "2",
+        "--drain",
+        "20",
+        "--out",
+        out.to_str().unwrap(),
+        "--name",
+        &name,
+    ];
+    let o = run(bin.to_str().unwrap(), &args).expect("pisa-fabric experiment");
+    let log = String::from_utf8_lossy(&o.stderr).into_owned();
+    eprint!("{log}");
+    assert!(log.contains("ETA"), "no progress line with an ETA");
+
+    // summary.csv: one row per point, every flow finished.
+    let (h, rows) = csv(&out.join("summary.csv"));
+    assert_eq!(rows.len(), 2);
+    let (scheme, flows, fin) = (col(&h, "scheme"), col(&h, "flows"), col(&h, "finished"));
+    assert_eq!(
+        rows.iter().map(|r| r[scheme].as_str()).collect::<Vec<_>>(),
+        ["basic", "ecmp"]
+    );
+    for r in &rows {
+        let n: usize = r[flows].parse().unwrap();
+        assert!(n > 20, "{r:?}");
+        assert_eq!(r[fin], r[flows], "unfinished flows: {r:?}");
+        let short_avg: f64 = r[col(&h, "short_avg_fct_us")].parse().unwrap();
+        assert!(short_avg > 0.0);
+        for c in ["retransmits", "tm_drops", "queue_max_pkts"] {
+            r[col(&h, c)].parse::<u64>().unwrap();
+        }
+        for c in ["uplink_pkts_std_mean", "start_lag_p99_us", "wall_s"] {
+            r[col(&h, c)].parse::<f64>().unwrap();
+        }
+        assert_eq!(r[col(&h, "cc")], "cubic");
+    }
+
+    // flows.csv: the columns the issue names, and the same flows for both schemes.
+    let (h, rows) = csv(&out.join("flows.csv"));
+    for c in [
+        "scheme",
+        "load",
+        "rep",
+        "src",
+        "dst",
+        "size_bytes",
+        "class",
+        "finished",
+        "fct_us",
+        "retransmits",
+    ] {
+        col(&h, c);
+    }
+    let key = |r: &Vec<String>| {
+        (
+            r[col(&h, "id")].clone(),
+            r[col(&h, "src")].clone(),
+            r[col(&h, "dst")].clone(),
+            r[col(&h, "start_ns")].clone(),
+            r[col(&h, "size_bytes")].clone(),
+        )
+    };
+    let of = |s: &str| -> BTreeSet<_> {
+        rows.iter()
+            .filter(|r| r[col(&h, "scheme")] == s)
+            .map(key)
+            .collect()
+    };
+    assert_eq!(of("basic"), of("ecmp"));
+    for r in &rows {
+        assert_eq!(r[col(&h, "finished")], "true", "{r:?}");
+        assert!(r[col(&h, "fct_us")].parse::<f64>().unwrap() > 0.0);
+        assert!(["short", "large"].contains(&r[col(&h, "class")].as_str()));
+        assert_ne!(r[col(&h, "src")], r[col(&h, "dst")]);
+    }
+
+    // uplinks.csv: each leaf's two uplinks, per point, together carrying the cross-leaf flows.
+    let (h, rows) = csv(&out.join("uplinks.csv"));
+    assert_eq!(rows.len(), 8);
+    let total: u64 = rows
+        .iter()
+        .map(|r| r[col(&h, "packets")].parse::<u64>().unwrap())
+        .sum();
+    assert!(total > 1000, "{rows:?}");
+
+    // A rerun skips both points.
+    let o = run(bin.to_str().unwrap(), &args).expect("rerun");
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(log.contains("2 done already, 0 to run"), "{log}");
+    let (_, again) = csv(&out.join("summary.csv"));
+    assert_eq!(again.len(), 2);
+
+    let left = run("ip", &["netns", "list"]).unwrap();
+    let prefix = format!("pf{name}-");
+    assert!(
+        !String::from_utf8_lossy(&left.stdout).contains(&prefix),
+        "namespaces left behind"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
