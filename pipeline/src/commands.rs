@@ -13,7 +13,7 @@
 //! act_prof_create_group <profile> <group_id> [<member_id>[:<weight>]...]
 //! mc_group_create <group_id> <port>[:<rid>]...
 //! mirroring_add <session_id> <port> [<truncate_bytes>]
-//! mirroring_add_replicas <session_id> <port>[:<rid>]...
+//! mirroring_add_replicas <session_id> <port>[:<rid>]... [cos=<class of service>]
 //! register_write <register> <index> <value>
 //! meter_set <meter> <index> <cir> <cburst> <pir> <pburst>
 //! meter_set_direct <table> <key...> [<priority>] => <cir> <cburst> <pir> <pburst>
@@ -381,15 +381,25 @@ pub fn parse_line(schema: &Schema, line: &str) -> Result<Command, ParseError> {
                 session_id,
                 vec![Replica { port, rid: 0 }],
                 truncate,
+                0,
             ))
         }
         "mirroring_add_replicas" => {
             let session_id = number(w.get(1).copied().unwrap_or(""), "session id")?;
-            let replicas = w[2.min(w.len())..]
-                .iter()
-                .map(|r| replica(r))
-                .collect::<Result<_, _>>()?;
-            Ok(clone_session(session_id, replicas, 0))
+            let mut cos = 0u8;
+            let mut replicas = Vec::new();
+            for r in &w[2.min(w.len())..] {
+                match r.strip_prefix("cos=") {
+                    Some(c) => {
+                        cos = number(c, "class of service")?;
+                        if cos > 7 {
+                            return err("class of service: 0 to 7");
+                        }
+                    }
+                    None => replicas.push(replica(r)?),
+                }
+            }
+            Ok(clone_session(session_id, replicas, 0, cos))
         }
         "meter_set_direct" => {
             let table = l.table(1)?;
@@ -463,14 +473,14 @@ pub fn parse_line(schema: &Schema, line: &str) -> Result<Command, ParseError> {
     }
 }
 
-fn clone_session(session_id: u32, replicas: Vec<Replica>, truncate: u32) -> Command {
+fn clone_session(session_id: u32, replicas: Vec<Replica>, truncate: u32, cos: u8) -> Command {
     update(
         UpdateKind::Insert,
         Entity::CloneSession {
             session_id,
             session: CloneSession {
                 replicas,
-                class_of_service: 0,
+                class_of_service: cos,
                 truncate,
             },
         },
@@ -519,6 +529,29 @@ mod tests {
             Ok(0x2001_0db8_0000_0000_0000_0000_0000_0001)
         );
         assert!(parse_value("zz").is_err());
+    }
+
+    #[test]
+    fn clone_sessions_with_several_replicas_and_a_class() {
+        let s = basic();
+        let Ok(Command::Write(u)) = parse_line(&s, "mirroring_add_replicas 5 510:1 68:2 cos=3")
+        else {
+            panic!()
+        };
+        let Entity::CloneSession {
+            session_id,
+            session,
+        } = &u[0].entity
+        else {
+            panic!()
+        };
+        assert_eq!(*session_id, 5);
+        assert_eq!(
+            session.replicas,
+            [Replica { port: 510, rid: 1 }, Replica { port: 68, rid: 2 }]
+        );
+        assert_eq!(session.class_of_service, 3);
+        assert!(parse_line(&s, "mirroring_add_replicas 5 510:1 cos=8").is_err());
     }
 
     #[test]

@@ -264,8 +264,9 @@ fn plan_with(
                     super::RID_FACK
                 ));
             }
+            // Class of service 1: the feedback class of the CPU port (not punts' class 0).
             r.push(format!(
-                "mirroring_add_replicas {} {}",
+                "mirroring_add_replicas {} {} cos=1",
                 super::SESSION_BASE + mask,
                 reps.join(" ")
             ));
