@@ -562,8 +562,7 @@ pub fn run(
     for s in &e.schemes {
         if pipeline::program::lookup(s).is_none() {
             return Err(format!(
-                "scheme {s}: no such program (this build has: {}; schemes with parameters such \
-                 as p4te-nra are not there yet: use --set)",
+                "scheme {s}: no such program (this build has: {}; plan parameters go in --set)",
                 pipeline::program::names().collect::<Vec<_>>().join(", ")
             ));
         }
