@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dataplane::io::mem::{self, MemLink};
-use dataplane::switch::{PortIo, PortSpec, Switch, SwitchConfig};
+use dataplane::switch::{PacketOutRefused, PortIo, PortSpec, Switch, SwitchConfig};
 use dataplane::tm::{PortConfig, Shaping, SharedBuffer};
 use etherparse::PacketBuilder;
 use pipeline::control::{
@@ -291,12 +291,37 @@ fn cpu_port_carries_packet_in_and_out() {
     let mut out = vec![0x02, 0x00];
     out.extend_from_slice(&arp);
     assert!(
-        sw.cpu_port().send(out),
+        sw.cpu_port().send(out).is_ok(),
         "the CPU port's queue took the packet-out"
     );
     assert_eq!(
         links[3].recv(Duration::from_secs(5)).expect("packet-out"),
         arp
+    );
+    // Issue 10, defect 6: a packet-out as long as a buffer carries leaves whole; one byte more
+    // is refused and counted, not cut to fit (it used to leave port 4 truncated).
+    let max = sw.cpu_port().max_frame();
+    assert_eq!(max, 4096 - 256);
+    let long = |len: usize| {
+        let mut out = vec![0x02, 0x00];
+        out.extend_from_slice(&arp[..14]);
+        out.resize(len, 0x5a);
+        out
+    };
+    assert!(sw.cpu_port().send(long(max)).is_ok());
+    let got = links[3]
+        .recv(Duration::from_secs(5))
+        .expect("full-size packet-out");
+    assert_eq!(got.len(), max - 2);
+    assert_eq!(
+        sw.cpu_port().send(long(max + 1)),
+        Err(PacketOutRefused::TooLong { len: max + 1, max })
+    );
+    assert_eq!(sw.cpu_port().too_long(), 1);
+    assert_eq!(
+        links[3].recv(Duration::from_millis(300)),
+        None,
+        "an over-long packet-out left the switch"
     );
     sw.stop();
 }
@@ -312,7 +337,7 @@ fn a_full_cpu_port_queue_drops_packet_outs_instead_of_blocking() {
     let (done_tx, done) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let accepted = (0..5000)
-            .filter(|_| cpu.send(vec![0x02, 0x00, 0xff]))
+            .filter(|_| cpu.send(vec![0x02, 0x00, 0xff]).is_ok())
             .count();
         let _ = done_tx.send((accepted, cpu.dropped()));
     });

@@ -27,16 +27,49 @@ pub struct CpuPort {
     pub(super) shared: Arc<Shared>,
 }
 
+/// Why [`CpuPort::send`] refused a packet-out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PacketOutRefused {
+    /// The queue to the data plane is full (or the switch stopped).
+    Full,
+    /// The frame is longer than a buffer carries ([`CpuPort::max_frame`]): it is refused whole,
+    /// never cut.
+    TooLong {
+        /// The frame's length (controller header and payload).
+        len: usize,
+        /// The longest frame the CPU port takes.
+        max: usize,
+    },
+}
+
 impl CpuPort {
+    /// The longest frame (controller header and payload) a packet-out may be: what a buffer
+    /// carries after its headroom (3,840 bytes with the default 4,096-byte buffers).
+    pub fn max_frame(&self) -> usize {
+        self.shared.pool.buf_size() - HEADROOM
+    }
+
     /// Injects a frame as if the controller sent it (it enters ingress on the CPU port). Never
     /// blocks: it is called from the P4Runtime service's async runtime, where a blocking send
-    /// would stall every other call while worker 0 is slow. Returns false, and counts the frame
-    /// in [`CpuPort::dropped`], when the queue to the data plane is full (or the switch stopped).
-    pub fn send(&self, frame: Vec<u8>) -> bool {
+    /// would stall every other call while worker 0 is slow. A frame longer than
+    /// [`CpuPort::max_frame`] is refused whole and counted in [`CpuPort::too_long`]; when the
+    /// queue to the data plane is full (or the switch stopped) the frame is dropped and counted
+    /// in [`CpuPort::dropped`].
+    pub fn send(&self, frame: Vec<u8>) -> Result<(), PacketOutRefused> {
+        let max = self.max_frame();
+        if frame.len() > max {
+            self.shared
+                .packet_out_too_long
+                .fetch_add(1, Ordering::Relaxed);
+            return Err(PacketOutRefused::TooLong {
+                len: frame.len(),
+                max,
+            });
+        }
         match self.packet_out.try_send(frame) {
             Ok(()) => {
                 self.shared.wake(0);
-                true
+                Ok(())
             }
             Err(_) => {
                 self.shared
@@ -44,7 +77,7 @@ impl CpuPort {
                     .fetch_add(1, Ordering::Relaxed);
                 // Worker 0 may be asleep with a full queue: wake it so that it drains.
                 self.shared.wake(0);
-                false
+                Err(PacketOutRefused::Full)
             }
         }
     }
@@ -53,10 +86,14 @@ impl CpuPort {
     pub fn dropped(&self) -> u64 {
         self.shared.packet_out_dropped.load(Ordering::Relaxed)
     }
+
+    /// Packet-outs refused because they were longer than [`CpuPort::max_frame`].
+    pub fn too_long(&self) -> u64 {
+        self.shared.packet_out_too_long.load(Ordering::Relaxed)
+    }
 }
 
 impl WorkerLoop {
-    /// Dequeues what is bound for the CPU port and hands it to the controller side.
     /// Dequeues what is bound for the CPU port and hands it to the controller side.
     pub(super) fn transmit_cpu(&mut self, sh: &Shared, now: u64) -> bool {
         let cpu = sh.pipeline.config.cpu_port;

@@ -23,7 +23,7 @@ mod cpu;
 pub(crate) mod sys;
 mod worker;
 
-pub use cpu::{AGENT_QUEUE, CpuPort};
+pub use cpu::{AGENT_QUEUE, CpuPort, PacketOutRefused};
 
 use capture::{Capture, capture};
 use worker::WorkerLoop;
@@ -178,6 +178,8 @@ struct Shared {
     packet_out: Receiver<Vec<u8>>,
     /// Packet-outs refused because `packet_out` was full.
     packet_out_dropped: AtomicU64,
+    /// Packet-outs refused because they were longer than a buffer carries.
+    packet_out_too_long: AtomicU64,
     /// Per port: capture of what it received and what it sent.
     pcap: Vec<Option<(Capture, Capture)>>,
     trace: Option<Mutex<io::Stderr>>,
@@ -325,6 +327,7 @@ impl Switch {
             packet_in: in_tx,
             packet_out: out_rx,
             packet_out_dropped: AtomicU64::new(0),
+            packet_out_too_long: AtomicU64::new(0),
             pcap,
             trace: config.trace.then(|| Mutex::new(io::stderr())),
             busy_poll: config.busy_poll,

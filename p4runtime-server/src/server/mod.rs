@@ -78,11 +78,19 @@ pub struct DeviceIo {
     /// block (it runs on the service's async runtime): false when the data plane's queue is full
     /// and the frame was dropped.
     pub packet_out: Box<dyn Fn(Vec<u8>) -> bool + Send + Sync>,
+    /// The longest frame (controller header + payload) `packet_out` takes: a buffer's worth.
+    /// A longer packet-out is refused with an INVALID_ARGUMENT stream error carrying the packet,
+    /// never cut.
+    pub max_packet_out: usize,
     /// Frames the data plane sent to the CPU port (controller header + payload).
     pub packet_in: crossbeam::channel::Receiver<Vec<u8>>,
     /// The data plane's clock in ns (the one hit times and digests are stamped with).
     pub clock: Arc<dyn Fn() -> u64 + Send + Sync>,
 }
+
+/// The data plane's longest packet-out with its default buffers (4,096 bytes less 256 of
+/// headroom), for a [`DeviceIo`] with no data plane behind it.
+pub const DEFAULT_MAX_PACKET_OUT: usize = 3840;
 
 impl DeviceIo {
     /// A device with no data plane behind it (tests, control-plane-only tools): packet-outs are
@@ -91,6 +99,7 @@ impl DeviceIo {
         let epoch = std::time::Instant::now();
         DeviceIo {
             packet_out: Box::new(|_| true),
+            max_packet_out: DEFAULT_MAX_PACKET_OUT,
             packet_in: crossbeam::channel::never(),
             clock: Arc::new(move || u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)),
         }
@@ -130,8 +139,10 @@ pub struct ServiceStats {
     pub packet_ins_dropped: AtomicU64,
     /// Packet-outs injected.
     pub packet_outs: AtomicU64,
-    /// Packet-outs refused (bad metadata, or not from the primary).
+    /// Packet-outs refused (bad metadata, too long, or not from the primary).
     pub packet_outs_refused: AtomicU64,
+    /// Of those, packet-outs longer than the data plane's buffers carry (INVALID_ARGUMENT).
+    pub packet_outs_too_long: AtomicU64,
     /// Packet-outs dropped because the CPU port's queue to the data plane was full (each one
     /// answered with a RESOURCE_EXHAUSTED stream error).
     pub packet_outs_dropped: AtomicU64,
@@ -775,6 +786,7 @@ mod tests {
         let (_in_tx, in_rx) = crossbeam::channel::unbounded();
         let io = DeviceIo {
             packet_out: Box::new(|_| true),
+            max_packet_out: DEFAULT_MAX_PACKET_OUT,
             packet_in: in_rx,
             clock: Arc::new(|| 0),
         };
