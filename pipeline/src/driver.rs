@@ -381,7 +381,8 @@ impl<B> Driver<B> {
     }
 
     /// The CPU port's turn: dequeues up to `budget` packets bound for it, runs egress, and hands
-    /// each emitted frame to `deliver` (packet-in). Returns whether it did work.
+    /// each emitted frame to `deliver` (packet-in) with its metadata (`qid` is the CPU port's
+    /// queue it came through, its packet-in class). Returns whether it did work.
     pub fn transmit_cpu<E: Env<Buf = B>>(
         &mut self,
         env: &mut E,
@@ -389,7 +390,7 @@ impl<B> Driver<B> {
         tx: &mut TxState<Pkt<B>>,
         now: u64,
         budget: usize,
-        mut deliver: impl FnMut(&[u8]),
+        mut deliver: impl FnMut(&[u8], &StdMeta),
     ) -> bool {
         let mut busy = false;
         for _ in 0..budget {
@@ -400,7 +401,7 @@ impl<B> Driver<B> {
             let port = q.meta.egress_port;
             if let Some((f, md)) = self.egress(env, tm, q, now) {
                 env.emitted(port, &md);
-                deliver(frame_bytes(env, &f));
+                deliver(frame_bytes(env, &f), &md);
                 env.free(f.buf);
             }
         }

@@ -23,7 +23,9 @@ mod cpu;
 pub(crate) mod sys;
 mod worker;
 
-pub use cpu::{AGENT_QUEUE, CpuPort, PacketOutRefused};
+pub use cpu::{
+    AGENT_QUEUE, CPU_CLASSES, CpuClass, CpuClassStats, CpuPort, PACKET_IN_QUEUE, PacketOutRefused,
+};
 
 use capture::{Capture, capture};
 use worker::WorkerLoop;
@@ -194,6 +196,8 @@ struct Shared {
     agent_doorbell: AtomicBool,
     /// Packet-ins the agent's full queue refused.
     agent_in_dropped: AtomicU64,
+    /// Packet-in classes: limits and counters.
+    cpu_classes: cpu::CpuClasses,
     /// Kernel thread ids of the workers.
     tids: Mutex<Vec<libc::pid_t>>,
 }
@@ -304,7 +308,7 @@ impl Switch {
             }
         }
         cache.flush(&pool);
-        let (in_tx, in_rx) = crossbeam::channel::bounded(4096);
+        let (in_tx, in_rx) = crossbeam::channel::bounded(PACKET_IN_QUEUE);
         let (out_tx, out_rx) = crossbeam::channel::bounded(4096);
         let wake: Vec<OwnedFd> = (0..workers)
             .map(|_| sys::eventfd())
@@ -315,9 +319,10 @@ impl Switch {
             pool.buf_size() - HEADROOM,
             Box::new(move || sys::signal(&wake0)),
         );
+        let tm = TrafficManager::new(nports, config.port_config, config.shared_buffer);
         let shared = Arc::new(Shared {
             pktgen,
-            tm: TrafficManager::new(nports, config.port_config, config.shared_buffer),
+            tm,
             pool,
             stop: AtomicBool::new(false),
             epoch: Instant::now(),
@@ -337,6 +342,7 @@ impl Switch {
             agent_attached: AtomicBool::new(false),
             agent_doorbell: AtomicBool::new(false),
             agent_in_dropped: AtomicU64::new(0),
+            cpu_classes: cpu::CpuClasses::default(),
             tids: Mutex::new(Vec::new()),
             pipeline,
         });

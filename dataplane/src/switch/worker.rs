@@ -98,6 +98,8 @@ pub(super) struct WorkerLoop {
     rx: Vec<Frame>,
     /// Worker 0: the CPU port's transmit state.
     pub(super) cpu_tx: Option<TxState<Frame>>,
+    /// Worker 0: the packet-in classes' token buckets.
+    pub(super) cpu_buckets: super::cpu::CpuBuckets,
     /// Worker 0: the packet generator's schedule.
     schedule: Schedule,
 }
@@ -121,6 +123,7 @@ impl WorkerLoop {
             cache: LocalCache::default(),
             rx: Vec::with_capacity(BATCH),
             cpu_tx: None,
+            cpu_buckets: super::cpu::CpuBuckets::default(),
             schedule: Schedule::default(),
         }
     }

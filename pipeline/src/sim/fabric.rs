@@ -565,7 +565,7 @@ impl Sim {
                 }
                 let agent = s.agent.is_some();
                 s.driver
-                    .transmit_cpu(&mut env, &s.tm, &mut s.cpu_tx, now, usize::MAX, |f| {
+                    .transmit_cpu(&mut env, &s.tm, &mut s.cpu_tx, now, usize::MAX, |f, _| {
                         if agent {
                             punted.push(f.to_vec());
                         } else {
