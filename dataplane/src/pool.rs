@@ -241,7 +241,8 @@ pub struct LocalCache {
     bufs: Vec<Buf>,
 }
 
-const CACHE_MAX: usize = 256;
+/// Buffers a worker's [`LocalCache`] holds at most.
+pub const CACHE_MAX: usize = 256;
 const CACHE_MOVE: usize = 64;
 
 impl LocalCache {

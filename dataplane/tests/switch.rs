@@ -647,3 +647,41 @@ fn pktgen_refuses_absurd_periods_and_a_worst_setting_keeps_the_switch_responsive
     dataplane::admin::run(&sw, "pktgen_disable 0").unwrap();
     sw.stop();
 }
+
+/// Issue 10, defect 4: a port whose propagation-delay line fills (here 5 s of delay and a
+/// flood) used to hold every buffer of the pool, and reception stopped on every port. Each
+/// egress port now holds at most its share of the pool in its queues and delay line together.
+#[test]
+fn a_delayed_port_cannot_take_the_buffers_other_ports_receive_into() {
+    let (sw, links) = start(SwitchConfig {
+        workers: 2,
+        buffers: 2048,
+        ..SwitchConfig::default()
+    });
+    let mut c = sw.tm().config(2).unwrap();
+    c.delay_ns = 5_000_000_000;
+    sw.tm().configure(2, c);
+    // Far more than the pool, towards the delayed port.
+    for i in 0..6000 {
+        links[0].send(&udp_to(2, 100));
+        if i % 256 == 0 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let held = sw.tm().held(2);
+    // Other ports still receive and forward.
+    for _ in 0..200 {
+        links[2].send(&udp_to(4, 100));
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let got = recv_n(&links[3], 200, Duration::from_secs(2)).len();
+    assert!(
+        got >= 195,
+        "port 4 got {got} of 200 frames while port 2 was delayed"
+    );
+    let cap = sw.tm().port_buffers();
+    assert!(cap < 2048 / 4, "a port's share is {cap} of 2048 buffers");
+    assert!(held <= cap, "port 2 held {held}, over its share {cap}");
+    sw.stop();
+}

@@ -353,9 +353,12 @@ impl<B> Driver<B> {
                         if delay == 0 {
                             env.departing(id, &f, now);
                             port.out.push_back(f);
+                            tm.release(id, 1);
                         } else {
                             port.delay.push_back((now.saturating_add(delay), f));
                         }
+                    } else {
+                        tm.release(id, 1);
                     }
                     if tm.pfc_pending(ingress) {
                         env.wake(ingress);
@@ -372,6 +375,7 @@ impl<B> Driver<B> {
             if let Some((_, f)) = port.delay.pop_front() {
                 env.departing(id, &f, now);
                 port.out.push_back(f);
+                tm.release(id, 1);
             }
         }
         if let Some((t, _)) = port.delay.front() {
@@ -399,6 +403,7 @@ impl<B> Driver<B> {
             };
             busy = true;
             let port = q.meta.egress_port;
+            tm.release(tx.port(), 1);
             if let Some((f, md)) = self.egress(env, tm, q, now) {
                 env.emitted(port, &md);
                 deliver(frame_bytes(env, &f), &md);

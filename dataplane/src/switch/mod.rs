@@ -49,7 +49,7 @@ use crate::io::packet::PacketPort;
 use crate::io::xdp::{XdpPort, XdpSpec};
 use crate::io::{BATCH, Frame};
 use crate::pktgen::{self, Pktgen, Schedule};
-use crate::pool::{Buf, HEADROOM, LocalCache, Pool};
+use crate::pool::{Buf, CACHE_MAX, HEADROOM, LocalCache, Pool};
 
 /// How a port moves frames.
 #[derive(Debug)]
@@ -160,6 +160,25 @@ pub struct PortCounters {
     pub pfc_rx: AtomicU64,
     /// PFC frames sent.
     pub pfc_tx: AtomicU64,
+}
+
+/// The share of the pool one egress port may hold in its traffic-manager queues and its
+/// propagation-delay line together (issue 10, defect 4). Reception must always find buffers, so
+/// the pool first keeps back what receiving and sending hold outside the queues: every AF_XDP
+/// port's fill and TX rings (1,024 + 2,048), every worker's cache ([`CACHE_MAX`]) and receive
+/// batch, and a batch per port (generated frames, packet-outs and frames on their way out). The
+/// rest is split evenly between the egress ports, the data ports and the CPU port, so that all
+/// of them congested at once still leave reception its buffers. At least 16 per port.
+fn port_buffers(pool: &Pool, workers: usize, ports: &[Vec<PortSpec>], data_ports: usize) -> u32 {
+    let xdp_ports = ports
+        .iter()
+        .flatten()
+        .filter(|p| matches!(p.io, PortIo::Xdp(_) | PortIo::XdpSpec(_)))
+        .count();
+    let reserve = xdp_ports * 3072 + workers * (CACHE_MAX + BATCH) + (data_ports + 1) * BATCH;
+    let egress_ports = data_ports + 1;
+    let share = (pool.count() as usize).saturating_sub(reserve) / egress_ports;
+    u32::try_from(share.max(16)).unwrap_or(u32::MAX)
 }
 
 /// What is shared by the workers.
@@ -320,6 +339,7 @@ impl Switch {
             Box::new(move || sys::signal(&wake0)),
         );
         let tm = TrafficManager::new(nports, config.port_config, config.shared_buffer);
+        tm.set_port_buffers(port_buffers(&pool, workers, &per_worker, ids.len()));
         let shared = Arc::new(Shared {
             pktgen,
             tm,
