@@ -410,6 +410,31 @@ impl Service {
     pub fn p4info(&self) -> &p4i::P4Info {
         &self.inner.p4info
     }
+
+    /// A Write as the primary's, for in-process drivers that have no StreamChannel (the fuzz
+    /// targets): the primary check is skipped, everything else (device, role, staging,
+    /// validation, one-shot sets, digest configs, error details) is what a client's Write gets.
+    pub fn write_as_primary(&self, req: &p4::WriteRequest) -> Result<(), Status> {
+        self.inner.write_checked(req, false)
+    }
+
+    /// A Read, answered in full on the calling thread (in-process drivers; must not run inside
+    /// an async runtime): every ReadResponse, then the error that ended it, if any.
+    pub fn read_blocking(&self, req: &p4::ReadRequest) -> Vec<Result<p4::ReadResponse, Status>> {
+        if let Err(e) = self.inner.check_read(req) {
+            return vec![Err(e)];
+        }
+        // Room for the largest answer (MAX_READ_RESULTS in chunks) and its error, so that the
+        // reader never waits for a consumer.
+        let (tx, mut rx) = mpsc::channel(MAX_READ_RESULTS / READ_CHUNK + 2);
+        self.inner.read(req, &tx);
+        drop(tx);
+        let mut out = Vec::new();
+        while let Ok(r) = rx.try_recv() {
+            out.push(r);
+        }
+        out
+    }
 }
 
 impl Inner {
