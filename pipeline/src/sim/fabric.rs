@@ -760,6 +760,8 @@ impl Sim {
             let h = &mut self.hosts[host];
             match h.tm.dequeue(&mut h.tx, now) {
                 Dequeued::Packet(q) => {
+                    // It leaves the host's TM for the link (the TM counts what a port holds).
+                    h.tm.release(0, 1);
                     let (sw, port) = h.uplink;
                     let at = now.saturating_add(h.delay_ns);
                     self.schedule(
