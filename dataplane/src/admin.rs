@@ -10,6 +10,7 @@
 //! register_read <register> <index>        counter_read <counter> <index>
 //! pktgen_set <app> <period_us> <batches> <packets> header|raw <template hex>
 //! pktgen_enable <app>    pktgen_disable <app>    show_pktgen
+//! set_cpu_class <class> <rate_pps|0> <burst> <share_eighths>   show_cpu
 //! ```
 //! Without `<port>` a setting applies to every data port.
 
@@ -85,6 +86,41 @@ pub fn run(sw: &Switch, line: &str) -> Result<String, String> {
                 Ok(String::new())
             }
             "show_pktgen" => Ok(sw.pktgen().show()),
+            "set_cpu_class" => {
+                // set_cpu_class <class> <rate_pps|0> <burst> <share_eighths>
+                let class: usize = arg(&args, 0, "class")?;
+                let c = crate::switch::CpuClass {
+                    rate_pps: arg(&args, 1, "rate (packets/s, 0 = unlimited)")?,
+                    burst: arg(&args, 2, "burst")?,
+                    share_eighths: arg(&args, 3, "share (eighths, 1 to 8)")?,
+                };
+                if !(1..=8).contains(&c.share_eighths) {
+                    return Err("the share is in eighths, 1 to 8".into());
+                }
+                sw.cpu_port().set_class(class, c)?;
+                Ok(String::new())
+            }
+            "show_cpu" => {
+                let cpu = sw.cpu_port();
+                let mut out = String::from(
+                    "class rate_pps burst share_eighths delivered policed controller_full agent_full\n",
+                );
+                for class in 0..crate::switch::CPU_CLASSES {
+                    if let (Some(c), Some(st)) = (cpu.class(class), cpu.class_stats(class)) {
+                        out += &format!(
+                            "{class} {} {} {} {} {} {} {}\n",
+                            c.rate_pps,
+                            c.burst,
+                            c.share_eighths,
+                            st.delivered,
+                            st.policed,
+                            st.controller_full,
+                            st.agent_full
+                        );
+                    }
+                }
+                Ok(out)
+            }
             "show_ports" => {
                 let mut out = String::from("port rx tx errors pfc_rx pfc_tx\n");
                 for &p in sw.ports() {
@@ -127,7 +163,10 @@ pub fn run(sw: &Switch, line: &str) -> Result<String, String> {
                     let v = control
                         .read_registers(Some(r.id), Some(index))
                         .map_err(|e| e.to_string())?;
-                    Ok(format!("{}\n", v[0].value))
+                    let c = v
+                        .first()
+                        .ok_or_else(|| format!("no cell {index} of {name}"))?;
+                    Ok(format!("{}\n", c.value))
                 } else {
                     let c = s
                         .counter_by_name(name)
@@ -135,7 +174,10 @@ pub fn run(sw: &Switch, line: &str) -> Result<String, String> {
                     let v = control
                         .read_counters(Some(c.id), Some(index))
                         .map_err(|e| e.to_string())?;
-                    Ok(format!("{} {}\n", v[0].value.packets, v[0].value.bytes))
+                    let c = v
+                        .first()
+                        .ok_or_else(|| format!("no cell {index} of {name}"))?;
+                    Ok(format!("{} {}\n", c.value.packets, c.value.bytes))
                 }
             }
             other => Err(format!("unknown command {other}")),

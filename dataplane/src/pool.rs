@@ -125,8 +125,14 @@ impl Pool {
         // SAFETY: `first` belongs to `umem` and nothing uses its frame yet; only the address of
         // its data segment is taken.
         let data = unsafe { umem.data(first) }.contents().as_ptr();
-        // Frame 0 starts HEADROOM bytes before its data; the frames follow each other.
-        let base = data.wrapping_sub(HEADROOM).cast_mut();
+        // Frame 0 starts HEADROOM bytes before its data; the frames follow each other, `count`
+        // frames of 4096 bytes. Only the *address* is taken from `data`: that slice is frame 0's
+        // data segment, empty until a frame is received into it, so a pointer derived from it
+        // may access no byte at all (issue 10, defect 5). The UMEM region was mmap'd by xsk-rs
+        // and handed to the kernel through libxdp's `xsk_umem__create` (FFI), so its provenance
+        // is exposed: a pointer made from its address with `with_exposed_provenance_mut` may
+        // reach the whole region, which `Backing::Umem` keeps mapped as long as the pool lives.
+        let base = std::ptr::with_exposed_provenance_mut::<u8>(data.addr() - HEADROOM);
         Ok(Self::with_backing(
             base,
             Backing::Umem(umem, descs.into()),
@@ -204,23 +210,61 @@ impl Pool {
     /// the same time.
     pub fn bytes<'a>(&'a self, buf: &'a Buf) -> &'a [u8] {
         let p = self.start(buf);
-        // SAFETY: `p..p + size` lies inside the pool's memory (index < count) and belongs to the
-        // buffer whose token is borrowed shared for the lifetime of the result; writes need
-        // `&mut Buf` and tokens are unique per index, so no write aliases this read. The kernel
-        // touches a buffer only while it holds it (fill/TX ring), when no token exists.
+        // SAFETY: the invariants this rests on:
+        // 1. bounds: `start` asserted index < count, so `p..p + size` lies inside the pool's
+        //    `count * size` bytes;
+        // 2. provenance: `base` may reach all of them (heap: derived from `Box::into_raw` of the
+        //    whole allocation; UMEM: the exposed provenance of the mmap'd region, see `umem`),
+        //    and `backing` keeps them alive as long as `self`, which the result borrows;
+        // 3. uniqueness: a token exists at most once per index (`alloc` hands each free index
+        //    out once, `adopt`'s contract covers the kernel's returns), and the result borrows it
+        //    shared for its whole life, while writes need it borrowed `&mut`: no write aliases
+        //    this read;
+        // 4. the kernel touches a buffer only while it holds it (fill/TX ring), when no token
+        //    exists.
         unsafe { std::slice::from_raw_parts(p, self.size) }
     }
 
-    /// The whole buffer, to write.
+    /// The whole buffer, to write. The slice borrows the token mutably, so safe code cannot
+    /// hold two of them for one buffer:
+    ///
+    /// ```compile_fail,E0499
+    /// let pool = dataplane::pool::Pool::new(2, 512);
+    /// let mut a = pool.alloc().unwrap();
+    /// let x = pool.bytes_mut(&mut a);
+    /// let y = pool.bytes_mut(&mut a); // a second `&mut` to the same buffer: refused
+    /// x[0] = y[0];
+    /// ```
+    ///
+    /// nor read a buffer while writing it:
+    ///
+    /// ```compile_fail,E0502
+    /// let pool = dataplane::pool::Pool::new(2, 512);
+    /// let mut a = pool.alloc().unwrap();
+    /// let x = pool.bytes_mut(&mut a);
+    /// let y = pool.bytes(&a); // a shared view while the mutable one lives: refused
+    /// x[0] = y[0];
+    /// ```
+    ///
+    /// and the slice cannot outlive the token (freeing the buffer ends every view of it):
+    ///
+    /// ```compile_fail,E0505
+    /// let pool = dataplane::pool::Pool::new(2, 512);
+    /// let mut a = pool.alloc().unwrap();
+    /// let x = pool.bytes_mut(&mut a);
+    /// pool.free(a); // the buffer goes back while `x` still points into it: refused
+    /// x[0] = 1;
+    /// ```
     #[allow(
         clippy::mut_from_ref,
         reason = "exclusivity comes from the unique &mut Buf token"
     )]
     pub fn bytes_mut<'a>(&'a self, buf: &'a mut Buf) -> &'a mut [u8] {
         let p = self.start(buf);
-        // SAFETY: as in `bytes`; the token is borrowed mutably for the lifetime of the result and
-        // tokens are unique per index, so this is the only reference to these bytes. Heap memory
-        // sits in `UnsafeCell`s, so writing through a shared pool is allowed.
+        // SAFETY: invariants 1, 2 and 4 of `bytes`; and 3': the token is unique per index and
+        // borrowed mutably for the whole life of the result, so this is the only reference to
+        // these bytes (the compile_fail examples above). Heap memory sits in `UnsafeCell`s and
+        // the UMEM is foreign memory, so writing through `&self` is allowed.
         unsafe { std::slice::from_raw_parts_mut(p, self.size) }
     }
 }
@@ -241,7 +285,8 @@ pub struct LocalCache {
     bufs: Vec<Buf>,
 }
 
-const CACHE_MAX: usize = 256;
+/// Buffers a worker's [`LocalCache`] holds at most.
+pub const CACHE_MAX: usize = 256;
 const CACHE_MOVE: usize = 64;
 
 impl LocalCache {
@@ -315,6 +360,26 @@ mod tests {
         got.into_iter().for_each(|b| c.free(&pool, b));
         c.flush(&pool);
         assert_eq!(pool.available(), 1000);
+    }
+
+    /// Issue 10, defect 5: the UMEM pool's base pointer reaches every byte of every frame (it
+    /// used to be derived from frame 0's empty data segment). Needs the right to make an AF_XDP
+    /// socket (root); skipped without it.
+    #[test]
+    fn every_umem_buffer_is_reachable_whole() {
+        let Ok(pool) = Pool::umem(64) else {
+            eprintln!("no AF_XDP UMEM here (not root?): skipped");
+            return;
+        };
+        let mut all: Vec<Buf> = (0..64).map(|_| pool.alloc().unwrap()).collect();
+        for (i, b) in all.iter_mut().enumerate() {
+            pool.bytes_mut(b).fill(i as u8);
+        }
+        for (i, b) in all.iter().enumerate() {
+            assert_eq!(pool.bytes(b).len(), 4096);
+            assert!(pool.bytes(b).iter().all(|&x| x == i as u8));
+        }
+        all.into_iter().for_each(|b| pool.free(b));
     }
 
     #[test]

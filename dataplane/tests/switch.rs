@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dataplane::io::mem::{self, MemLink};
-use dataplane::switch::{PortIo, PortSpec, Switch, SwitchConfig};
+use dataplane::switch::{PacketOutRefused, PortIo, PortSpec, Switch, SwitchConfig};
 use dataplane::tm::{PortConfig, Shaping, SharedBuffer};
 use etherparse::PacketBuilder;
 use pipeline::control::{
@@ -291,12 +291,37 @@ fn cpu_port_carries_packet_in_and_out() {
     let mut out = vec![0x02, 0x00];
     out.extend_from_slice(&arp);
     assert!(
-        sw.cpu_port().send(out),
+        sw.cpu_port().send(out).is_ok(),
         "the CPU port's queue took the packet-out"
     );
     assert_eq!(
         links[3].recv(Duration::from_secs(5)).expect("packet-out"),
         arp
+    );
+    // Issue 10, defect 6: a packet-out as long as a buffer carries leaves whole; one byte more
+    // is refused and counted, not cut to fit (it used to leave port 4 truncated).
+    let max = sw.cpu_port().max_frame();
+    assert_eq!(max, 4096 - 256);
+    let long = |len: usize| {
+        let mut out = vec![0x02, 0x00];
+        out.extend_from_slice(&arp[..14]);
+        out.resize(len, 0x5a);
+        out
+    };
+    assert!(sw.cpu_port().send(long(max)).is_ok());
+    let got = links[3]
+        .recv(Duration::from_secs(5))
+        .expect("full-size packet-out");
+    assert_eq!(got.len(), max - 2);
+    assert_eq!(
+        sw.cpu_port().send(long(max + 1)),
+        Err(PacketOutRefused::TooLong { len: max + 1, max })
+    );
+    assert_eq!(sw.cpu_port().too_long(), 1);
+    assert_eq!(
+        links[3].recv(Duration::from_millis(300)),
+        None,
+        "an over-long packet-out left the switch"
     );
     sw.stop();
 }
@@ -312,7 +337,7 @@ fn a_full_cpu_port_queue_drops_packet_outs_instead_of_blocking() {
     let (done_tx, done) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let accepted = (0..5000)
-            .filter(|_| cpu.send(vec![0x02, 0x00, 0xff]))
+            .filter(|_| cpu.send(vec![0x02, 0x00, 0xff]).is_ok())
             .count();
         let _ = done_tx.send((accepted, cpu.dropped()));
     });
@@ -620,5 +645,43 @@ fn pktgen_refuses_absurd_periods_and_a_worst_setting_keeps_the_switch_responsive
         .load(std::sync::atomic::Ordering::Relaxed);
     assert!(generated > 0, "the generator runs");
     dataplane::admin::run(&sw, "pktgen_disable 0").unwrap();
+    sw.stop();
+}
+
+/// Issue 10, defect 4: a port whose propagation-delay line fills (here 5 s of delay and a
+/// flood) used to hold every buffer of the pool, and reception stopped on every port. Each
+/// egress port now holds at most its share of the pool in its queues and delay line together.
+#[test]
+fn a_delayed_port_cannot_take_the_buffers_other_ports_receive_into() {
+    let (sw, links) = start(SwitchConfig {
+        workers: 2,
+        buffers: 2048,
+        ..SwitchConfig::default()
+    });
+    let mut c = sw.tm().config(2).unwrap();
+    c.delay_ns = 5_000_000_000;
+    sw.tm().configure(2, c);
+    // Far more than the pool, towards the delayed port.
+    for i in 0..6000 {
+        links[0].send(&udp_to(2, 100));
+        if i % 256 == 0 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let held = sw.tm().held(2);
+    // Other ports still receive and forward.
+    for _ in 0..200 {
+        links[2].send(&udp_to(4, 100));
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let got = recv_n(&links[3], 200, Duration::from_secs(2)).len();
+    assert!(
+        got >= 195,
+        "port 4 got {got} of 200 frames while port 2 was delayed"
+    );
+    let cap = sw.tm().port_buffers();
+    assert!(cap < 2048 / 4, "a port's share is {cap} of 2048 buffers");
+    assert!(held <= cap, "port 2 held {held}, over its share {cap}");
     sw.stop();
 }

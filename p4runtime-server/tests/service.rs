@@ -33,6 +33,7 @@ impl Fixture {
         let epoch = Instant::now();
         let io = DeviceIo {
             packet_out: Box::new(move |f| out_tx.send(f).is_ok()),
+            max_packet_out: 3840,
             packet_in: in_rx,
             clock: Arc::new(move || epoch.elapsed().as_nanos() as u64),
         };
@@ -817,6 +818,34 @@ async fn stream_packet_io_digests_and_idle_timeouts() {
         other => panic!("expected a stream error, got {other:?}"),
     }
     assert!(f.packet_outs.try_recv().is_err());
+    // Issue 10, defect 6: a packet-out longer than a buffer carries is refused whole with
+    // INVALID_ARGUMENT and the packet, not cut (2 header bytes + 3,838 fit; one more does not).
+    c.packet_out(vec![0xbb; 3838], &[(1, 3), (2, 0)])
+        .await
+        .unwrap();
+    let fits = f.packet_outs.recv_timeout(Duration::from_secs(2)).unwrap();
+    assert_eq!(fits.len(), 3840);
+    c.packet_out(vec![0xcc; 3839], &[(1, 3), (2, 0)])
+        .await
+        .unwrap();
+    match c.next_event(Duration::from_secs(2)).await {
+        Some(Ok(p4::StreamMessageResponse {
+            update: Some(U::Error(e)),
+        })) => {
+            assert_eq!(e.canonical_code, Code::InvalidArgument as i32, "{e:?}");
+            match e.details {
+                Some(p4::stream_error::Details::PacketOut(p4::PacketOutError {
+                    packet_out: Some(p),
+                })) => assert_eq!(p.payload, vec![0xcc; 3839]),
+                other => panic!("the error carries the packet: {other:?}"),
+            }
+        }
+        other => panic!("expected a stream error, got {other:?}"),
+    }
+    assert!(
+        f.packet_outs.try_recv().is_err(),
+        "the over-long packet-out reached the data plane"
+    );
     // Packet-in: ingress_port 7.
     f.packet_ins
         .send([vec![0x03, 0x80], vec![0x55; 30]].concat())

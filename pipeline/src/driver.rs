@@ -354,9 +354,12 @@ impl<B> Driver<B> {
                         if delay == 0 {
                             env.departing(id, &f, now);
                             port.out.push_back(f);
+                            tm.release(id, 1);
                         } else {
                             port.delay.push_back((now.saturating_add(delay), f));
                         }
+                    } else {
+                        tm.release(id, 1);
                     }
                     if tm.pfc_pending(ingress) {
                         env.wake(ingress);
@@ -373,6 +376,7 @@ impl<B> Driver<B> {
             if let Some((_, f)) = port.delay.pop_front() {
                 env.departing(id, &f, now);
                 port.out.push_back(f);
+                tm.release(id, 1);
             }
         }
         if let Some((t, _)) = port.delay.front() {
@@ -382,7 +386,8 @@ impl<B> Driver<B> {
     }
 
     /// The CPU port's turn: dequeues up to `budget` packets bound for it, runs egress, and hands
-    /// each emitted frame to `deliver` (packet-in). Returns whether it did work.
+    /// each emitted frame to `deliver` (packet-in) with its metadata (`qid` is the CPU port's
+    /// queue it came through, its packet-in class). Returns whether it did work.
     pub fn transmit_cpu<E: Env<Buf = B>>(
         &mut self,
         env: &mut E,
@@ -390,10 +395,10 @@ impl<B> Driver<B> {
         tx: &mut TxState<Pkt<B>>,
         now: u64,
         budget: usize,
-        mut deliver: impl FnMut(&[u8]),
+        mut deliver: impl FnMut(&[u8], &StdMeta),
     ) -> bool {
-        self.drain_to(env, tm, tx, now, budget, |_, env, f, _| {
-            deliver(frame_bytes(env, &f));
+        self.drain_to(env, tm, tx, now, budget, |_, env, f, md| {
+            deliver(frame_bytes(env, &f), &md);
             env.free(f.buf);
         })
     }
@@ -442,6 +447,7 @@ impl<B> Driver<B> {
             };
             busy = true;
             let port = q.meta.egress_port;
+            tm.release(tx.port(), 1);
             if let Some((f, md)) = self.egress(env, tm, q, now) {
                 env.emitted(port, &md);
                 out(self, env, f, md);

@@ -165,6 +165,10 @@ pub enum Op {
     DeleteCloneSession { id: u32 },
     /// Remove all entries, members, groups and PRE state; restore initial defaults.
     Clear,
+    /// End the quarantine of the entry ids freed by earlier batches (issue 10, defect 7): the
+    /// control plane applies it at the start of a batch, once no worker reads a snapshot that
+    /// still has the removed entries.
+    ReleaseFreedIds,
 }
 
 /// The error of an op that cannot apply to the current state.
@@ -198,6 +202,32 @@ pub struct State {
 }
 
 impl State {
+    /// Everything the state holds, in a form that is equal for two copies given the same
+    /// operations (no hash order in it), for checking double-buffered copies against each other.
+    pub fn canonical(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        for (i, t) in self.tables.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "table {i}: {} hot {:?} entries {:?} default {:?}",
+                t.matcher.canonical(),
+                t.hot,
+                t.entries,
+                t.default
+            );
+        }
+        for (i, p) in self.profiles.iter().enumerate() {
+            let _ = writeln!(out, "profile {i}: {}", p.canonical());
+        }
+        let mut groups: Vec<_> = self.pre.groups.iter().collect();
+        groups.sort_unstable_by_key(|g| *g.0);
+        let mut sessions: Vec<_> = self.pre.sessions.iter().collect();
+        sessions.sort_unstable_by_key(|s| *s.0);
+        let _ = writeln!(out, "multicast {groups:?}\nclone sessions {sessions:?}");
+        out
+    }
+
     /// The empty state of `schema`: no entries, initial defaults.
     pub fn new(schema: &Schema) -> Self {
         let tables = schema
@@ -367,6 +397,12 @@ impl State {
                 .ok_or(ApplyError::NotFound),
             Op::Clear => {
                 *self = State::new(schema);
+                Ok(None)
+            }
+            Op::ReleaseFreedIds => {
+                for t in &mut self.tables {
+                    t.matcher.release_freed();
+                }
                 Ok(None)
             }
         }

@@ -23,7 +23,9 @@ mod cpu;
 pub(crate) mod sys;
 mod worker;
 
-pub use cpu::{AGENT_QUEUE, CpuPort};
+pub use cpu::{
+    AGENT_QUEUE, CPU_CLASSES, CpuClass, CpuClassStats, CpuPort, PACKET_IN_QUEUE, PacketOutRefused,
+};
 
 use capture::{Capture, capture};
 use worker::WorkerLoop;
@@ -47,7 +49,7 @@ use crate::io::packet::PacketPort;
 use crate::io::xdp::{XdpPort, XdpSpec};
 use crate::io::{BATCH, Frame};
 use crate::pktgen::{self, Pktgen, Schedule};
-use crate::pool::{Buf, HEADROOM, LocalCache, Pool};
+use crate::pool::{Buf, CACHE_MAX, HEADROOM, LocalCache, Pool};
 
 /// How a port moves frames.
 #[derive(Debug)]
@@ -160,6 +162,25 @@ pub struct PortCounters {
     pub pfc_tx: AtomicU64,
 }
 
+/// The share of the pool one egress port may hold in its traffic-manager queues and its
+/// propagation-delay line together (issue 10, defect 4). Reception must always find buffers, so
+/// the pool first keeps back what receiving and sending hold outside the queues: every AF_XDP
+/// port's fill and TX rings (1,024 + 2,048), every worker's cache ([`CACHE_MAX`]) and receive
+/// batch, and a batch per port (generated frames, packet-outs and frames on their way out). The
+/// rest is split evenly between the egress ports, the data ports and the CPU port, so that all
+/// of them congested at once still leave reception its buffers. At least 16 per port.
+fn port_buffers(pool: &Pool, workers: usize, ports: &[Vec<PortSpec>], data_ports: usize) -> u32 {
+    let xdp_ports = ports
+        .iter()
+        .flatten()
+        .filter(|p| matches!(p.io, PortIo::Xdp(_) | PortIo::XdpSpec(_)))
+        .count();
+    let reserve = xdp_ports * 3072 + workers * (CACHE_MAX + BATCH) + (data_ports + 1) * BATCH;
+    let egress_ports = data_ports + 1;
+    let share = (pool.count() as usize).saturating_sub(reserve) / egress_ports;
+    u32::try_from(share.max(16)).unwrap_or(u32::MAX)
+}
+
 /// What is shared by the workers.
 #[derive(Debug)]
 struct Shared {
@@ -178,6 +199,8 @@ struct Shared {
     packet_out: Receiver<Vec<u8>>,
     /// Packet-outs refused because `packet_out` was full.
     packet_out_dropped: AtomicU64,
+    /// Packet-outs refused because they were longer than a buffer carries.
+    packet_out_too_long: AtomicU64,
     /// Per port: capture of what it received and what it sent.
     pcap: Vec<Option<(Capture, Capture)>>,
     trace: Option<Mutex<io::Stderr>>,
@@ -192,6 +215,8 @@ struct Shared {
     agent_doorbell: AtomicBool,
     /// Packet-ins the agent's full queue refused.
     agent_in_dropped: AtomicU64,
+    /// Packet-in classes: limits and counters.
+    cpu_classes: cpu::CpuClasses,
     /// Kernel thread ids of the workers.
     tids: Mutex<Vec<libc::pid_t>>,
 }
@@ -303,7 +328,7 @@ impl Switch {
             }
         }
         cache.flush(&pool);
-        let (in_tx, in_rx) = crossbeam::channel::bounded(4096);
+        let (in_tx, in_rx) = crossbeam::channel::bounded(PACKET_IN_QUEUE);
         let (out_tx, out_rx) = crossbeam::channel::bounded(4096);
         let wake: Vec<OwnedFd> = (0..workers)
             .map(|_| sys::eventfd())
@@ -314,9 +339,11 @@ impl Switch {
             pool.buf_size() - HEADROOM,
             Box::new(move || sys::signal(&wake0)),
         );
+        let tm = TrafficManager::new(nports, config.port_config, config.shared_buffer);
+        tm.set_port_buffers(port_buffers(&pool, workers, &per_worker, ids.len()));
         let shared = Arc::new(Shared {
             pktgen,
-            tm: TrafficManager::new(nports, config.port_config, config.shared_buffer),
+            tm,
             pool,
             stop: AtomicBool::new(false),
             epoch: Instant::now(),
@@ -326,6 +353,7 @@ impl Switch {
             packet_in: in_tx,
             packet_out: out_rx,
             packet_out_dropped: AtomicU64::new(0),
+            packet_out_too_long: AtomicU64::new(0),
             pcap,
             trace: config.trace.then(|| Mutex::new(io::stderr())),
             busy_poll: config.busy_poll,
@@ -335,6 +363,7 @@ impl Switch {
             agent_attached: AtomicBool::new(false),
             agent_doorbell: AtomicBool::new(false),
             agent_in_dropped: AtomicU64::new(0),
+            cpu_classes: cpu::CpuClasses::default(),
             tids: Mutex::new(Vec::new()),
             pipeline,
         });

@@ -100,6 +100,8 @@ pub(super) struct WorkerLoop {
     pub(super) cpu_tx: Option<TxState<Frame>>,
     /// Worker 0: the recirculation (loopback) port's transmit state.
     pub(super) loop_tx: Option<TxState<Frame>>,
+    /// Worker 0: the packet-in classes' token buckets.
+    pub(super) cpu_buckets: super::cpu::CpuBuckets,
     /// Worker 0: the packet generator's schedule.
     schedule: Schedule,
 }
@@ -124,6 +126,7 @@ impl WorkerLoop {
             rx: Vec::with_capacity(BATCH),
             cpu_tx: None,
             loop_tx: None,
+            cpu_buckets: super::cpu::CpuBuckets::default(),
             schedule: Schedule::default(),
         }
     }
@@ -148,10 +151,15 @@ impl WorkerLoop {
                         break;
                     };
                     busy = true;
+                    // `CpuPort::send` refuses what a buffer cannot carry; a frame that got
+                    // here anyway is dropped and counted, never cut.
+                    let len = bytes.len();
+                    if len > sh.pool.buf_size() - HEADROOM {
+                        sh.packet_out_too_long.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
                     if let Some(mut b) = self.cache.alloc(&sh.pool) {
-                        let len = bytes.len().min(sh.pool.buf_size() - HEADROOM);
-                        sh.pool.bytes_mut(&mut b)[HEADROOM..HEADROOM + len]
-                            .copy_from_slice(&bytes[..len]);
+                        sh.pool.bytes_mut(&mut b)[HEADROOM..HEADROOM + len].copy_from_slice(&bytes);
                         let md = StdMeta::new(cpu_port, len, now);
                         self.driver.inject(
                             Frame {

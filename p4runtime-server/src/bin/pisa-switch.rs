@@ -290,7 +290,8 @@ fn run(args: Args) -> Result<(), String> {
         let cpu = sw.cpu_port().clone();
         let io = DeviceIo {
             packet_in: cpu.packet_in.clone(),
-            packet_out: Box::new(move |frame| cpu.send(frame)),
+            max_packet_out: cpu.max_frame(),
+            packet_out: Box::new(move |frame| cpu.send(frame).is_ok()),
             clock: Arc::new(sw.clock()),
         };
         let config = ServerConfig {

@@ -78,11 +78,19 @@ pub struct DeviceIo {
     /// block (it runs on the service's async runtime): false when the data plane's queue is full
     /// and the frame was dropped.
     pub packet_out: Box<dyn Fn(Vec<u8>) -> bool + Send + Sync>,
+    /// The longest frame (controller header + payload) `packet_out` takes: a buffer's worth.
+    /// A longer packet-out is refused with an INVALID_ARGUMENT stream error carrying the packet,
+    /// never cut.
+    pub max_packet_out: usize,
     /// Frames the data plane sent to the CPU port (controller header + payload).
     pub packet_in: crossbeam::channel::Receiver<Vec<u8>>,
     /// The data plane's clock in ns (the one hit times and digests are stamped with).
     pub clock: Arc<dyn Fn() -> u64 + Send + Sync>,
 }
+
+/// The data plane's longest packet-out with its default buffers (4,096 bytes less 256 of
+/// headroom), for a [`DeviceIo`] with no data plane behind it.
+pub const DEFAULT_MAX_PACKET_OUT: usize = 3840;
 
 impl DeviceIo {
     /// A device with no data plane behind it (tests, control-plane-only tools): packet-outs are
@@ -91,6 +99,7 @@ impl DeviceIo {
         let epoch = std::time::Instant::now();
         DeviceIo {
             packet_out: Box::new(|_| true),
+            max_packet_out: DEFAULT_MAX_PACKET_OUT,
             packet_in: crossbeam::channel::never(),
             clock: Arc::new(move || u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)),
         }
@@ -130,8 +139,10 @@ pub struct ServiceStats {
     pub packet_ins_dropped: AtomicU64,
     /// Packet-outs injected.
     pub packet_outs: AtomicU64,
-    /// Packet-outs refused (bad metadata, or not from the primary).
+    /// Packet-outs refused (bad metadata, too long, or not from the primary).
     pub packet_outs_refused: AtomicU64,
+    /// Of those, packet-outs longer than the data plane's buffers carry (INVALID_ARGUMENT).
+    pub packet_outs_too_long: AtomicU64,
     /// Packet-outs dropped because the CPU port's queue to the data plane was full (each one
     /// answered with a RESOURCE_EXHAUSTED stream error).
     pub packet_outs_dropped: AtomicU64,
@@ -398,6 +409,31 @@ impl Service {
     /// The P4Info this switch serves.
     pub fn p4info(&self) -> &p4i::P4Info {
         &self.inner.p4info
+    }
+
+    /// A Write as the primary's, for in-process drivers that have no StreamChannel (the fuzz
+    /// targets): the primary check is skipped, everything else (device, role, staging,
+    /// validation, one-shot sets, digest configs, error details) is what a client's Write gets.
+    pub fn write_as_primary(&self, req: &p4::WriteRequest) -> Result<(), Status> {
+        self.inner.write_checked(req, false)
+    }
+
+    /// A Read, answered in full on the calling thread (in-process drivers; must not run inside
+    /// an async runtime): every ReadResponse, then the error that ended it, if any.
+    pub fn read_blocking(&self, req: &p4::ReadRequest) -> Vec<Result<p4::ReadResponse, Status>> {
+        if let Err(e) = self.inner.check_read(req) {
+            return vec![Err(e)];
+        }
+        // Room for the largest answer (MAX_READ_RESULTS in chunks) and its error, so that the
+        // reader never waits for a consumer.
+        let (tx, mut rx) = mpsc::channel(MAX_READ_RESULTS / READ_CHUNK + 2);
+        self.inner.read(req, &tx);
+        drop(tx);
+        let mut out = Vec::new();
+        while let Ok(r) = rx.try_recv() {
+            out.push(r);
+        }
+        out
     }
 }
 
@@ -775,6 +811,7 @@ mod tests {
         let (_in_tx, in_rx) = crossbeam::channel::unbounded();
         let io = DeviceIo {
             packet_out: Box::new(|_| true),
+            max_packet_out: DEFAULT_MAX_PACKET_OUT,
             packet_in: in_rx,
             clock: Arc::new(|| 0),
         };

@@ -349,7 +349,12 @@ impl Inner {
                 if counter { "counter" } else { "meter" }
             )));
         }
-        let te = te.expect("table id set");
+        // A non-zero table id came from `te`.
+        let Some(te) = te else {
+            return Err(EntityError::invalid(
+                "a direct resource read without a table entry",
+            ));
+        };
         if te.r#match.is_empty() && !te.is_default_action {
             return Ok(c.read_entries(Some(table_id), counter, meter)?);
         }

@@ -117,6 +117,22 @@ impl Inner {
             Ok(f) => f,
             Err(e) => return refuse(e.code, e.message, p),
         };
+        if frame.len() > self.io.max_packet_out {
+            // Cutting it would send a different packet than the controller asked for.
+            self.stats
+                .packet_outs_too_long
+                .fetch_add(1, Ordering::Relaxed);
+            return refuse(
+                Code::InvalidArgument,
+                format!(
+                    "packet-out of {} bytes (header and payload) is longer than the {} bytes \
+                     a buffer carries: dropped",
+                    frame.len(),
+                    self.io.max_packet_out
+                ),
+                p,
+            );
+        }
         if (self.io.packet_out)(frame) {
             self.stats.packet_outs.fetch_add(1, Ordering::Relaxed);
         } else {

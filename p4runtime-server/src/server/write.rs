@@ -5,12 +5,24 @@ use super::*;
 
 impl Inner {
     pub(super) fn write(&self, req: &p4::WriteRequest) -> Result<(), Status> {
+        self.write_checked(req, true)
+    }
+
+    /// A Write; `arbitrated` false skips the primary check (in-process drivers with no
+    /// StreamChannel: [`Service::write_as_primary`]).
+    pub(super) fn write_checked(
+        &self,
+        req: &p4::WriteRequest,
+        arbitrated: bool,
+    ) -> Result<(), Status> {
         self.check_device(req.device_id)?;
         Self::check_role(&req.role)?;
         // One write (or pipeline change) at a time: the service's own state (digest configs,
         // one-shot groups) is read and changed along with the batch.
         let _serial = self.write_lock.lock();
-        self.check_primary(req.election_id.as_ref())?;
+        if arbitrated {
+            self.check_primary(req.election_id.as_ref())?;
+        }
         use p4::write_request::Atomicity as A;
         let atomicity = match A::try_from(req.atomicity) {
             Ok(A::ContinueOnError) => Atomicity::ContinueOnError,

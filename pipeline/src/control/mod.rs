@@ -39,7 +39,7 @@ use crate::metadata::DropReason;
 use crate::pre::{self, CloneSession, MulticastGroup, Replica};
 use crate::schema::Schema;
 use crate::state::{ActionCall, ApplyError, Entry, EntryAction, Op, State};
-use crate::table::{EntryId, FieldMatch, HitTimes, MatchKind, ProfileError, TableError};
+use crate::table::{EntryId, FieldMatch, HitTimes, MatchKind, ProfileError, TableError, id_space};
 
 /// Stateful externs, shared in place by workers and the control plane.
 #[derive(Debug)]
@@ -80,11 +80,40 @@ impl Externs {
     pub fn new(schema: &Schema, shards: usize) -> Self {
         let counter = |c: &crate::schema::CounterDef| Counter::new(c.size, c.kind, shards);
         let meter = |m: &crate::schema::MeterDef| MeterArray::new(m.size, m.unit, m.algorithm);
+        // Direct resources are indexed by entry id: they hold the table's whole id space (its
+        // live entries and the ids in quarantine, `table::id_space`).
+        let ids_of = |is_mine: &dyn Fn(&crate::schema::TableDef) -> bool, size: usize| {
+            schema
+                .tables
+                .iter()
+                .filter(|t| is_mine(t))
+                .map(|t| id_space(t.size.max(t.const_entries.len())))
+                .max()
+                .unwrap_or(size)
+        };
+        let direct_counter = |(i, c): (usize, &crate::schema::CounterDef)| {
+            let size = ids_of(&|t| t.direct_counter == Some(i), c.size);
+            Counter::new(size, c.kind, shards)
+        };
+        let direct_meter = |(i, m): (usize, &crate::schema::MeterDef)| {
+            let size = ids_of(&|t| t.direct_meter == Some(i), m.size);
+            MeterArray::new(size, m.unit, m.algorithm)
+        };
         Externs {
             counters: schema.counters.iter().map(counter).collect(),
-            direct_counters: schema.direct_counters.iter().map(counter).collect(),
+            direct_counters: schema
+                .direct_counters
+                .iter()
+                .enumerate()
+                .map(direct_counter)
+                .collect(),
             meters: schema.meters.iter().map(meter).collect(),
-            direct_meters: schema.direct_meters.iter().map(meter).collect(),
+            direct_meters: schema
+                .direct_meters
+                .iter()
+                .enumerate()
+                .map(direct_meter)
+                .collect(),
             registers: schema
                 .registers
                 .iter()
@@ -93,7 +122,10 @@ impl Externs {
             hit_times: schema
                 .tables
                 .iter()
-                .map(|t| t.idle_timeout.then(|| HitTimes::new(t.size)))
+                .map(|t| {
+                    let ids = id_space(t.size.max(t.const_entries.len()));
+                    t.idle_timeout.then(|| HitTimes::new(ids))
+                })
                 .collect(),
             digests: DigestQueue::new(4096),
             agent_digests: DigestQueue::new(4096),

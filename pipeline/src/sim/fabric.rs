@@ -577,15 +577,20 @@ impl Sim {
                     s.driver
                         .transmit_loopback(&mut env, &s.tm, &mut s.loop_tx, now, usize::MAX);
                 let agent = s.agent.is_some();
-                busy |=
-                    s.driver
-                        .transmit_cpu(&mut env, &s.tm, &mut s.cpu_tx, now, usize::MAX, |f| {
-                            if agent {
-                                punted.push(f.to_vec());
-                            } else {
-                                punted.push(Vec::new());
-                            }
-                        });
+                busy |= s.driver.transmit_cpu(
+                    &mut env,
+                    &s.tm,
+                    &mut s.cpu_tx,
+                    now,
+                    usize::MAX,
+                    |f, _| {
+                        if agent {
+                            punted.push(f.to_vec());
+                        } else {
+                            punted.push(Vec::new());
+                        }
+                    },
+                );
                 if !busy && !s.driver.pending() {
                     break;
                 }
@@ -774,6 +779,8 @@ impl Sim {
             let h = &mut self.hosts[host];
             match h.tm.dequeue(&mut h.tx, now) {
                 Dequeued::Packet(q) => {
+                    // It leaves the host's TM for the link (the TM counts what a port holds).
+                    h.tm.release(0, 1);
                     let (sw, port) = h.uplink;
                     let at = now.saturating_add(h.delay_ns);
                     self.schedule(

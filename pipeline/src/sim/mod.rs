@@ -159,8 +159,18 @@ pub struct SimSwitch {
 impl SimSwitch {
     /// A switch running `pipeline` with one worker.
     pub fn new(pipeline: Arc<Pipeline>) -> Self {
+        Self::with_tm(pipeline, PortConfig::default(), None)
+    }
+
+    /// A switch whose traffic manager starts with `config` on every port and, given one, a
+    /// shared buffer (change ports later through [`SimSwitch::tm`]).
+    pub fn with_tm(
+        pipeline: Arc<Pipeline>,
+        config: PortConfig,
+        shared: Option<crate::tm::SharedBuffer>,
+    ) -> Self {
         let ports = 1usize << crate::metadata::PORT_BITS;
-        let tm = TrafficManager::new(ports, PortConfig::default(), None);
+        let tm = TrafficManager::new(ports, config, shared);
         SimSwitch {
             recirc_port: pipeline.config.recirc_port,
             loop_tx: tm.tx_state(pipeline.config.recirc_port),
@@ -172,6 +182,11 @@ impl SimSwitch {
                 ..OneSwitch::default()
             },
         }
+    }
+
+    /// The traffic manager (its settings per port, depths and counters).
+    pub fn tm(&self) -> &TrafficManager<Pkt<Vec<u8>>> {
+        &self.tm
     }
 
     /// The program runtime (for tracing).

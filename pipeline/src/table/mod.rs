@@ -11,7 +11,16 @@
 //!
 //! Entry ids are allocated deterministically: an insert always gets the **lowest free id**, so
 //! two copies of a table given the same sequence of operations assign the same ids (the
-//! control plane relies on this for double buffering). Ids are always `< capacity`.
+//! control plane relies on this for double buffering).
+//!
+//! An id freed by a remove is not free at once: workers may still be matching the removed entry
+//! in an older snapshot, and counting its packets in the direct counter and meter cells of that
+//! id. It waits in quarantine until [`MatchTable::release_freed`] (the control plane calls it at
+//! the start of the next write batch, when no worker holds a snapshot with the old entry any
+//! more). An id inserted since the last release was never published, so removing it frees it at
+//! once. Hence at most `capacity` ids are live and at most `capacity` wait in quarantine: ids are
+//! always `< id_space(capacity)`, twice the capacity, and direct resources are sized by
+//! [`id_space`].
 //!
 //! Every structure here is `Clone` and free of interior mutability, except [`HitTimes`] which
 //! lives outside the published snapshot and is shared between data-plane threads.
@@ -35,8 +44,15 @@ use hashbrown::HashTable;
 pub use idle::HitTimes;
 pub use profile::{ActionProfile, ProfileError};
 
-/// Dense identifier of a table entry, `< capacity`.
+/// Dense identifier of a table entry, `< id_space(capacity)`.
 pub type EntryId = u32;
+
+/// How many entry ids a table of `capacity` entries may use: its live entries and the ids
+/// waiting in quarantine (see the module docs). Direct counters, direct meters and idle times are
+/// indexed by entry id and sized by this.
+pub const fn id_space(capacity: usize) -> usize {
+    capacity.saturating_mul(2)
+}
 
 /// The match kind of one key field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -169,6 +185,11 @@ pub struct MatchTable {
     capacity: usize,
     entries: Vec<Option<Entry>>,
     free: BinaryHeap<Reverse<EntryId>>,
+    /// Ids removed since the last [`MatchTable::release_freed`] that were published before:
+    /// an older snapshot may still match their entries.
+    quarantine: Vec<EntryId>,
+    /// Ids inserted since the last [`MatchTable::release_freed`] (never published yet).
+    born: hashbrown::HashSet<EntryId, FixedState>,
     len: usize,
     /// Identity map (key, priority) -> id; hashes are recomputed from `entries`.
     ids: HashTable<EntryId>,
@@ -219,6 +240,8 @@ impl MatchTable {
             capacity,
             entries: Vec::with_capacity(reserve),
             free: BinaryHeap::new(),
+            quarantine: Vec::new(),
+            born: hashbrown::HashSet::with_hasher(FixedState::default()),
             len: 0,
             ids: HashTable::with_capacity(reserve),
             hasher: FixedState::default(),
@@ -313,11 +336,17 @@ impl MatchTable {
         }
         let id = match self.free.pop() {
             Some(Reverse(id)) => id,
+            // Live ids and quarantined ones are at most `capacity` each (module docs), so this
+            // never refuses; it keeps ids inside what the direct resources hold whatever happens.
+            None if self.entries.len() >= id_space(self.capacity) => {
+                return Err(TableError::Full);
+            }
             None => {
                 self.entries.push(None);
                 (self.entries.len() - 1) as EntryId
             }
         };
+        self.born.insert(id);
         let h = self.hasher.hash_one((&*key, priority));
         self.entries[id as usize] = Some(Entry { key, priority });
         let (entries, hasher) = (&self.entries, &self.hasher);
@@ -367,9 +396,47 @@ impl MatchTable {
             Err(_) => unreachable!("identity map out of sync"),
         }
         self.entries[id as usize] = None;
-        self.free.push(Reverse(id));
+        if self.born.remove(&id) {
+            // Never published: no snapshot can match it.
+            self.free.push(Reverse(id));
+        } else {
+            self.quarantine.push(id);
+        }
         self.len -= 1;
         Ok(id)
+    }
+
+    /// Ends the quarantine of the ids removed since the last call, and counts every entry as
+    /// published. Call it only when no reader holds a snapshot taken before that removal; both
+    /// copies of a double-buffered table must call it at the same point of their op sequence.
+    pub fn release_freed(&mut self) {
+        for id in self.quarantine.drain(..) {
+            self.free.push(Reverse(id));
+        }
+        self.born.clear();
+    }
+
+    /// Everything that decides what the table holds and which ids it gives next, in a form
+    /// that is equal for two copies given the same operations (entries in id order, sorted id
+    /// lists), for checking double-buffered copies against each other.
+    pub fn canonical(&self) -> String {
+        let mut free: Vec<EntryId> = self.free.iter().map(|r| r.0).collect();
+        free.sort_unstable();
+        let mut quarantine = self.quarantine.clone();
+        quarantine.sort_unstable();
+        let mut born: Vec<EntryId> = self.born.iter().copied().collect();
+        born.sort_unstable();
+        let entries: Vec<_> = self.iter().collect();
+        format!(
+            "slots {} len {} free {free:?} quarantine {quarantine:?} born {born:?} entries {entries:?}",
+            self.entries.len(),
+            self.len
+        )
+    }
+
+    /// Whether [`MatchTable::release_freed`] has anything to do.
+    pub fn has_unreleased(&self) -> bool {
+        !self.quarantine.is_empty() || !self.born.is_empty()
     }
 
     /// Key and priority of a live entry.

@@ -130,6 +130,18 @@ impl<T> Slots<T> {
         self.ids.len()
     }
 
+    /// Ids, slots and free slots in an order that does not depend on hashing.
+    fn canonical(&self) -> String
+    where
+        T: std::fmt::Debug,
+    {
+        let mut ids: Vec<(u32, u32)> = self.ids.iter().map(|(&a, &b)| (a, b)).collect();
+        ids.sort_unstable();
+        let mut free: Vec<u32> = self.free.iter().map(|r| r.0).collect();
+        free.sort_unstable();
+        format!("ids {ids:?} free {free:?} slots {:?}", self.slots)
+    }
+
     fn iter(&self) -> impl Iterator<Item = &T> {
         self.slots.iter().flatten()
     }
@@ -143,6 +155,18 @@ pub struct ActionProfile<A> {
     max_group_size: usize,
     members: Slots<Member<A>>,
     groups: Slots<Group>,
+}
+
+impl<A: std::fmt::Debug> ActionProfile<A> {
+    /// Members and groups in a form that is equal for two copies given the same operations
+    /// (for checking double-buffered copies against each other).
+    pub fn canonical(&self) -> String {
+        format!(
+            "members {} groups {}",
+            self.members.canonical(),
+            self.groups.canonical()
+        )
+    }
 }
 
 impl<A: Clone> ActionProfile<A> {

@@ -103,7 +103,8 @@ pub struct SharedBuffer {
 pub enum Refused {
     /// The queue was at its packet or byte limit.
     QueueFull,
-    /// The shared buffer was full.
+    /// The shared buffer was full, or the port holds its share of the switch's buffers
+    /// ([`TrafficManager::set_port_buffers`]).
     BufferFull,
     /// No such port or queue.
     NoSuchPort,
@@ -159,6 +160,9 @@ struct Port<B> {
     /// Bit q set: queue q may hold packets (set after a push into an empty queue, cleared by the
     /// owner when it takes the last one), so the owner probes only those queues.
     occupied: AtomicU8,
+    /// Packets this port holds as an egress port: in its queues, and after egress in its
+    /// propagation-delay line (until the driver releases them, [`TrafficManager::release`]).
+    held: AtomicU32,
 }
 
 /// The owner-side state of one port: shaper tokens and the packets popped but not yet allowed out.
@@ -194,9 +198,18 @@ pub struct TrafficManager<B> {
     ports: Vec<Port<B>>,
     shared: Option<SharedBuffer>,
     pool_bytes: AtomicU64,
+    /// Packets one port may hold in its queues and delay line together (u32::MAX: no cap).
+    port_buffers: AtomicU32,
 }
 
 const NANO: u128 = 1_000_000_000;
+
+impl<B> TxState<B> {
+    /// The port this state transmits on.
+    pub fn port(&self) -> PortId {
+        self.port
+    }
+}
 
 impl<B> TrafficManager<B> {
     /// A TM with ports `0..ports` configured as `config`, and optionally a shared buffer.
@@ -227,12 +240,14 @@ impl<B> TrafficManager<B> {
                 pfc_state: AtomicU8::new(0),
                 pfc_dirty: AtomicBool::new(false),
                 occupied: AtomicU8::new(0),
+                held: AtomicU32::new(0),
             })
             .collect();
         let tm = TrafficManager {
             ports,
             shared,
             pool_bytes: AtomicU64::new(0),
+            port_buffers: AtomicU32::new(u32::MAX),
         };
         for p in 0..tm.ports.len() {
             tm.configure(p as PortId, config);
@@ -267,6 +282,36 @@ impl<B> TrafficManager<B> {
         l.link_bps.store(c.link_bps.max(1), Ordering::Relaxed);
         l.pfc.store(c.pfc, Ordering::Relaxed);
         true
+    }
+
+    /// Caps the packets one port holds as an egress port, in its 8 queues and its
+    /// propagation-delay line together: a packet beyond it is refused
+    /// ([`Refused::BufferFull`]), so a delay line can hold the port's whole share but no more.
+    /// The data plane derives it from its pool, so
+    /// that congested or delayed ports cannot take the buffers reception needs
+    /// (docs/hardening.md).
+    pub fn set_port_buffers(&self, cap: u32) {
+        self.port_buffers.store(cap.max(1), Ordering::Relaxed);
+    }
+
+    /// The cap of [`TrafficManager::set_port_buffers`] (u32::MAX: none).
+    pub fn port_buffers(&self) -> u32 {
+        self.port_buffers.load(Ordering::Relaxed)
+    }
+
+    /// Packets `port` holds (queued, or after egress in its delay line).
+    pub fn held(&self, port: PortId) -> u32 {
+        self.ports
+            .get(usize::from(port))
+            .map_or(0, |p| p.held.load(Ordering::Relaxed))
+    }
+
+    /// `n` packets `port` held left it (sent, dropped or recirculated by egress, or out of the
+    /// delay line).
+    pub fn release(&self, port: PortId, n: u32) {
+        if let Some(p) = self.ports.get(usize::from(port)) {
+            p.held.fetch_sub(n, Ordering::AcqRel);
+        }
     }
 
     /// A port's propagation delay, ns (read per transmitted packet).
@@ -335,6 +380,12 @@ impl<B> TrafficManager<B> {
             return Err((pkt, Refused::NoSuchPort));
         };
         let q = &p.queues[qid];
+        // The port's share of the switch's buffers first (queues and delay line together).
+        if p.held.fetch_add(1, Ordering::AcqRel) >= self.port_buffers.load(Ordering::Relaxed) {
+            p.held.fetch_sub(1, Ordering::AcqRel);
+            q.dropped.fetch_add(1, Ordering::Relaxed);
+            return Err((pkt, Refused::BufferFull));
+        }
         let len = u64::from(pkt.len);
         let depth = q.packets.fetch_add(1, Ordering::AcqRel);
         let bytes = q.bytes.fetch_add(len, Ordering::AcqRel);
@@ -344,6 +395,7 @@ impl<B> TrafficManager<B> {
         {
             q.packets.fetch_sub(1, Ordering::AcqRel);
             q.bytes.fetch_sub(len, Ordering::AcqRel);
+            p.held.fetch_sub(1, Ordering::AcqRel);
             q.dropped.fetch_add(1, Ordering::Relaxed);
             return Err((pkt, Refused::QueueFull));
         }
@@ -353,6 +405,7 @@ impl<B> TrafficManager<B> {
                 self.pool_bytes.fetch_sub(len, Ordering::AcqRel);
                 q.packets.fetch_sub(1, Ordering::AcqRel);
                 q.bytes.fetch_sub(len, Ordering::AcqRel);
+                p.held.fetch_sub(1, Ordering::AcqRel);
                 q.dropped.fetch_add(1, Ordering::Relaxed);
                 return Err((pkt, Refused::BufferFull));
             }

@@ -260,3 +260,31 @@ fn depth_counts_packets_from_every_thread() {
     let mut tx = tm.tx_state(0);
     assert_eq!(drain(&tm, &mut tx, 1).len(), 40_000);
 }
+
+/// Issue 10, defect 4: a port holds at most its share of buffers across all its queues, until
+/// the driver releases what left it (its delay line included).
+#[test]
+fn a_port_holds_at_most_its_buffer_share_across_queues() {
+    let tm = TrafficManager::<u32>::new(2, PortConfig::default(), None);
+    tm.set_port_buffers(10);
+    let mut admitted = 0;
+    for i in 0..40u8 {
+        if tm.enqueue(1, pkt(100, i % 8, 0), 0).is_ok() {
+            admitted += 1;
+        }
+    }
+    assert_eq!(admitted, 10, "8 queues, each far below its own limit");
+    assert_eq!(tm.held(1), 10);
+    // Dequeued but not released (in the delay line): still held.
+    let mut tx = tm.tx_state(1);
+    let out = drain(&tm, &mut tx, 0);
+    assert_eq!(out.len(), 10);
+    assert!(tm.enqueue(1, pkt(100, 0, 0), 0).is_err());
+    tm.release(1, 4);
+    let more = (0..10)
+        .filter(|_| tm.enqueue(1, pkt(100, 0, 0), 0).is_ok())
+        .count();
+    assert_eq!(more, 4);
+    // The other port is not affected.
+    assert!(tm.enqueue(0, pkt(100, 0, 0), 0).is_ok());
+}
