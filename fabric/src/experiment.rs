@@ -479,6 +479,17 @@ fn port_queues(sock: &Path, port: u16) -> Result<[u64; 4], String> {
 /// (switch, port) -> packets sent, from every switch's `egress.port_tx` over P4Runtime (the
 /// controller in the management namespace).
 pub fn port_tx_packets(f: &Fabric) -> Result<BTreeMap<(String, u16), u64>, String> {
+    port_tx(f, 2)
+}
+
+/// (switch, port) -> bytes sent, likewise.
+pub fn port_tx_bytes(f: &Fabric) -> Result<BTreeMap<(String, u16), u64>, String> {
+    port_tx(f, 3)
+}
+
+/// Column `column` (2: packets, 3: bytes) of `pisa-fabric counters` run in the management
+/// namespace, by (switch, port).
+fn port_tx(f: &Fabric, column: usize) -> Result<BTreeMap<(String, u16), u64>, String> {
     let topo_file = f.opts.dir.join("topology.txt");
     let bin = workspace_bin("pisa-fabric");
     let out = f
@@ -494,7 +505,7 @@ pub fn port_tx_packets(f: &Fabric) -> Result<BTreeMap<(String, u16), u64>, Strin
             let w: Vec<&str> = l.split_whitespace().collect();
             Some((
                 (w.first()?.to_string(), w.get(1)?.parse().ok()?),
-                w.get(2)?.parse().ok()?,
+                w.get(column)?.parse().ok()?,
             ))
         })
         .collect())

@@ -13,7 +13,6 @@
 //! namespace. Every P4Runtime call they make has a deadline (`--timeout`, 10 s by default): a
 //! switch that does not answer fails the command with its name and how long it was waited for.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -526,29 +525,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
-/// (switch, port) -> tx bytes, read through the controller in the management namespace.
-fn read_counters(f: &Fabric) -> Result<BTreeMap<(String, u16), u64>, String> {
-    let topo_file = f.opts.dir.join("topology.txt");
-    let bin = pisa_fabric::workspace_bin("pisa-fabric");
-    let out = f
-        .mgmt()
-        .exec(
-            bin.to_str().unwrap_or_default(),
-            &["counters", topo_file.to_str().unwrap_or_default()],
-        )
-        .map_err(|e| e.to_string())?;
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            Some((
-                (w.first()?.to_string(), w.get(1)?.parse().ok()?),
-                w.get(3)?.parse().ok()?,
-            ))
-        })
-        .collect())
-}
-
 fn mbits(line: &str) -> Option<f64> {
     let w: Vec<&str> = line.split_whitespace().collect();
     let i = w.iter().position(|x| *x == "Mbits/sec")?;
@@ -614,7 +590,7 @@ fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> Result<(), String> {
         "{} iperf3 TCP flows for {seconds} s across the spines",
         pairs.len()
     ));
-    let before = read_counters(&f)?;
+    let before = pisa_fabric::experiment::port_tx_bytes(&f)?;
     let mut servers = Vec::new();
     for &(_, d) in &pairs {
         let h = &t.hosts[d];
@@ -699,7 +675,7 @@ fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> Result<(), String> {
     }
     let elapsed = flow_start.elapsed().as_secs_f64().max(1.0);
     drop(servers);
-    let after = read_counters(&f)?;
+    let after = pisa_fabric::experiment::port_tx_bytes(&f)?;
     // Uplinks: leaf ports that face a spine.
     let ports = t.ports();
     let mut uplinks = Vec::new();
