@@ -743,3 +743,15 @@ fn fack_anti_repeat_holds_when_the_source_leaf_is_also_the_destination_leaf() {
         1_022_400
     );
 }
+
+#[test]
+fn optional_ecn_marks_beyond_k_only_when_the_plan_asks() {
+    // h3's downlink (100 Mb/s, K = 6) offered 125 Mb/s of ECT traffic.
+    let ect = ["h4>h3 rate=62.5M tos=2", "h1>h3 rate=62.5M tos=2"];
+    let ce = |params: &[(&str, &str)]| {
+        let (r, _) = run(&fabric("p4te", params), 200, &ect, false);
+        num(&r, &["hosts", "h3", "rx_ecn_ce"])
+    };
+    assert_eq!(ce(&[]), 0, "the paper's P4TE marks nothing");
+    assert!(ce(&[("ecn", "1")]) > 1000);
+}

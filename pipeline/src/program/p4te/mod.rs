@@ -34,6 +34,9 @@
 //!    flags, with `incomingPacketColor` YELLOW, on a RED link → DEC, on a GREEN link → INC; the
 //!    packet gets flag (b) and a clone is recirculated to become the FACK.
 //! 4. Toward a host port: the packet loses flags (a) and (b).
+//! 5. Not the paper's, off by default: CE on ECT packets that joined a queue longer than
+//!    `egress.ecn_threshold[port]` (as `ecmp` marks), for experiments that separate P4TE's routing
+//!    from its queueing.
 //!
 //! One egress clone session carries every copy a packet needs: session [`SESSION_BASE`] + mask
 //! (1: feedback to the CPU, replica id 1; 2: utilisation copy to the recirculation port, id 2;
@@ -209,6 +212,7 @@ struct Ids {
     old_colors: RegisterIx,
     delta: RegisterIx,
     rate_control: RegisterIx,
+    ecn_threshold: RegisterIx,
     util_consumed: DropReason,
     fack_unpatched: DropReason,
     not_ip: DropReason,
@@ -351,6 +355,7 @@ fn schema() -> (Schema, Ids) {
         old_colors: b.register("egress.old_packet_colors", 2, PORTS),
         delta: b.register("egress.qdepth_delta", 32, 1),
         rate_control: b.register("egress.rate_control", 1, 1),
+        ecn_threshold: b.register("egress.ecn_threshold", 32, PORTS),
         util_consumed: b.drop_reason("p4te_util_feedback"),
         fack_unpatched: b.drop_reason("p4te_fack_without_ack"),
         not_ip: b.drop_reason("p4te_not_ip"),
@@ -697,6 +702,14 @@ impl Program for P4te {
         cx.packet_len = u32::try_from(pkt.len()).unwrap_or(u32::MAX);
         cx.count(ids.port_tx, usize::from(port));
         let (q, u, color) = self.monitor(cx, md, port);
+        // Not P4TE's: optional DCTCP-style marking (as `ecmp`'s), off unless the plan sets K.
+        let k = cx
+            .register(ids.ecn_threshold)
+            .read(usize::from(port))
+            .unwrap_or(0);
+        if k != 0 && u64::from(md.enq_qdepth) > k {
+            crate::ecn::mark_ce(pkt.data_mut());
+        }
         let mut mask = 0u32;
         if q != Event::None || u != Event::None {
             mask |= 1;

@@ -11,6 +11,8 @@
 //! | `rtt_us` | estimated from the topology (below); the experiment runner sets the measured one | |
 //! | `flowlet_gap_us` | 40/70 of the RTT | [P App. A.1: 40 ms at a 70 ms RTT] |
 //! | `rc_bytes` (B) | the RTT × the host link rate | [A-P4TE-14] |
+//! | `ecn` | 0: no ECN marking (the paper gives P4TE none); 1: CE beyond `ecmp`'s K per port | [X], for experiments |
+//! | `ecn_k` | K for every port when `ecn=1` | |
 //!
 //! The RTT estimate: the longest host-to-host path's propagation delay both ways, a 1,500-byte
 //! frame's serialisation on each of its links, and 30 µs per switch traversal (the measured
@@ -127,6 +129,8 @@ fn plan_with(
         let burst_us = get("meter_burst_us", 1000)?;
         let (short_pct, large_pct) = (get("short_pct", 90)?, get("large_pct", 10)?);
         let buffer_ms = get("buffer_ms", 200)?;
+        let ecn = get("ecn", 0)? != 0;
+        let ecn_k = param(s, "ecn_k")?;
         let rtt_us = get("rtt_us", rtt_default)?;
         let gap_us = get("flowlet_gap_us", rtt_us * 40 / 70)?;
         let rc_bytes = get("rc_bytes", rtt_us.saturating_mul(host_rate) / 8_000_000)?;
@@ -145,6 +149,10 @@ fn plan_with(
             }
             if matches!(other, End::Host(_)) {
                 r.push(format!("register_write edge_port {p} 1"));
+            }
+            if ecn {
+                let k = ecn_k.unwrap_or_else(|| dctcp_k(rate));
+                r.push(format!("register_write ecn_threshold {p} {k}"));
             }
             if rate > 0 {
                 r.push(format!("table_add link_util_rate NoAction {p} =>"));
