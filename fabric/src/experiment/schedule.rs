@@ -1,0 +1,160 @@
+//! The flows of one point: which hosts there are, the capacity a load refers to, the seeded
+//! schedule every scheme of an experiment shares, and the uplinks whose balance is measured.
+
+use super::*;
+
+/// The hosts grouped by the switch they attach to (in topology order), as indices into
+/// `t.hosts`; and the layout (equal groups) if they are equal.
+pub fn host_groups(t: &Topology) -> (Vec<usize>, Option<Layout>) {
+    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+    for (i, h) in t.hosts.iter().enumerate() {
+        let sw = t
+            .host_attachment(&h.name)
+            .map_or(String::new(), |(s, _)| s.to_string());
+        match groups.iter_mut().find(|(s, _)| *s == sw) {
+            Some((_, v)) => v.push(i),
+            None => groups.push((sw, vec![i])),
+        }
+    }
+    let per = groups.first().map_or(0, |g| g.1.len());
+    let equal = per > 0 && groups.iter().all(|g| g.1.len() == per);
+    let order = groups.iter().flat_map(|g| g.1.iter().copied()).collect();
+    (
+        order,
+        equal.then_some(Layout {
+            groups: groups.len(),
+            per_group: per,
+        }),
+    )
+}
+
+/// The capacity per host (bits/s) that loads refer to.
+pub fn capacity_per_host(t: &Topology, load_of: LoadOf) -> Result<f64, String> {
+    let ports = t.ports();
+    let h = t.hosts.first().ok_or("the topology has no hosts")?;
+    let (sw, _) = t
+        .host_attachment(&h.name)
+        .ok_or_else(|| format!("host {} has no link", h.name))?;
+    let sp = &ports[sw];
+    let host_rate = sp
+        .values()
+        .find(|(e, _)| matches!(e, End::Host(n) if *n == h.name))
+        .map_or(0, |(_, p)| p.rate_bps);
+    match load_of {
+        LoadOf::Host => Ok(host_rate as f64),
+        LoadOf::Fabric => {
+            let hosts = sp
+                .values()
+                .filter(|(e, _)| matches!(e, End::Host(_)))
+                .count();
+            let up: u64 = sp
+                .values()
+                .filter(|(e, _)| matches!(e, End::Switch(..)))
+                .map(|(_, p)| p.rate_bps)
+                .sum();
+            if up == 0 || hosts == 0 {
+                return Err(format!(
+                    "switch {sw} has no uplinks: --load-of fabric needs them"
+                ));
+            }
+            Ok(up as f64 / hosts as f64)
+        }
+    }
+}
+
+/// The flows of (load, rep): the same for every scheme. Host numbers are indices into
+/// `t.hosts`.
+pub fn schedule(e: &Experiment, t: &Topology, p: &Point) -> Result<Vec<Flow>, String> {
+    let cdf = Cdf::named(&e.workload)?;
+    let mut tagging = Tagging::for_workload(&cdf);
+    tagging.short_tos = e.short_tos;
+    tagging.large_tos = e.large_tos;
+    let (order, layout) = host_groups(t);
+    let n = order.len();
+    let seed = e
+        .seed
+        .wrapping_mul(1_000_003)
+        .wrapping_add((p.rep as u64) * 1000 + p.load_index as u64);
+    let window_ns = (e.seconds * 1e9) as u64;
+    // Pattern host numbers are positions in `order` (group-major); map them back.
+    let flows = if e.pattern == "incast" {
+        // One synchronised incast per second of the window; the receiver rotates over the
+        // hosts, and the senders are every host on other switches (all others if there is one).
+        let layout = layout.unwrap_or(Layout {
+            groups: 1,
+            per_group: n,
+        });
+        let groups = traffic::parse_incast(&e.incast, &tagging)?;
+        let mut all = Vec::new();
+        let mut rng = Rng::new(seed);
+        let events = (e.seconds.ceil() as u64).max(1);
+        for k in 0..events {
+            let rx = rng.range(0, n as u64 - 1) as usize;
+            let senders: Vec<usize> = (0..n)
+                .filter(|&h| {
+                    h != rx && (layout.groups == 1 || layout.position(h).1 != layout.position(rx).1)
+                })
+                .collect();
+            all.extend(traffic::incast(
+                rx,
+                &senders,
+                &groups,
+                k * 1_000_000_000,
+                &tagging,
+            )?);
+        }
+        all.sort_by_key(|f| (f.start_ns, f.src, f.dst));
+        for (i, f) in all.iter_mut().enumerate() {
+            f.id = i as u64;
+        }
+        all
+    } else {
+        let pattern: Pattern = e.pattern.parse()?;
+        let layout = match (layout, pattern) {
+            (Some(l), _) => l,
+            (None, Pattern::Stride) => {
+                return Err("stride needs the same number of hosts on every leaf".into());
+            }
+            (None, _) => Layout {
+                groups: 1,
+                per_group: n,
+            },
+        };
+        traffic::poisson(
+            &layout,
+            &traffic::PoissonSpec {
+                cdf: &cdf,
+                load: p.load,
+                capacity_bps: capacity_per_host(t, e.load_of)?,
+                window_ns,
+                pattern,
+                tagging,
+                seed,
+            },
+        )?
+    };
+    Ok(flows
+        .into_iter()
+        .map(|f| Flow {
+            src: order[f.src],
+            dst: order[f.dst],
+            ..f
+        })
+        .collect())
+}
+
+/// The leaf-to-spine (or ToR-to-aggregation) links: (switch, port, the switch at the other end).
+pub fn uplinks(t: &Topology) -> Vec<(String, u16, String)> {
+    let mut v = Vec::new();
+    for (sw, ports) in t.ports() {
+        if !matches!(t.role_of(sw), Some(Role::Leaf | Role::Tor)) {
+            continue;
+        }
+        for (p, (other, _)) in ports {
+            if let End::Switch(o, _) = other {
+                v.push((sw.to_string(), p, o.clone()));
+            }
+        }
+    }
+    v
+}
