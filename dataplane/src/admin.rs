@@ -56,35 +56,16 @@ pub fn run(sw: &Switch, line: &str) -> Result<String, String> {
                 }
                 Ok(String::new())
             }
-            "pktgen_set" => {
-                let app: u8 = arg(&args, 0, "application")?;
-                let period_ns = crate::pktgen::period_ns_from_us(arg(&args, 1, "period (us)")?)?;
-                let header = match args.get(4).map(String::as_str) {
-                    Some("header") => true,
-                    Some("raw") => false,
-                    _ => return Err("expected header or raw".into()),
-                };
-                let hex = args.get(5).ok_or("missing template")?;
-                let template = (0..hex.len())
-                    .step_by(2)
-                    .map(|i| u8::from_str_radix(hex.get(i..i + 2).unwrap_or("x"), 16))
-                    .collect::<Result<Vec<u8>, _>>()
-                    .map_err(|_| "the template must be hex digits".to_string())?;
-                let config = crate::pktgen::AppConfig {
-                    period_ns,
-                    batches: arg(&args, 2, "batches")?,
-                    packets: arg(&args, 3, "packets")?,
-                    header,
-                    template,
-                };
-                sw.pktgen().configure(app, config)?;
-                Ok(String::new())
-            }
-            "pktgen_enable" | "pktgen_disable" => {
-                let app: u8 = arg(&args, 0, "application")?;
-                sw.pktgen().enable(app, verb == "pktgen_enable")?;
-                Ok(String::new())
-            }
+            v if let Some(c) = pipeline::pktgen::parse(v, &args) => match c? {
+                pipeline::pktgen::Command::Set(app, config) => {
+                    sw.pktgen().configure(app, config)?;
+                    Ok(String::new())
+                }
+                pipeline::pktgen::Command::Enable(app, on) => {
+                    sw.pktgen().enable(app, on)?;
+                    Ok(String::new())
+                }
+            },
             "show_pktgen" => Ok(sw.pktgen().show()),
             "set_cpu_class" => {
                 // set_cpu_class <class> <rate_pps|0> <burst> <share_eighths>

@@ -1,11 +1,6 @@
-//! The packet generator (design.md section 4), as Tofino has one: up to [`APPS`] applications,
-//! each a frame template sent into ingress on the generator port every period, in batches of
-//! packets. Probe-based programs (HULA's probes, P4TE's monitoring) use it; the program tells
-//! generated frames by their ingress port ([`pipeline::runtime::Config::pktgen_port`]).
-//!
-//! With `header`, each frame starts with Tofino's 6-byte timer header: `pad:3 pipe_id:2 app_id:3`,
-//! a pad byte, `batch_id:16`, `packet_id:16`, then the template. Without it the template is the
-//! whole frame (a probe that needs no generator metadata).
+//! The packet generator (design.md section 4) at run time: the settings of
+//! [`pipeline::pktgen`], shared by the control side and worker 0, which injects each application's
+//! frames into ingress on the generator port every period.
 //!
 //! Generated traffic is bounded ([`MAX_RATE_PPS`] per application; a tick the worker could not
 //! serve in time is skipped, not made up) and counted per application.
@@ -14,81 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-/// Applications.
-pub const APPS: usize = 8;
-/// Length of the timer header.
-pub const HEADER_LEN: usize = 6;
-/// The most frames per second one application may generate.
-pub const MAX_RATE_PPS: u64 = 1_000_000;
-/// The shortest period.
-pub const MIN_PERIOD_NS: u64 = 1_000;
-/// The longest period (one minute): longer ones are refused, so that deadline arithmetic stays far
-/// from overflow and a typo (`1e30`) is an error, not a silent saturation.
-pub const MAX_PERIOD_NS: u64 = 60_000_000_000;
-
-/// A period given in microseconds (as typed on the admin socket) in nanoseconds, if it is a
-/// finite number in [`MIN_PERIOD_NS`]..=[`MAX_PERIOD_NS`]: NaN, infinities, zero, negative and
-/// absurd values are refused before any conversion can saturate.
-pub fn period_ns_from_us(us: f64) -> Result<u64, String> {
-    let ns = us * 1000.0;
-    if !ns.is_finite() || ns < MIN_PERIOD_NS as f64 || ns > MAX_PERIOD_NS as f64 {
-        return Err(format!(
-            "period {us} us: must be a number from {} to {} us",
-            MIN_PERIOD_NS / 1000,
-            MAX_PERIOD_NS / 1000
-        ));
-    }
-    // In range, so the conversion neither saturates nor wraps.
-    Ok(ns.round() as u64)
-}
-
-/// One application's settings.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AppConfig {
-    /// Time between two ticks.
-    pub period_ns: u64,
-    /// Batches per tick.
-    pub batches: u16,
-    /// Packets per batch.
-    pub packets: u16,
-    /// Prepend the timer header.
-    pub header: bool,
-    /// The frame (after the header, if any).
-    pub template: Vec<u8>,
-}
-
-impl AppConfig {
-    /// Frames per tick.
-    pub fn frames_per_tick(&self) -> u64 {
-        u64::from(self.batches) * u64::from(self.packets)
-    }
-
-    fn check(&self, max_frame: usize) -> Result<(), String> {
-        if !(MIN_PERIOD_NS..=MAX_PERIOD_NS).contains(&self.period_ns) {
-            return Err(format!(
-                "period of {} ns (must be {MIN_PERIOD_NS}..={MAX_PERIOD_NS})",
-                self.period_ns
-            ));
-        }
-        if self.batches == 0 || self.packets == 0 {
-            return Err("batches and packets must be at least 1".into());
-        }
-        // u128: frames per tick (< 2^32) x 1e9 cannot overflow, and any rounding is upwards, so
-        // no setting slips under the bound.
-        let rate = (u128::from(self.frames_per_tick()) * 1_000_000_000)
-            .div_ceil(u128::from(self.period_ns));
-        if rate > u128::from(MAX_RATE_PPS) {
-            return Err(format!(
-                "{rate} frames/s is above the generator's bound of {MAX_RATE_PPS} per application"
-            ));
-        }
-        let len = self.template.len() + if self.header { HEADER_LEN } else { 0 };
-        if self.template.is_empty() || len > max_frame {
-            return Err(format!("frame of {len} bytes (1..={max_frame})"));
-        }
-        Ok(())
-    }
-}
+pub use pipeline::pktgen::{
+    APPS, AppConfig, HEADER_LEN, MAX_PERIOD_NS, MAX_RATE_PPS, MIN_PERIOD_NS, header,
+    period_ns_from_us,
+};
 
 /// Per-application counters.
 #[derive(Debug, Default)]
@@ -128,13 +52,6 @@ impl std::fmt::Debug for Pktgen {
             .field("stats", &self.stats)
             .finish_non_exhaustive()
     }
-}
-
-/// The timer header of frame `packet` of batch `batch` of application `app` (pipe 0).
-pub fn header(app: u8, batch: u16, packet: u16) -> [u8; HEADER_LEN] {
-    let [b0, b1] = batch.to_be_bytes();
-    let [p0, p1] = packet.to_be_bytes();
-    [app & 0x7, 0, b0, b1, p0, p1]
 }
 
 impl Pktgen {

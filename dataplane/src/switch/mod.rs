@@ -40,7 +40,7 @@ use std::time::Instant;
 
 use crossbeam::channel::{Receiver, Sender};
 use pipeline::driver::{Buffers, Driver, Env, PortTx, Received, frame_bytes};
-use pipeline::metadata::{PortId, StdMeta};
+use pipeline::metadata::{InstanceType, PortId, StdMeta};
 use pipeline::runtime::{Pipeline, Worker};
 use pipeline::tm::{PortConfig, SharedBuffer, TrafficManager, TxState};
 

@@ -240,7 +240,10 @@ impl WorkerLoop {
             // The template fits: its length was checked against the buffer size.
             bytes[HEADROOM + len..HEADROOM + len + c.template.len()].copy_from_slice(&c.template);
             len += c.template.len();
-            let md = StdMeta::new(port, len, now);
+            let md = StdMeta {
+                instance_type: InstanceType::Generated,
+                ..StdMeta::new(port, len, now)
+            };
             let frame = Frame {
                 buf: b,
                 start: HEADROOM,

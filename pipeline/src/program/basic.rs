@@ -64,6 +64,8 @@ struct Ids {
     flowlets: Option<FlowletIds>,
     /// ECN marking in egress, in programs that have it: K per egress port.
     ecn_threshold: Option<RegisterIx>,
+    /// HULA, in programs that have it.
+    hula: Option<super::hula::HulaIds>,
 }
 
 /// The registers of flowlet switching.
@@ -84,6 +86,8 @@ pub(crate) struct Extensions {
     pub(crate) flowlets: bool,
     /// ECN marking in egress: CE on ECT packets when `enq_qdepth` exceeds the port's K.
     pub(crate) ecn: bool,
+    /// HULA's probes and best hops ([`super::hula`]; it needs `flowlets`, whose cells it uses).
+    pub(crate) hula: bool,
 }
 
 /// Cells of the flow register.
@@ -243,6 +247,8 @@ fn schema(name: &'static str, version: &'static str, ext: Extensions) -> (Schema
     let ecn_threshold = ext
         .ecn
         .then(|| b.register("egress.ecn_threshold", 32, 1 << PORT_BITS));
+    let hula =
+        (ext.hula && ext.flowlets).then(|| super::hula::declare(&mut b, no_action, FLOWLET_CELLS));
     b.controller_header("packet_in", &[("ingress_port", PORT_BITS), ("_pad", 7)]);
     b.controller_header("packet_out", &[("egress_port", PORT_BITS), ("_pad", 7)]);
     let schema = b
@@ -268,6 +274,7 @@ fn schema(name: &'static str, version: &'static str, ext: Extensions) -> (Schema
         mac_learn,
         flowlets,
         ecn_threshold,
+        hula,
     };
     (schema, ids)
 }
@@ -407,8 +414,12 @@ impl Basic {
         }
         let mut flow = [0u8; 39];
         let n = p.flow_bytes(&mut flow);
-        let mut hash = self.ecmp_hash.hash(&flow[..n], cx.rng);
-        if let Some(f) = ids.flowlets {
+        let flow_hash = self.ecmp_hash.hash(&flow[..n], cx.rng);
+        let mut hash = flow_hash;
+        // HULA keeps its own flowlets (a new one takes the best hop, not a new hash).
+        if let Some(f) = ids.flowlets
+            && ids.hula.is_none()
+        {
             hash = self.flowlet_hash(cx, f, hash, &mut flow, n, md.ingress_global_timestamp);
         }
         let (table, key) = if p.ipv4 {
@@ -432,6 +443,9 @@ impl Basic {
             let cell = (hash as usize) % FLOW_CELLS;
             cx.register(ids.flow_last_seen)
                 .write(cell, md.ingress_global_timestamp);
+            if let (Some(h), Some(f)) = (&ids.hula, ids.flowlets) {
+                super::hula::steer(cx, h, f.time, f.gap, pkt, md, (p.ipv4, key), flow_hash);
+            }
         } else if a == ids.punt {
             md.egress_spec = Some(cx.cpu_port);
         } else if r.entry.is_none() {
@@ -529,6 +543,12 @@ impl Program for Basic {
                 p.ether_type, p.ipv4, p.ipv6, p.ip_proto, p.l4_sport, p.l4_dport
             )
         });
+        if let Some(h) = &ids.hula
+            && p.ether_type == super::hula::ETHERTYPE
+        {
+            super::hula::probe(cx, h, pkt, md, p.l3);
+            return;
+        }
         if cx.meter(ids.port_meter, usize::from(md.ingress_port)) == Color::Red {
             md.mark_to_drop(DropReason::MeterRed);
             return;

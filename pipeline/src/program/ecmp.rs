@@ -42,6 +42,7 @@ pub fn build() -> Arc<dyn Program> {
         Extensions {
             flowlets: true,
             ecn: true,
+            hula: false,
         },
     ))
 }

@@ -8,6 +8,7 @@
 
 pub mod basic;
 pub mod ecmp;
+pub mod hula;
 pub mod p4te;
 
 use std::collections::BTreeMap;
@@ -84,6 +85,13 @@ pub static REGISTRY: &[Entry] = &[
         about: "basic's routing with ECMP per flowlet and DCTCP-style ECN marking (the papers' baseline)",
         build: ecmp::build,
         plan: ecmp::plan,
+        agent: None,
+    },
+    Entry {
+        name: "hula",
+        about: "HULA: probes from the ToRs' packet generators, per-ToR best hops, flowlets (the papers' baseline)",
+        build: hula::build,
+        plan: hula::plan,
         agent: None,
     },
     Entry {

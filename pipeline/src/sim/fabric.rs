@@ -10,8 +10,9 @@
 //!
 //! Time advances from event to event (a binary heap ordered by time, then by insertion), so two
 //! runs with one seed process the same events in the same order and print the same report.
-//! When the run's duration ends the sources stop and the fabric drains (at most one second of
-//! virtual time), so `lost` counts only drops.
+//! Switches' packet generators (the `pktgen_*` lines of a plan) tick in virtual time, each from a
+//! seeded offset within its period. When the run's duration ends the sources and the generators
+//! stop and the fabric drains (at most one second of virtual time), so `lost` counts only drops.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -27,7 +28,8 @@ use crate::control::Atomicity;
 use crate::driver::{Buffers, Driver, Env, Pkt, PortTx, Received};
 use crate::fabric::plan::{host_mac, switch_mac};
 use crate::fabric::topo::{End, LinkProps, Topology};
-use crate::metadata::{PortId, StdMeta};
+use crate::metadata::{InstanceType, PortId, StdMeta};
+use crate::pktgen;
 use crate::program::fabric_plan;
 use crate::runtime::{Config, Pipeline, Worker};
 use crate::tm::{Dequeued, PortConfig, Queued, Setting, TrafficManager, TxState};
@@ -78,6 +80,8 @@ enum Event {
     Send { flow: usize },
     /// Switch `sw`'s agent has a tick due.
     AgentTick { sw: usize },
+    /// Application `app` of switch `sw`'s packet generator ticks.
+    Generate { sw: usize, app: u8 },
 }
 
 #[derive(Debug)]
@@ -143,6 +147,10 @@ struct SimSwitch {
     agent: Option<AgentHost>,
     /// Its pending tick, if one is scheduled.
     tick_at: Option<u64>,
+    /// The packet generator's applications, as the plan set them, and whether each runs.
+    pktgen: Vec<Option<(pktgen::AppConfig, bool)>>,
+    /// Frames the generator made.
+    generated: u64,
 }
 
 #[derive(Debug)]
@@ -297,8 +305,27 @@ impl Sim {
                 ports.push(PortTx::new(&tm, p));
             }
             let plan = plans.get(&s.name).cloned().unwrap_or_default();
+            let mut generator = vec![None; pktgen::APPS];
             for line in &plan.tm {
                 let words: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+                if let Some((verb, args)) = words.split_first()
+                    && let Some(c) = pktgen::parse(verb, args)
+                {
+                    let what = |e: String| format!("{}: {line}: {e}", s.name);
+                    match c.map_err(what)? {
+                        pktgen::Command::Set(app, c) => {
+                            c.check(super::BUF_SIZE - HEADROOM).map_err(what)?;
+                            generator[usize::from(app)] = Some((c, false));
+                        }
+                        pktgen::Command::Enable(app, on) => {
+                            match &mut generator[usize::from(app)] {
+                                Some((_, enabled)) => *enabled = on,
+                                None => return Err(what("the application is not set".into())),
+                            }
+                        }
+                    }
+                    continue;
+                }
                 let (setting, port) = words
                     .split_first()
                     .and_then(|(verb, args)| Setting::parse(verb, args))
@@ -345,6 +372,8 @@ impl Sim {
                 turn_at: None,
                 agent: None,
                 tick_at: None,
+                pktgen: generator,
+                generated: 0,
             });
         }
         let mut hosts = Vec::new();
@@ -393,6 +422,17 @@ impl Sim {
         };
         for (i, a) in agents {
             sim.attach(i, a);
+        }
+        // Each running application's first tick comes at a seeded offset within its period, so
+        // the switches' generators are not in lockstep (real ones start when their process does).
+        let mut rng = crate::externs::Rng::new(opts.seed ^ 0x5eed_9e4e_7a70_0001);
+        for sw in 0..sim.switches.len() {
+            for app in 0..pktgen::APPS {
+                if let Some((c, true)) = &sim.switches[sw].pktgen[app] {
+                    let at = rng.next_u64() % c.period_ns;
+                    sim.schedule(at, Event::Generate { sw, app: app as u8 });
+                }
+            }
         }
         for (k, f) in opts.flows.into_iter().enumerate() {
             let src = *host_index
@@ -507,6 +547,7 @@ impl Sim {
                     }
                 }
                 Event::Send { flow } => self.send(flow),
+                Event::Generate { sw, app } => self.generate(sw, app),
                 Event::AgentTick { sw } => {
                     let s = &mut self.switches[sw];
                     if s.tick_at == Some(self.now) {
@@ -520,6 +561,43 @@ impl Sim {
             }
         }
         self.report()
+    }
+
+    /// One tick of application `app` of switch `sw`'s generator: its frames enter ingress on the
+    /// generator port, and the next tick is scheduled.
+    fn generate(&mut self, sw: usize, app: u8) {
+        let now = self.now;
+        let s = &mut self.switches[sw];
+        let Some((c, true)) = s.pktgen[usize::from(app)].clone() else {
+            return;
+        };
+        let port = s.pipeline.config.pktgen_port;
+        let packets = u64::from(c.packets.max(1));
+        for i in 0..c.frames_per_tick() {
+            let mut bytes = Vec::with_capacity(pktgen::HEADER_LEN + c.template.len());
+            if c.header {
+                // i < batches x packets, so both fit in u16.
+                bytes.extend(pktgen::header(
+                    app,
+                    (i / packets) as u16,
+                    (i % packets) as u16,
+                ));
+            }
+            bytes.extend_from_slice(&c.template);
+            let frame = self.bufs.frame(&bytes);
+            let md = StdMeta {
+                instance_type: InstanceType::Generated,
+                ..StdMeta::new(port, frame.len, now)
+            };
+            s.driver.inject(frame, md);
+        }
+        s.generated += c.frames_per_tick();
+        self.switch_turn(sw, None);
+        // Generators stop with the sources, so that the drain ends once the fabric is empty.
+        let next = now + c.period_ns;
+        if next < self.opts.duration_ns {
+            self.schedule(next, Event::Generate { sw, app });
+        }
     }
 
     /// Packets that entered a switch so far (packet-hops).
@@ -836,7 +914,8 @@ impl Sim {
                 Json::object()
                     .with("ports", ports)
                     .with("drops_by_reason", reasons)
-                    .with("cpu_packets", s.cpu_packets),
+                    .with("cpu_packets", s.cpu_packets)
+                    .with("generated", s.generated),
             );
         }
         let mut hosts = Json::object();
