@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# The main job (README): installs what it needs, builds, brings up a 4x4 leaf-spine with 16 hosts
-# in network namespaces (one pisa-switch process per switch, running `basic`, AF_XDP ports, link
-# rates enforced by the switches' traffic managers, 2:1 oversubscription), programs every switch
-# over P4Runtime from a management namespace (routes with ECMP groups over every spine), proves
-# all-pairs reachability over IPv4 and IPv6, runs iperf3 TCP flows across the spines, prints the
-# per-flow throughput and the per-uplink load, plots the uplink load (target/fabric-demo/uplinks.png)
-# and tears everything down (also on Ctrl-C or failure). Needs root.
-#   bash scripts/demo.sh [pisa-fabric demo flags, e.g. --flows 12 --seconds 20 --host-rate 200M]
-#   bash scripts/demo.sh --single-switch    two hosts behind one switch: ACL, shaping, counters
-#   bash scripts/demo.sh --in-memory        the pipeline on in-memory ports, no namespaces
+# The main job (README): installs what it needs, builds, and compares ECMP against the mechanisms
+# that exist on a 4x4 leaf-spine with 16 hosts in network namespaces (one pisa-switch process per
+# switch, AF_XDP ports, 100 Mb/s host links, 2:1 oversubscription, link rates enforced by the
+# switches' traffic managers): for each scheme and load it brings a fresh fabric up, programs it
+# over P4Runtime by the scheme's fabric plan, runs the web-search workload (stride pattern, load
+# relative to the fabric's uplink capacity, kernel TCP from pisa-traffic in every host), collects
+# FCTs, retransmissions, drops and per-uplink packets, and tears the fabric down (also on Ctrl-C).
+# It prints the FCT table and draws the plots into target/main-job/. Points already in
+# target/main-job are skipped (delete it to start afresh). Needs root; about 5 minutes.
+#   bash scripts/demo.sh [pisa-fabric experiment flags, e.g. --loads 0.2,0.8 --seconds 60]
+#   bash scripts/demo.sh --fabric-demo     the 4x4 fabric of `basic` with iperf3 flows and uplink load
+#   bash scripts/demo.sh --single-switch   two hosts behind one switch: ACL, shaping, counters
+#   bash scripts/demo.sh --in-memory       the pipeline on in-memory ports, no namespaces
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
@@ -20,4 +23,11 @@ esac
 bash scripts/setup.sh
 echo "== building (release)"
 cargo build --release -q --bins
-exec target/release/pisa-fabric demo --out target/fabric-demo "$@"
+if [ "${1:-}" = "--fabric-demo" ]; then
+  shift
+  exec target/release/pisa-fabric demo --out target/fabric-demo "$@"
+fi
+exec target/release/pisa-fabric experiment --leaves 4 --spines 4 --hosts-per-leaf 4 \
+  --host-rate 100M --oversub 2 --schemes ecmp,hula,p4te --workload websearch \
+  --pattern stride --load-of fabric --loads 0.3,0.6 --seconds 20 --drain 10 --reps 1 \
+  --name main --out target/main-job "$@"

@@ -275,8 +275,10 @@ fn experiment(a: &ExperimentArgs, cancel: Arc<AtomicBool>) -> Result<(), String>
         name: a.name.clone(),
     };
     pisa_fabric::experiment::run(&e, &cancel, &|t, o| bring_up(t, o, |_| {}))?;
+    let summary = std::fs::read_to_string(a.out.join("summary.csv")).map_err(|e| e.to_string())?;
+    print!("{}", pisa_fabric::experiment::fct_table(&summary)?);
     println!(
-        "results: {} (flows.csv, summary.csv, uplinks.csv)",
+        "results: {} (flows.csv, summary.csv, uplinks.csv; FCTs are medians over reps)",
         a.out.display()
     );
     let venv =

@@ -33,11 +33,15 @@ use crate::fabric::{Fabric, Options};
 use crate::traffic::{FLOW_CSV_HEADER, Job, PORT, Transport, available_congestion_controls};
 use crate::{Process, workspace_bin};
 
+mod calibrate;
 mod results;
 mod schedule;
+mod table;
 
+pub use calibrate::ping_times_us;
 pub use results::*;
 pub use schedule::*;
+pub use table::fct_table;
 
 /// What `--load-of` names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -287,6 +291,13 @@ pub fn run(
         transport.cc,
         transport.ecn
     );
+    // Every point's plans get the fabric's measured base RTT (unless --set gives one).
+    let mut with_rtt = e.clone();
+    if !todo.is_empty() && !e.sets.iter().any(|(k, _)| k == "rtt_us") {
+        let rtt = calibrate::rtt_us(e, cancel, up)?;
+        with_rtt.sets.push(("rtt_us".into(), rtt.to_string()));
+    }
+    let e = &with_rtt;
     let started = Instant::now();
     for (k, p) in todo.iter().enumerate() {
         if cancel.load(Ordering::Relaxed) {

@@ -19,8 +19,9 @@
 //! - K follows the kernel's DCTCP rule (`Documentation/networking/dctcp.rst`: 20 packets at
 //!   1 Gb/s, 65 at 10 Gb/s) as the power law through those two points,
 //!   `K = 20 × (rate / 1 Gb/s)^0.512`, at least 2 packets [I]: 6 packets at 100 Mb/s, 2 at 7 Mb/s.
-//! - The gap is 500 µs (CONGA's; LetFlow swept 50-500 µs) unless the switch's topology line sets
-//!   `flowlet_gap_us=` [I]; the experiment runner sets it from the fabric's measured RTT.
+//! - The gap is `flowlet_gap_us=` from the switch's topology line; else 40/70 of `rtt_us=` (the
+//!   experiment runner sets the fabric's measured RTT), P4TE's rule, so that all schemes of an
+//!   experiment share one gap; else 500 µs (CONGA's; LetFlow swept 50-500 µs) [I].
 //! - `ecn_k=` on a switch's line overrides K on all its ports.
 
 use std::collections::BTreeMap;
@@ -72,7 +73,13 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
         let Some(plan) = plans.get_mut(&s.name) else {
             continue;
         };
-        let gap_us = param(s, "flowlet_gap_us")?.unwrap_or(DEFAULT_GAP_US);
+        // The same gap as P4TE's plan where the RTT is known, so that every scheme of an
+        // experiment has one (seed-spec E2: "All use flowlets", 40 ms at a 70 ms RTT).
+        let gap_us = match (param(s, "flowlet_gap_us")?, param(s, "rtt_us")?) {
+            (Some(gap), _) => gap,
+            (None, Some(rtt)) => (rtt * 40 / 70).max(1),
+            (None, None) => DEFAULT_GAP_US,
+        };
         let gap_ns = gap_us
             .checked_mul(1000)
             .ok_or_else(|| format!("switch {}: flowlet_gap_us={gap_us} is too large", s.name))?;
