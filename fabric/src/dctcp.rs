@@ -96,7 +96,7 @@ impl Dctcp {
                 Err(if tail.is_empty() {
                     e
                 } else {
-                    format!("{e} (libbpf: {tail})")
+                    format!("{e} ({tail})")
                 })
             }
         }
