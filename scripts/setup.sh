@@ -9,7 +9,8 @@ command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 command -v cc >/dev/null 2>&1 || need+=(build-essential)
 command -v ethtool >/dev/null 2>&1 || need+=(ethtool)
 command -v iperf3 >/dev/null 2>&1 || need+=(iperf3)
-# AF_XDP (xsk-rs builds libxdp and libbpf from source).
+# AF_XDP (xsk-rs builds libxdp and libbpf from source); clang also compiles fabric/bpf/*.bpf.c
+# (our DCTCP), against the libbpf headers libbpf-sys vendors.
 command -v clang >/dev/null 2>&1 || need+=(clang)
 command -v m4 >/dev/null 2>&1 || need+=(m4)
 [ -e /usr/include/libelf.h ] || need+=(libelf-dev)

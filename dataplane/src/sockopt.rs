@@ -80,10 +80,17 @@ pub fn set_max_pacing_rate(fd: &impl AsRawFd, bytes_per_sec: u64) -> io::Result<
 pub struct TcpInfo {
     /// Bytes of `struct tcp_info` the kernel returned.
     pub len: usize,
+    /// Options negotiated (`tcpi_options`: `TCPI_OPT_ECN` 8 when ECN was agreed on,
+    /// `TCPI_OPT_ECN_SEEN` 16 when an ECT segment arrived).
+    pub options: u8,
     /// Sender MSS (`tcpi_snd_mss`).
     pub snd_mss: u32,
     /// Smoothed RTT, µs (`tcpi_rtt`).
     pub rtt_us: u32,
+    /// Slow-start threshold, segments (`tcpi_snd_ssthresh`).
+    pub snd_ssthresh: u32,
+    /// Congestion window, segments (`tcpi_snd_cwnd`).
+    pub snd_cwnd: u32,
     /// The reordering degree TCP assumes now (`tcpi_reordering`, 3 unless reordering was seen).
     pub reordering: u32,
     /// Segments retransmitted over the connection's life (`tcpi_total_retrans`).
@@ -109,6 +116,9 @@ pub struct TcpInfo {
 
 /// Byte offsets in `struct tcp_info` (x86-64 and every Linux ABI: naturally aligned fields).
 mod off {
+    pub(super) const OPTIONS: usize = 5;
+    pub(super) const SND_SSTHRESH: usize = 76;
+    pub(super) const SND_CWND: usize = 80;
     pub(super) const SND_MSS: usize = 16;
     pub(super) const REORDERING: usize = 88;
     pub(super) const RTT: usize = 68;
@@ -136,6 +146,9 @@ impl TcpInfo {
         };
         TcpInfo {
             len: b.len(),
+            options: b.get(off::OPTIONS).copied().unwrap_or(0),
+            snd_ssthresh: u32_at(off::SND_SSTHRESH),
+            snd_cwnd: u32_at(off::SND_CWND),
             snd_mss: u32_at(off::SND_MSS),
             rtt_us: u32_at(off::RTT),
             reordering: u32_at(off::REORDERING),
@@ -151,6 +164,11 @@ impl TcpInfo {
         }
     }
 }
+
+/// `tcpi_options`: ECN was negotiated.
+pub const TCPI_OPT_ECN: u8 = 8;
+/// `tcpi_options`: an ECT segment arrived.
+pub const TCPI_OPT_ECN_SEEN: u8 = 16;
 
 /// The socket's `TCP_INFO`.
 pub fn tcp_info(fd: &impl AsRawFd) -> io::Result<TcpInfo> {
@@ -198,9 +216,13 @@ mod tests {
         assert_eq!(tx.bytes_acked, 100_001);
         assert!(tx.data_segs_out >= 2 && tx.snd_mss > 0);
         assert_eq!(tx.reordering, 3, "no reordering on loopback");
+        // Reno starts at 10 segments (RFC 6928) and only grows on a loss-free loopback.
+        assert!(tx.snd_cwnd >= 10, "{tx:?}");
+        assert!(tx.snd_ssthresh >= tx.snd_cwnd, "{tx:?}");
         // A short buffer decodes the fields it holds and zeroes the rest.
         let short = TcpInfo::parse(&[1u8; 104]);
         assert_eq!(short.total_retrans, 0x0101_0101);
+        assert_eq!((short.options, short.snd_cwnd), (1, 0x0101_0101));
         assert_eq!(short.rcv_ooopack, 0);
     }
 }

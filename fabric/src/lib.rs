@@ -10,6 +10,7 @@
 //! flows between the namespaces a test made. Needs root and iproute2.
 #![forbid(unsafe_code)]
 
+pub mod dctcp;
 pub mod experiment;
 pub mod fabric;
 pub mod traffic;

@@ -33,6 +33,8 @@ use dataplane::sockopt::{self, TcpInfo};
 use pipeline::traffic::Class;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
+use crate::dctcp::{self, Dctcp};
+
 /// The port `pisa-traffic serve` listens on by default.
 pub const PORT: u16 = 5201;
 
@@ -206,20 +208,49 @@ pub fn available_congestion_controls() -> Vec<String> {
 }
 
 impl Transport {
+    /// The transport a run asks for made real: `dctcp` (or `pisa_dctcp`) is our BPF DCTCP
+    /// ([`crate::dctcp`]), registered unless it is already, with ECN on (`tcp_ecn=1`); the
+    /// returned guard keeps it registered and must live as long as the run. Where it cannot be
+    /// loaded, the run uses cubic with RFC 3168 ECN instead and `who` says so in one line on
+    /// stderr; the returned transport is what runs, for the records.
+    pub fn resolve(&self, who: &str) -> (Transport, Option<Dctcp>) {
+        if self.cc != "dctcp" && self.cc != dctcp::NAME {
+            return (self.clone(), None);
+        }
+        match Dctcp::ensure() {
+            Ok(guard) => (
+                Transport {
+                    cc: dctcp::NAME.into(),
+                    ecn: 1,
+                },
+                Some(guard),
+            ),
+            Err(e) => {
+                eprintln!(
+                    "{who}: DCTCP (BPF struct_ops {}) could not be loaded: {e}; using cubic with \
+                     RFC 3168 ECN instead (cc=cubic, ecn=1 in the records)",
+                    dctcp::NAME
+                );
+                (
+                    Transport {
+                        cc: "cubic".into(),
+                        ecn: 1,
+                    },
+                    None,
+                )
+            }
+        }
+    }
+
     /// Checks that the congestion control exists here and sets this namespace's ECN sysctl.
     pub fn apply(&self) -> Result<(), String> {
         let have = available_congestion_controls();
         if !have.contains(&self.cc) {
             return Err(format!(
-                "congestion control {} is not available on this kernel (have: {}){}",
+                "congestion control {} is not available on this kernel (have: {}; dctcp is ours, \
+                 through BPF, see Transport::resolve)",
                 self.cc,
-                have.join(" "),
-                if self.cc == "dctcp" {
-                    "; DCTCP through BPF struct_ops is not written yet: use RFC 3168 ECN with \
-                     cubic (--cc cubic --ecn 1)"
-                } else {
-                    ""
-                }
+                have.join(" ")
             ));
         }
         if self.ecn > 2 {
@@ -262,9 +293,16 @@ pub struct FlowRecord {
     pub error: String,
 }
 
-/// The CSV header of [`FlowRecord::csv`], after the transport columns `cc,ecn`.
-pub const FLOW_CSV_HEADER: &str = "id,src,dst,start_ns,size_bytes,class,tos,cc,ecn,finished,fct_us,\
+/// The CSV header of [`FlowRecord::csv`]: `cc,ecn` are the run's transport (what ran, after
+/// [`Transport::resolve`]), `ecn_ok` whether this connection negotiated ECN (`TCP_INFO`).
+pub const FLOW_CSV_HEADER: &str = "id,src,dst,start_ns,size_bytes,class,tos,cc,ecn,ecn_ok,finished,fct_us,\
     retransmits,reord_seen,reordering,dsack_dups,rcv_ooopack,delivered_ce,rtt_us,lag_us,error";
+
+/// 1 when the connection negotiated ECN (`TCPI_OPT_ECN`), else 0 (also for a connection never
+/// made).
+fn ecn_ok(tx: &TcpInfo) -> u8 {
+    u8::from(tx.options & sockopt::TCPI_OPT_ECN != 0)
+}
 
 fn csv_text(s: &str) -> String {
     s.replace([',', '\n', '\r'], ";")
@@ -274,7 +312,7 @@ impl FlowRecord {
     /// Its CSV row (columns of [`FLOW_CSV_HEADER`]).
     pub fn csv(&self, t: &Transport) -> String {
         format!(
-            "{},{},{},{},{},{},{:#04x},{},{},{},{},{},{},{},{},{},{},{},{:.0},{}",
+            "{},{},{},{},{},{},{:#04x},{},{},{},{},{},{},{},{},{},{},{},{},{:.0},{}",
             self.id,
             self.src,
             self.dst,
@@ -284,6 +322,7 @@ impl FlowRecord {
             self.tos,
             t.cc,
             t.ecn,
+            ecn_ok(&self.tx),
             self.finished,
             self.fct_us.map_or(String::new(), |f| format!("{f:.1}")),
             self.tx.total_retrans,
@@ -335,14 +374,14 @@ pub struct PacedRecord {
 }
 
 /// The CSV header of [`PacedRecord::csv`].
-pub const PACED_CSV_HEADER: &str = "id,src,dst,start_ns,duration_ms,rate_bps,mss,snd_mss,tos,cc,ecn,\
+pub const PACED_CSV_HEADER: &str = "id,src,dst,start_ns,duration_ms,rate_bps,mss,snd_mss,tos,cc,ecn,ecn_ok,\
     finished,bytes,goodput_bps,retransmits,reord_seen,reordering,dsack_dups,rcv_ooopack,rcv_segs,error";
 
 impl PacedRecord {
     /// Its CSV row (columns of [`PACED_CSV_HEADER`]).
     pub fn csv(&self, t: &Transport) -> String {
         format!(
-            "{},{},{},{},{:.3},{},{},{},{:#04x},{},{},{},{},{:.0},{},{},{},{},{},{},{}",
+            "{},{},{},{},{:.3},{},{},{},{:#04x},{},{},{},{},{},{:.0},{},{},{},{},{},{},{}",
             self.id,
             self.src,
             self.dst,
@@ -354,6 +393,7 @@ impl PacedRecord {
             self.tos,
             t.cc,
             t.ecn,
+            ecn_ok(&self.tx),
             self.finished,
             self.bytes,
             self.goodput_bps,
@@ -393,9 +433,11 @@ pub fn serve(listener: TcpListener) -> std::io::Result<()> {
     Ok(())
 }
 
-/// A dual-stack listener on `port` (IPv4 and IPv6).
-pub fn listen(port: u16) -> std::io::Result<TcpListener> {
+/// A dual-stack listener on `port` (IPv4 and IPv6) whose connections use congestion control
+/// `cc` (the receiver's half of DCTCP, its ECE echo, runs in the receiving socket).
+pub fn listen(port: u16, cc: &str) -> std::io::Result<TcpListener> {
     let s = Socket::new(Domain::IPV6, Type::STREAM, Some(Protocol::TCP))?;
+    sockopt::set_congestion(&s, cc)?;
     s.set_only_v6(false)?;
     s.set_reuse_address(true)?;
     s.bind(&SockAddr::from(SocketAddr::from((
@@ -842,7 +884,8 @@ mod tests {
         let f = &r.flows[0];
         assert!(f.finished, "{f:?}");
         assert!(f.fct_us.unwrap() > 0.0);
-        assert!(f.csv(&t).contains(",reno,2,true,"));
+        // The root namespace's tcp_ecn decides ecn_ok here (it is not ours to set).
+        assert!(f.csv(&t).contains(",reno,2,"));
         let p = &r.paced[0];
         assert!(p.finished, "{p:?}");
         // 1 MB/s for 0.3 s: about 300 kB (the first burst and the final drain blur the edges).

@@ -242,6 +242,7 @@ fn class_tags_ecn_and_tcp_info_come_through() {
         assert_eq!(r["class"], class);
         assert_eq!(r["tos"], tos);
         assert_eq!((r["cc"].as_str(), r["ecn"].as_str()), ("cubic", "1"));
+        assert_eq!(r["ecn_ok"], "1", "ECN negotiated: {r:?}");
         // TCP_INFO came back: a measured RTT, the default reordering degree on a one-path
         // fabric, and counts that parse.
         assert!(r["rtt_us"].parse::<u32>().unwrap() > 0, "{r:?}");

@@ -193,7 +193,8 @@ struct ExperimentArgs {
     /// Output directory.
     #[arg(long, default_value = "experiment")]
     out: PathBuf,
-    /// Congestion control: reno, cubic, bbr, or dctcp (cubic with ECN where the kernel lacks it).
+    /// Congestion control: reno, cubic, bbr, or dctcp (our BPF DCTCP, `pisa_dctcp`, with ECN;
+    /// cubic with RFC 3168 ECN where it cannot be loaded).
     #[arg(long, default_value = "cubic")]
     cc: String,
     /// net.ipv4.tcp_ecn of every host: 0, 1 or 2.

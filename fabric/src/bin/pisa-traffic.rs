@@ -11,8 +11,9 @@
 //! piecewise-linear interpolation (`pipeline::workload`), deterministically for a seed.
 //!
 //! `serve` and `client` run inside host namespaces: every flow of the client's schedule is a
-//! kernel TCP connection to a `serve` on the destination, with the run's congestion control and
-//! the namespace's ECN setting (`net.ipv4.tcp_ecn`, which both set in their own namespace). The
+//! kernel TCP connection to a `serve` on the destination, with the run's congestion control (both
+//! ends; `dctcp` is our BPF DCTCP, registered by whichever runs first, see
+//! `pisa_fabric::dctcp`) and the namespace's ECN setting (`net.ipv4.tcp_ecn`, which both set in their own namespace). The
 //! client starts each flow at the epoch (Unix ns, shared by all hosts so that their schedules line
 //! up) plus its start, records every flow as a CSV row (see `pisa_fabric::traffic` for the FCT
 //! definition and the `TCP_INFO` fields), and gives up on flows still running `--drain` seconds
@@ -36,7 +37,8 @@ struct Args {
 
 #[derive(clap::Args, Debug)]
 struct TransportArgs {
-    /// Congestion control (reno, cubic, bbr; dctcp where the kernel has it).
+    /// Congestion control: reno, cubic, bbr, or dctcp (our BPF DCTCP, `pisa_dctcp`, with ECN;
+    /// cubic with RFC 3168 ECN where it cannot be loaded).
     #[arg(long, default_value = "cubic")]
     cc: String,
     /// net.ipv4.tcp_ecn for this namespace: 0 off, 1 on (request and accept), 2 accept only.
@@ -135,6 +137,8 @@ fn client(
     if !(drain.is_finite() && drain >= 0.0) {
         return Err(format!("--drain {drain}: seconds, at least 0"));
     }
+    let (t, _dctcp) = t.resolve("pisa-traffic");
+    let t = &t;
     t.apply()?;
     let epoch = UNIX_EPOCH
         + Duration::from_nanos(epoch_ns.unwrap_or_else(|| traffic::unix_now_ns() + 200_000_000));
@@ -186,9 +190,10 @@ fn main() {
     let result = match Args::parse().command {
         Command::Sample { workload, n, seed } => sample(&workload, n, seed),
         Command::Serve { port, transport } => {
-            let t = transport.transport();
+            let (t, _dctcp) = transport.transport().resolve("pisa-traffic");
             t.apply().and_then(|()| {
-                let l = traffic::listen(port).map_err(|e| format!("listening on {port}: {e}"))?;
+                let l = traffic::listen(port, &t.cc)
+                    .map_err(|e| format!("listening on {port}: {e}"))?;
                 traffic::serve(l).map_err(|e| e.to_string())
             })
         }

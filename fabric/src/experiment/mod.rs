@@ -29,8 +29,9 @@ use pipeline::fabric::topo::{End, Role, Topology};
 use pipeline::traffic::{self, Class, Flow, Layout, Pattern, Stats, Tagging};
 use pipeline::workload::Cdf;
 
+use crate::dctcp::Dctcp;
 use crate::fabric::{Fabric, Options};
-use crate::traffic::{FLOW_CSV_HEADER, Job, PORT, Transport, available_congestion_controls};
+use crate::traffic::{FLOW_CSV_HEADER, Job, PORT, Transport};
 use crate::{Process, workspace_bin};
 
 mod calibrate;
@@ -90,7 +91,8 @@ pub struct Experiment {
     pub reps: usize,
     /// Output directory.
     pub out: PathBuf,
-    /// Congestion control and ECN (dctcp falls back to cubic with ECN where the kernel lacks it).
+    /// Congestion control and ECN (dctcp is our BPF DCTCP; cubic with ECN where it cannot be
+    /// loaded).
     pub transport: Transport,
     /// Tags of short and large flows.
     pub short_tos: u8,
@@ -216,20 +218,11 @@ fn port_tx(f: &Fabric, column: usize) -> Result<BTreeMap<(String, u16), u64>, St
         .collect())
 }
 
-/// The transport a run uses: dctcp where the kernel has it, else cubic with RFC 3168 ECN (said
-/// on stderr).
-pub fn effective_transport(t: &Transport) -> Transport {
-    if t.cc == "dctcp" && !available_congestion_controls().iter().any(|c| c == "dctcp") {
-        eprintln!(
-            "pisa-fabric: this kernel has no dctcp (and DCTCP through BPF struct_ops is not \
-             written yet): using cubic with RFC 3168 ECN (cc=cubic, ecn=1); the records say so"
-        );
-        return Transport {
-            cc: "cubic".into(),
-            ecn: 1,
-        };
-    }
-    t.clone()
+/// The transport a run uses, and the guard that keeps our DCTCP registered while it runs: see
+/// [`Transport::resolve`] (dctcp is our BPF DCTCP; cubic with RFC 3168 ECN where it cannot be
+/// loaded, said on stderr).
+pub fn effective_transport(t: &Transport) -> (Transport, Option<Dctcp>) {
+    t.resolve("pisa-fabric")
 }
 
 fn fmt_duration(s: f64) -> String {
@@ -264,7 +257,9 @@ pub fn run(
     if !(e.seconds > 0.0 && e.drain >= 0.0 && e.reps > 0) {
         return Err("--seconds must be positive, --drain at least 0, --reps at least 1".into());
     }
-    let transport = effective_transport(&e.transport);
+    // Loaded once for every host's namespace (registration is global); the hosts' pisa-traffic
+    // find it registered and select it.
+    let (transport, _dctcp) = effective_transport(&e.transport);
     std::fs::create_dir_all(e.out.join("points")).map_err(|err| err.to_string())?;
     let all = points(e);
     let todo: Vec<&Point> = all
@@ -708,9 +703,9 @@ mod tests {
     fn summaries_give_fct_statistics_per_class_and_uplink_balance() {
         let csv = format!(
             "{FLOW_CSV_HEADER}\n\
-             0,h1,h2,0,1000,short,0x08,cubic,1,true,100.0,0,0,3,0,0,4,50,700,\n\
-             1,h1,h3,0,2000,short,0x08,cubic,1,true,300.0,2,0,3,0,0,0,50,1,\n\
-             2,h1,h3,0,9000000,large,0x10,cubic,1,false,,1,0,3,0,0,0,50,1,not finished\n"
+             0,h1,h2,0,1000,short,0x08,cubic,1,1,true,100.0,0,0,3,0,0,4,50,700,\n\
+             1,h1,h3,0,2000,short,0x08,cubic,1,1,true,300.0,2,0,3,0,0,0,50,1,\n\
+             2,h1,h3,0,9000000,large,0x10,cubic,1,1,false,,1,0,3,0,0,0,50,1,not finished\n"
         );
         let rows = parse_flow_rows(&csv).unwrap();
         assert_eq!(rows.len(), 3);
