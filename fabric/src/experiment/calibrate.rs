@@ -1,10 +1,17 @@
-//! The fabric's measured base RTT, which the plans' RTT-derived defaults use (`rtt_us`: P4TE's
-//! flowlet gap and rate-control bytes, `ecmp`'s and `hula`'s flowlet gap).
+//! The fabric's measured base RTT and the flowlet gap every scheme of an experiment shares.
 //!
 //! Once per output directory, before the first point: the topology is brought up with `basic`
-//! (routing only: the base RTT does not depend on the scheme), the first host pings the first
-//! host of the farthest other switch 50 times, and the median is stored in `DIR/rtt_us` so that a
-//! resumed experiment uses the same value. `--set rtt_us=N` skips all of it.
+//! (routing only: the base RTT does not depend on the scheme), and the first host pings the last
+//! host on another switch 50 times. From the replies:
+//! - `rtt_us`, the median: the plans' RTT-derived defaults use it (P4TE's rate-control bytes);
+//! - `flowlet_gap_us` [I], for every scheme alike (seed-spec E2: "All use flowlets", one gap):
+//!   P4TE's rule, 40/70 of the RTT (its App. A.1: 40 ms at 70 ms), but at least the spread of
+//!   the replies (p90 minus min). A gap must exceed the delay difference between parallel paths
+//!   (baselines.md (a)); on an idle software fabric that difference is the scheduling jitter,
+//!   which here exceeds 40/70 of the RTT.
+//!
+//! Both go to `DIR/calibration` so that a resumed experiment uses the same values.
+//! `--set rtt_us=N` or `--set flowlet_gap_us=N` replaces the measured value.
 
 use super::*;
 
@@ -22,30 +29,63 @@ pub fn ping_times_us(out: &str) -> Vec<f64> {
         .collect()
 }
 
-/// The RTT for `e`: `--set rtt_us`, else `DIR/rtt_us`, else measured (and stored).
-pub(super) fn rtt_us(
+/// What the calibration gives every point's plans.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Calibration {
+    /// The median RTT, µs.
+    pub(super) rtt_us: u64,
+    /// The flowlet gap, µs.
+    pub(super) gap_us: u64,
+}
+
+impl Calibration {
+    /// From reply times, µs (at least one).
+    pub(super) fn from_times(mut times: Vec<f64>) -> Calibration {
+        times.sort_by(f64::total_cmp);
+        let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+        let rtt_us = at(0.5).round().max(1.0) as u64;
+        let spread = (at(0.9) - at(0.0)).round().max(0.0) as u64;
+        Calibration {
+            rtt_us,
+            gap_us: (rtt_us * 40 / 70).max(spread).max(1),
+        }
+    }
+
+    fn text(&self) -> String {
+        format!("rtt_us {}\nflowlet_gap_us {}\n", self.rtt_us, self.gap_us)
+    }
+
+    fn parse(text: &str) -> Option<Calibration> {
+        let get = |key: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
+        };
+        Some(Calibration {
+            rtt_us: get("rtt_us ")?,
+            gap_us: get("flowlet_gap_us ")?,
+        })
+    }
+}
+
+/// The calibration of `e`: `DIR/calibration` if a run stored one, else measured (and stored).
+pub(super) fn calibrate(
     e: &Experiment,
     cancel: &Arc<AtomicBool>,
     up: &dyn Fn(&Topology, &Options) -> Result<Fabric, String>,
-) -> Result<u64, String> {
-    if let Some((_, v)) = e.sets.iter().find(|(k, _)| k == "rtt_us") {
-        return v
-            .parse()
-            .map_err(|_| format!("--set rtt_us={v}: not a number"));
-    }
-    let stored = e.out.join("rtt_us");
-    if let Some(v) = std::fs::read_to_string(&stored)
+) -> Result<Calibration, String> {
+    let stored = e.out.join("calibration");
+    if let Some(c) = std::fs::read_to_string(&stored)
         .ok()
-        .and_then(|s| s.trim().parse().ok())
+        .and_then(|s| Calibration::parse(&s))
     {
-        return Ok(v);
+        return Ok(c);
     }
     let mut topo = e.base.clone();
     for s in &mut topo.switches {
         s.program = "basic".into();
     }
-    // The first host, and the first host attached to another switch (the farthest in a
-    // leaf-spine or fat-tree is as far as any other leaf's).
+    // The first host, and the last host attached to another switch (in a leaf-spine or
+    // fat-tree as far as any).
     let first = topo.hosts.first().ok_or("the topology has no hosts")?;
     let at = topo.host_attachment(&first.name).map(|a| a.0.to_string());
     let other = topo
@@ -57,7 +97,7 @@ pub(super) fn rtt_us(
     let opts = Options {
         name: e.name.clone(),
         io: "af-xdp".into(),
-        dir: e.out.join("calibration"),
+        dir: e.out.join("calibration-run"),
         cancel: cancel.clone(),
         capture: false,
     };
@@ -74,23 +114,24 @@ pub(super) fn rtt_us(
         .exec("ping", &["-c", &count, "-i", "0.02", "-W", "1", &dst])
         .map_err(|err| err.to_string())?;
     drop(f);
-    let mut times = ping_times_us(&String::from_utf8_lossy(&out.stdout));
+    let times = ping_times_us(&String::from_utf8_lossy(&out.stdout));
     if times.len() < PINGS / 2 {
         return Err(format!(
             "RTT calibration: {} of {PINGS} pings answered",
             times.len()
         ));
     }
-    times.sort_by(f64::total_cmp);
-    let rtt = times[times.len() / 2].round().max(1.0) as u64;
+    let (lo, hi) = times
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(a, b), &t| (a.min(t), b.max(t)));
+    let c = Calibration::from_times(times);
     eprintln!(
-        "experiment: base RTT {rtt} us (median; min {:.0} us, max {:.0} us); plans derive their \
-         RTT-based defaults from it",
-        times[0],
-        times[times.len() - 1]
+        "experiment: base RTT {} us (median; min {lo:.0} us, max {hi:.0} us); flowlet gap {} us \
+         for every scheme",
+        c.rtt_us, c.gap_us
     );
-    std::fs::write(&stored, format!("{rtt}\n")).map_err(|err| err.to_string())?;
-    Ok(rtt)
+    std::fs::write(&stored, c.text()).map_err(|err| err.to_string())?;
+    Ok(c)
 }
 
 #[cfg(test)]
@@ -105,5 +146,26 @@ mod tests {
                    \n--- 10.0.4.4 ping statistics ---\n\
                    rtt min/avg/max/mdev = 0.874/1.197/1.520/0.323 ms\n";
         assert_eq!(ping_times_us(out), vec![1520.0, 874.0]);
+    }
+
+    #[test]
+    fn the_gap_is_40_70_of_the_rtt_or_the_spread_of_the_replies() {
+        // Steady replies: P4TE's rule.
+        let c = Calibration::from_times(vec![700.0; 50]);
+        assert_eq!(
+            c,
+            Calibration {
+                rtt_us: 700,
+                gap_us: 400
+            }
+        );
+        // Jittery replies: 16% of them 3 ms late; the spread wins.
+        let mut t = vec![400.0; 42];
+        t.extend([3400.0; 8]);
+        let c = Calibration::from_times(t);
+        assert_eq!(c.rtt_us, 400);
+        assert_eq!(c.gap_us, 3000);
+        assert_eq!(Calibration::parse(&c.text()), Some(c));
+        assert_eq!(Calibration::parse("rtt_us 5\n"), None);
     }
 }

@@ -286,13 +286,18 @@ pub fn run(
         transport.cc,
         transport.ecn
     );
-    // Every point's plans get the fabric's measured base RTT (unless --set gives one).
-    let mut with_rtt = e.clone();
-    if !todo.is_empty() && !e.sets.iter().any(|(k, _)| k == "rtt_us") {
-        let rtt = calibrate::rtt_us(e, cancel, up)?;
-        with_rtt.sets.push(("rtt_us".into(), rtt.to_string()));
+    // Every point's plans get the fabric's measured base RTT and one flowlet gap (calibrate.rs),
+    // each unless --set gives it.
+    let mut calibrated = e.clone();
+    if !todo.is_empty() {
+        let c = calibrate::calibrate(e, cancel, up)?;
+        for (k, v) in [("rtt_us", c.rtt_us), ("flowlet_gap_us", c.gap_us)] {
+            if !e.sets.iter().any(|(key, _)| key == k) {
+                calibrated.sets.push((k.into(), v.to_string()));
+            }
+        }
     }
-    let e = &with_rtt;
+    let e = &calibrated;
     let started = Instant::now();
     for (k, p) in todo.iter().enumerate() {
         if cancel.load(Ordering::Relaxed) {
