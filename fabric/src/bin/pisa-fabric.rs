@@ -780,12 +780,12 @@ fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> Result<(), String> {
         return Err("an iperf3 flow failed".into());
     }
     step("tearing down");
+    let running = f.switch_processes().count(); // none for Linux routers
     let clean = f.stop_switches();
     drop(f);
     let left = fabric::teardown(&opts.name);
     step(&format!(
-        "done: {clean}/{} switches stopped cleanly, {left} namespaces left behind",
-        t.switches.len()
+        "done: {clean}/{running} switches stopped cleanly, {left} namespaces left behind"
     ));
     Ok(())
 }
