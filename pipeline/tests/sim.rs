@@ -98,3 +98,18 @@ fn tcp_segments_are_answered_with_acks_that_cross_the_fabric() {
     // h1 receives one pure ACK per segment h3 received.
     assert_eq!(num(&r, &["hosts", "h1", "rx_packets"]), received);
 }
+
+#[test]
+fn a_kernel_router_is_refused_by_name_and_gets_no_fabric_plan() {
+    let mut t = fabric();
+    t.switches[0].program = pipeline::program::KERNEL.into();
+    let err = Sim::new(&t, Options::new(1_000_000, 1)).unwrap_err();
+    assert!(
+        err.contains("spine1") && err.contains("cannot simulate") && err.contains("kernel"),
+        "{err}"
+    );
+    // The other switches keep their plans; the Linux router has none (pisa-fabric routes it).
+    let plans = pipeline::program::fabric_plan(&t).unwrap();
+    assert!(!plans.contains_key("spine1"));
+    assert_eq!(plans.len(), t.switches.len() - 1);
+}

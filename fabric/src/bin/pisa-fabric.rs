@@ -100,6 +100,10 @@ enum Cmd {
         /// Switch port I/O.
         #[arg(long, default_value = "af-xdp")]
         io: String,
+        /// Run every switch with this program instead of the one its line names (`kernel`:
+        /// Linux routers).
+        #[arg(long)]
+        program: Option<String>,
     },
     /// Tears a fabric down.
     Down {
@@ -159,7 +163,7 @@ struct ExperimentArgs {
     /// Host link rate of a generated topology (fat-tree links too).
     #[arg(long, default_value = "100M")]
     host_rate: String,
-    /// Schemes, comma-separated: program names (basic, ecmp, ...).
+    /// Schemes, comma-separated: program names (basic, ecmp, ...), or kernel (Linux routers).
     #[arg(long, default_value = "ecmp")]
     schemes: String,
     /// A fabric-plan parameter for every switch (repeatable), e.g. flowlet_gap_us=200.
@@ -332,6 +336,9 @@ struct DemoArgs {
     /// Fabric name (1-6 letters and digits): namespaces are pf<NAME>-<node>.
     #[arg(long, default_value = "demo")]
     name: String,
+    /// The program of every switch (`kernel`: Linux routers instead of pisa-switch).
+    #[arg(long, default_value = "basic")]
+    program: String,
 }
 
 fn parse_seconds(s: &str) -> Result<f64, String> {
@@ -406,6 +413,21 @@ fn generate(kind: &Gen) -> Result<(Topology, String), String> {
     })
 }
 
+/// Gives every switch of `t` program `p` (a registry name, or `kernel`).
+fn set_program(t: &mut Topology, p: &str) -> Result<(), String> {
+    if pipeline::program::lookup(p).is_none() && !pipeline::program::is_kernel(p) {
+        return Err(format!(
+            "--program {p}: no such program (this build has: {}, and `{}` for Linux routers)",
+            pipeline::program::names().collect::<Vec<_>>().join(", "),
+            pipeline::program::KERNEL
+        ));
+    }
+    for s in &mut t.switches {
+        s.program = p.to_string();
+    }
+    Ok(())
+}
+
 fn read_topology(path: &PathBuf) -> Result<Topology, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     Topology::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
@@ -446,7 +468,13 @@ async fn program(t: &Topology, deadlines: Deadlines) -> Result<(), String> {
     let plans = pipeline::program::fabric_plan(t)?;
     let started = Instant::now();
     let mut entries = 0;
+    let mut programmed = 0;
     for (i, s) in t.switches.iter().enumerate() {
+        if pipeline::program::is_kernel(&s.program) {
+            println!("  {:<8} a Linux router (routed at bring-up)", s.name);
+            continue;
+        }
+        programmed += 1;
         let mut c = connect(i, &s.name, deadlines).await?;
         let lines: Vec<&str> = plans[&s.name].routes.iter().map(String::as_str).collect();
         let n = c
@@ -457,8 +485,7 @@ async fn program(t: &Topology, deadlines: Deadlines) -> Result<(), String> {
         println!("  {:<8} {n} entries", s.name);
     }
     println!(
-        "programmed {} switches with {entries} entries over P4Runtime in {:.2} s",
-        t.switches.len(),
+        "programmed {programmed} switches with {entries} entries over P4Runtime in {:.2} s",
         started.elapsed().as_secs_f64()
     );
     Ok(())
@@ -466,6 +493,9 @@ async fn program(t: &Topology, deadlines: Deadlines) -> Result<(), String> {
 
 async fn counters(t: &Topology, deadlines: Deadlines) -> Result<(), String> {
     for (i, s) in t.switches.iter().enumerate() {
+        if pipeline::program::is_kernel(&s.program) {
+            continue; // a Linux router: its interfaces count (`kernel::port_tx`)
+        }
         let mut c = connect(i, &s.name, deadlines).await?;
         let schema = c.schema().await.map_err(|e| from_switch(&s.name, &e))?;
         let id = schema
@@ -498,6 +528,7 @@ async fn health(t: &Topology, timeout: Duration) -> Result<(), String> {
         .switches
         .iter()
         .enumerate()
+        .filter(|(_, s)| !pipeline::program::is_kernel(&s.program))
         .map(|(i, s)| {
             let addr = format!("{}:{GRPC_PORT}", mgmt_addrs(i).1);
             let name = s.name.clone();
@@ -550,7 +581,8 @@ fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> Result<(), String> {
         rate_bps: topo::parse_rate(host_rate)?,
         ..LinkProps::default()
     };
-    let t = topo::leaf_spine(leaves, spines, hosts_per_leaf, 2.0, host);
+    let mut t = topo::leaf_spine(leaves, spines, hosts_per_leaf, 2.0, host);
+    set_program(&mut t, &a.program)?;
     std::fs::create_dir_all(out).map_err(|e| e.to_string())?;
     let opts = Options {
         name: a.name.clone(),
@@ -560,8 +592,9 @@ fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> Result<(), String> {
         capture: false,
     };
     step(&format!(
-        "bringing up a {leaves}x{spines} leaf-spine, {hosts_per_leaf} hosts per leaf, host links \
-         {host_rate}b/s, uplinks {:.0} Mb/s (2:1)",
+        "bringing up a {leaves}x{spines} leaf-spine of {}, {hosts_per_leaf} hosts per leaf, host \
+         links {host_rate}b/s, uplinks {:.0} Mb/s (2:1)",
+        a.program,
         host.rate_bps as f64 * hosts_per_leaf as f64 / (spines as f64 * 2.0) / 1e6
     ));
     let mut f = bring_up(&t, &opts, |m| step(m))?;
@@ -750,12 +783,12 @@ fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> Result<(), String> {
         return Err("an iperf3 flow failed".into());
     }
     step("tearing down");
+    let running = f.switch_processes().count(); // none for Linux routers
     let clean = f.stop_switches();
     drop(f);
     let left = fabric::teardown(&opts.name);
     step(&format!(
-        "done: {clean}/{} switches stopped cleanly, {left} namespaces left behind",
-        t.switches.len()
+        "done: {clean}/{running} switches stopped cleanly, {left} namespaces left behind"
     ));
     Ok(())
 }
@@ -785,8 +818,16 @@ fn main() {
             println!("removed {n} namespaces");
             Ok(())
         }
-        Cmd::Up { topology, name, io } => with_cleanup(name, |cancel| {
-            let t = read_topology(topology)?;
+        Cmd::Up {
+            topology,
+            name,
+            io,
+            program,
+        } => with_cleanup(name, |cancel| {
+            let mut t = read_topology(topology)?;
+            if let Some(p) = program {
+                set_program(&mut t, p)?;
+            }
             let opts = Options {
                 name: name.clone(),
                 io: io.clone(),

@@ -1,7 +1,9 @@
 //! `pisa-fabric experiment` (issue 11 §2): for each (scheme, load, rep), bring a fabric up,
 //! program it by the scheme's fabric plan, run a workload with `pisa-traffic` in every host
 //! namespace, collect per-uplink packets (P4Runtime counters), drops, ECN marks and sampled queue
-//! depths (the switches' admin sockets), and tear the fabric down.
+//! depths (the switches' admin sockets), and tear the fabric down. The scheme `kernel` is a
+//! fabric of Linux routers ([`crate::fabric::kernel`]): its uplink packets come from the
+//! interfaces' counters, its drops and queue depths from the qdiscs.
 //!
 //! Outputs, in `OUT/`:
 //! - `points/<scheme>_load<L>_rep<R>/`: each point's own `flows.csv`, `summary.csv`,
@@ -26,11 +28,12 @@ use std::time::{Duration, Instant};
 
 use pipeline::externs::Rng;
 use pipeline::fabric::topo::{End, Role, Topology};
+use pipeline::program::is_kernel;
 use pipeline::traffic::{self, Class, Flow, Layout, Pattern, Stats, Tagging};
 use pipeline::workload::Cdf;
 
 use crate::dctcp::Dctcp;
-use crate::fabric::{Fabric, Options};
+use crate::fabric::{Fabric, Options, kernel};
 use crate::traffic::{FLOW_CSV_HEADER, Job, PORT, Transport};
 use crate::{Process, workspace_bin};
 
@@ -184,7 +187,7 @@ fn port_queues(sock: &Path, port: u16) -> Result<[u64; 4], String> {
 }
 
 /// (switch, port) -> packets sent, from every switch's `egress.port_tx` over P4Runtime (the
-/// controller in the management namespace).
+/// controller in the management namespace), and from every Linux router's interface counters.
 pub fn port_tx_packets(f: &Fabric) -> Result<BTreeMap<(String, u16), u64>, String> {
     port_tx(f, 2)
 }
@@ -195,27 +198,46 @@ pub fn port_tx_bytes(f: &Fabric) -> Result<BTreeMap<(String, u16), u64>, String>
 }
 
 /// Column `column` (2: packets, 3: bytes) of `pisa-fabric counters` run in the management
-/// namespace, by (switch, port).
+/// namespace, by (switch, port); for Linux routers, their interfaces' `tx_packets` or `tx_bytes`.
 fn port_tx(f: &Fabric, column: usize) -> Result<BTreeMap<(String, u16), u64>, String> {
+    let mut out = BTreeMap::new();
+    let ports = f.topo.ports();
+    for s in f.topo.switches.iter().filter(|s| is_kernel(&s.program)) {
+        let ps: Vec<u16> = ports
+            .get(s.name.as_str())
+            .map(|m| m.keys().copied().collect())
+            .unwrap_or_default();
+        for (p, (packets, bytes)) in kernel::port_tx(f.ns(&s.name), &ps)? {
+            out.insert(
+                (s.name.clone(), p),
+                if column == 2 { packets } else { bytes },
+            );
+        }
+    }
+    if f.topo.switches.iter().all(|s| is_kernel(&s.program)) {
+        return Ok(out);
+    }
     let topo_file = f.opts.dir.join("topology.txt");
     let bin = workspace_bin("pisa-fabric");
-    let out = f
+    let cmd = f
         .mgmt()
         .exec(
             bin.to_str().unwrap_or_default(),
             &["counters", topo_file.to_str().unwrap_or_default()],
         )
         .map_err(|e| e.to_string())?;
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            Some((
-                (w.first()?.to_string(), w.get(1)?.parse().ok()?),
-                w.get(column)?.parse().ok()?,
-            ))
-        })
-        .collect())
+    out.extend(
+        String::from_utf8_lossy(&cmd.stdout)
+            .lines()
+            .filter_map(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                Some((
+                    (w.first()?.to_string(), w.get(1)?.parse().ok()?),
+                    w.get(column)?.parse().ok()?,
+                ))
+            }),
+    );
+    Ok(out)
 }
 
 /// The transport a run uses, and the guard that keeps our DCTCP registered while it runs: see
@@ -244,9 +266,10 @@ pub fn run(
     up: &dyn Fn(&Topology, &Options) -> Result<Fabric, String>,
 ) -> Result<(), String> {
     for s in &e.schemes {
-        if pipeline::program::lookup(s).is_none() {
+        if pipeline::program::lookup(s).is_none() && !is_kernel(s) {
             return Err(format!(
-                "scheme {s}: no such program (this build has: {}; plan parameters go in --set)",
+                "scheme {s}: no such program (this build has: {}; `kernel` is a fabric of Linux \
+                 routers; plan parameters go in --set)",
                 pipeline::program::names().collect::<Vec<_>>().join(", ")
             ));
         }
@@ -452,6 +475,7 @@ fn run_point(
     let socks: Vec<(PathBuf, Vec<u16>)> = topo
         .switches
         .iter()
+        .filter(|s| !is_kernel(&s.program))
         .map(|s| {
             (
                 opts.dir.join(format!("{}.sock", s.name)),
@@ -461,6 +485,13 @@ fn run_point(
                     .unwrap_or_default(),
             )
         })
+        .collect();
+    // Linux routers: their qdiscs' backlogs, sampled alike.
+    let routers: Vec<String> = topo
+        .switches
+        .iter()
+        .filter(|s| is_kernel(&s.program))
+        .map(|s| s.name.clone())
         .collect();
     let limit = Duration::from_secs_f64(1.5 + e.seconds + e.drain + 20.0);
     let flow_start = Instant::now();
@@ -492,6 +523,15 @@ fn run_point(
                         depth_sum += q[3];
                         depth_n += 1;
                         depth_max = depth_max.max(q[3]);
+                    }
+                }
+            }
+            for r in &routers {
+                if let Ok(qs) = kernel::qdisc_stats(f.ns(r)) {
+                    for q in qs.values() {
+                        depth_sum += q.backlog_pkts;
+                        depth_n += 1;
+                        depth_max = depth_max.max(q.backlog_pkts);
                     }
                 }
             }
@@ -539,6 +579,12 @@ fn run_point(
                 .and_then(|x| x.parse::<u64>().ok())
                 .unwrap_or(0);
         }
+    }
+    for r in &routers {
+        for q in kernel::qdisc_stats(f.ns(r))?.values() {
+            sw.tm_drops += q.drops;
+        }
+        sw.program_drops += kernel::ip_discards(f.ns(r))?;
     }
     drop(servers);
     for c in &mut clients {

@@ -7,8 +7,14 @@
 //! namespace port N is interface `pN` and the management interface is `mgmt`; a host's interface
 //! is `eth0`. [`teardown`] removes everything of a fabric by those names, so a fabric left behind by
 //! a crash or Ctrl-C is removed by the next `down` or `up`.
+//!
+//! A switch whose program is `kernel` ([`pipeline::program::KERNEL`]) is a Linux router instead
+//! of a `pisa-switch` process: see [`kernel`].
+
+pub mod kernel;
 
 pub use pipeline::fabric::{plan, topo};
+use pipeline::program::is_kernel;
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -155,6 +161,7 @@ impl Fabric {
     /// Brings `topo` up: namespaces, links, hosts (addresses, default routes through their
     /// switch with a static neighbour entry, checksum offload off) and one `pisa-switch` per
     /// switch with its traffic-manager settings. The routes come from [`Fabric::program`].
+    /// Switches named `kernel` are Linux routers set up completely here ([`kernel::set_up`]).
     pub fn up(
         topo: &Topology,
         opts: &Options,
@@ -305,9 +312,16 @@ impl Fabric {
         // Switches.
         let plans = pipeline::program::fabric_plan(topo)?;
         let bin = workspace_bin("pisa-switch");
+        let mut routers = 0;
         for (i, s) in topo.switches.iter().enumerate() {
             cancelled()?;
             let ns = &fabric.namespaces[&s.name];
+            if is_kernel(&s.program) {
+                kernel::set_up(ns, topo, &s.name, &opts.dir)
+                    .map_err(|e| format!("router {}: {e}", s.name))?;
+                routers += 1;
+                continue;
+            }
             let ports: Vec<u16> = topo.ports()[s.name.as_str()].keys().copied().collect();
             let mut up = vec!["link set mgmt up".to_string()];
             up.extend(ports.iter().map(|p| format!("link set p{p} up")));
@@ -355,7 +369,7 @@ impl Fabric {
         }
         // Ready when each has bound its admin socket (after loading its entries).
         let deadline = Instant::now() + Duration::from_secs(60);
-        for s in &topo.switches {
+        for s in topo.switches.iter().filter(|s| !is_kernel(&s.program)) {
             let sock = opts.dir.join(format!("{}.sock", s.name));
             while !sock.exists() {
                 cancelled()?;
@@ -368,7 +382,10 @@ impl Fabric {
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
-        progress(&format!("{} switches running", topo.switches.len()));
+        progress(&format!(
+            "{} switches running, {routers} Linux routers routed and shaped",
+            topo.switches.len() - routers
+        ));
         std::fs::write(opts.dir.join("topology.txt"), topo.to_text(&opts.name))
             .map_err(|e| e.to_string())?;
         Ok(fabric)
@@ -376,7 +393,14 @@ impl Fabric {
 
     /// Programs every switch over P4Runtime from the management namespace (runs
     /// `pisa-fabric program` there); returns its output.
+    /// Linux routers are skipped (they were routed at bring-up).
     pub fn program(&self) -> Result<String, String> {
+        if self.topo.switches.iter().all(|s| is_kernel(&s.program)) {
+            return Ok(format!(
+                "{} Linux routers: routed at bring-up, nothing to program\n",
+                self.topo.switches.len()
+            ));
+        }
         let topo_file = self.opts.dir.join("topology.txt");
         let bin = workspace_bin("pisa-fabric");
         let out = self.mgmt().exec(
@@ -392,6 +416,9 @@ impl Fabric {
     /// Asks every switch's gRPC health service whether it answers (runs `pisa-fabric health` in
     /// the management namespace, 2 s per switch); `Err` names the switches that do not.
     pub fn health(&self) -> Result<String, String> {
+        if self.topo.switches.iter().all(|s| is_kernel(&s.program)) {
+            return Ok("only Linux routers: no switch to ask\n".into());
+        }
         let topo_file = self.opts.dir.join("topology.txt");
         let bin = workspace_bin("pisa-fabric");
         match self.mgmt().exec(

@@ -125,10 +125,22 @@ pub fn names() -> impl Iterator<Item = &'static str> {
     REGISTRY.iter().map(|e| e.name)
 }
 
+/// The name a topology line (or `pisa-fabric experiment --schemes`) gives a switch that is a
+/// Linux router in place of a `pisa-switch` process: `pisa-fabric` sets it up with the kernel's
+/// multipath routes (an L4 hash) and tbf shaping. It runs no program, so it has no registry
+/// entry and no fabric plan, and `pisa-sim` cannot simulate it.
+pub const KERNEL: &str = "kernel";
+
+/// Whether `program` names a Linux router ([`KERNEL`]) rather than a program.
+pub fn is_kernel(program: &str) -> bool {
+    program == KERNEL
+}
+
 /// The plan of every switch of `t`, each by the fabric plan of the program its line names.
+/// Linux routers ([`KERNEL`]) get none: `pisa-fabric` sets their routes up itself.
 pub fn fabric_plan(t: &Topology) -> Result<BTreeMap<String, SwitchPlan>, String> {
     let mut by_program: BTreeMap<&str, Vec<&Switch>> = BTreeMap::new();
-    for s in &t.switches {
+    for s in t.switches.iter().filter(|s| !is_kernel(&s.program)) {
         by_program.entry(s.program.as_str()).or_default().push(s);
     }
     let mut out = BTreeMap::new();

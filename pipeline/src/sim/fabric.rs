@@ -273,6 +273,20 @@ impl Sim {
     /// schedules the flows of `opts`.
     pub fn new(t: &Topology, opts: Options) -> Result<Sim, String> {
         t.check()?;
+        if let Some(s) = t
+            .switches
+            .iter()
+            .find(|s| crate::program::is_kernel(&s.program))
+        {
+            return Err(format!(
+                "switch {}: program={}: a Linux router of pisa-fabric's kernel baseline; the \
+                 simulator runs pisa-switch programs and cannot simulate the kernel's forwarding \
+                 (run it with `pisa-fabric experiment --schemes {}` in namespaces)",
+                s.name,
+                s.program,
+                crate::program::KERNEL
+            ));
+        }
         let plans = fabric_plan(t)?;
         let index: BTreeMap<&str, usize> = t
             .switches
