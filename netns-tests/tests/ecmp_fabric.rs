@@ -3,38 +3,21 @@
 //! every host pair reaches each other, and the registers read back over P4Runtime. Needs root,
 //! iproute2, iputils-ping and the workspace binaries (pisa-switch, pisa-ctl).
 
-use pisa_fabric::fabric::topo::{LinkProps, leaf_spine};
-use pisa_fabric::fabric::{Fabric, GRPC_PORT, Options, mgmt_addrs};
-use pisa_fabric::workspace_bin;
+use pisa_fabric::fabric::{Fabric, Options};
+
+mod common;
+use common::two_by_two;
 
 #[test]
 fn an_ecmp_fabric_is_programmed_by_its_plan_and_routes() {
-    let host = LinkProps {
-        rate_bps: 100_000_000,
-        delay_us: 0,
-        buffer: 64,
-    };
-    let mut t = leaf_spine(2, 2, 2, 1.0, host);
-    for s in &mut t.switches {
-        s.program = "ecmp".into();
-    }
+    let t = two_by_two("ecmp");
     let opts = Options::for_test('e');
     let f = Fabric::up(&t, &opts, |m| eprintln!("{m}")).expect("bring-up");
     eprint!("{}", f.program().expect("programming over P4Runtime"));
     let (ok, total, failed) = f.all_pairs(false);
     assert_eq!((ok, total), (12, 12), "unreachable: {failed:?}");
-    // leaf1 is the third switch: its P4Runtime server on the management network.
-    let (_, sw) = mgmt_addrs(2);
-    let addr = format!("{sw}:{GRPC_PORT}");
-    let ctl = workspace_bin("pisa-ctl").display().to_string();
-    let read = |register: &str, index: &str| -> String {
-        let out = f
-            .mgmt()
-            .exec(&ctl, &["--addr", &addr, "registers", register, index])
-            .expect("pisa-ctl");
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    // leaf1 is the third switch.
+    let read = |register: &str, index: &str| common::ctl(&f, 2, &["registers", register, index]);
     // K for a 100 Mb/s port by the DCTCP rule is 6 packets; the gap is 500 us.
     // (pisa-ctl prints values of 1024 and more in hex.)
     assert_eq!(read("ecn_threshold", "1").trim(), "ecn_threshold[1] = 6");

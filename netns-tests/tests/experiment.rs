@@ -5,43 +5,11 @@
 //! (pisa-switch, pisa-fabric, pisa-traffic).
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
-use pisa_fabric::fabric::teardown;
 use pisa_fabric::{run, workspace_bin};
 
-/// Removes the fabric whatever happens to the test.
-struct Cleanup(String);
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        teardown(&self.0);
-    }
-}
-
-fn csv(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut lines = text.lines();
-    let head: Vec<String> = lines
-        .next()
-        .unwrap()
-        .split(',')
-        .map(str::to_string)
-        .collect();
-    let rows: Vec<Vec<String>> = lines
-        .map(|l| l.split(',').map(str::to_string).collect::<Vec<_>>())
-        .collect();
-    for r in &rows {
-        assert_eq!(r.len(), head.len(), "{}: {r:?}", path.display());
-    }
-    (head, rows)
-}
-
-fn col(head: &[String], name: &str) -> usize {
-    head.iter()
-        .position(|h| h == name)
-        .unwrap_or_else(|| panic!("no column {name} in {head:?}"))
-}
+mod common;
+use common::{Cleanup, col, csv};
 
 #[test]
 fn a_small_experiment_writes_well_formed_results_and_resumes() {

@@ -6,37 +6,15 @@
 
 use std::time::Duration;
 
-use pisa_fabric::fabric::topo::{LinkProps, leaf_spine};
-use pisa_fabric::fabric::{Fabric, GRPC_PORT, Options, mgmt_addrs};
-use pisa_fabric::workspace_bin;
+use pisa_fabric::fabric::{Fabric, Options};
 
-/// `name[index] ...` lines of pisa-ctl: the number after `= ` or before ` packets`.
-fn cell(out: &str, name: &str, index: u32) -> u64 {
-    let prefix = format!("{name}[{index}]");
-    out.lines()
-        .find_map(|l| {
-            let rest = l.strip_prefix(&prefix)?.trim();
-            let v = rest
-                .strip_prefix("= ")
-                .or_else(|| rest.split_once(" packets").map(|(n, _)| n))?;
-            match v.strip_prefix("0x") {
-                Some(h) => u64::from_str_radix(h, 16).ok(),
-                None => v.parse().ok(),
-            }
-        })
-        .unwrap_or(0)
-}
+mod common;
+use common::{cell, two_by_two};
 
 #[test]
 fn a_hula_fabric_sends_probes_routes_and_steers_around_a_loaded_uplink() {
-    let host = LinkProps {
-        rate_bps: 100_000_000,
-        delay_us: 0,
-        buffer: 64,
-    };
-    let mut t = leaf_spine(2, 2, 2, 1.0, host);
+    let mut t = two_by_two("hula");
     for s in &mut t.switches {
-        s.program = "hula".into();
         // One TCP flow must stay one flowlet despite the namespaces' scheduling jitter.
         s.params.insert("flowlet_gap_us".into(), "20000".into());
     }
@@ -48,16 +26,7 @@ fn a_hula_fabric_sends_probes_routes_and_steers_around_a_loaded_uplink() {
         assert_eq!((ok, total), (12, 12), "v6={v6}: unreachable: {failed:?}");
     }
     // leaf1 is the third switch (spines come first), spine1 the first.
-    let ctl_bin = workspace_bin("pisa-ctl").display().to_string();
-    let ctl = |switch: usize, args: &[&str]| -> String {
-        let (_, sw) = mgmt_addrs(switch);
-        let addr = format!("{sw}:{GRPC_PORT}");
-        let mut a = vec!["--addr", addr.as_str()];
-        a.extend_from_slice(args);
-        let out = f.mgmt().exec(&ctl_bin, &a).expect("pisa-ctl");
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let ctl = |switch: usize, args: &[&str]| common::ctl(&f, switch, args);
     // Probes (Tp = 1 ms) arrive on both of leaf1's uplinks and on both of spine1's downlinks.
     let before = ctl(2, &["counters", "hula_probes_rx"]);
     std::thread::sleep(Duration::from_millis(500));

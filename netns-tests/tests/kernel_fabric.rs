@@ -7,28 +7,21 @@
 //! root, iproute2, iputils-ping, iperf3, ethtool and the workspace binaries (pisa-fabric,
 //! pisa-traffic; no pisa-switch runs).
 
-use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use pisa_fabric::fabric::kernel;
 use pisa_fabric::fabric::topo::{LinkProps, Topology, leaf_spine};
-use pisa_fabric::fabric::{Fabric, Options, teardown};
+use pisa_fabric::fabric::{Fabric, Options};
 use pisa_fabric::{Process, run, workspace_bin};
+
+mod common;
+use common::{Cleanup, csv};
 
 /// The goodput check measures time: the tests run one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
 const HOST_RATE: u64 = 100_000_000;
-
-/// Removes the fabric whatever happens to the test.
-struct Cleanup(String);
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        teardown(&self.0);
-    }
-}
 
 fn kernel_leaf_spine() -> Topology {
     let mut t = leaf_spine(
@@ -163,24 +156,6 @@ fn a_kernel_leaf_spine_reaches_every_host_hashes_l4_ports_and_shapes_its_links()
         !String::from_utf8_lossy(&left.stdout).contains(&format!("pf{}-", opts.name)),
         "namespaces left behind"
     );
-}
-
-fn csv(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut lines = text.lines();
-    let head: Vec<String> = lines
-        .next()
-        .unwrap()
-        .split(',')
-        .map(str::to_string)
-        .collect();
-    let rows: Vec<Vec<String>> = lines
-        .map(|l| l.split(',').map(str::to_string).collect::<Vec<_>>())
-        .collect();
-    for r in &rows {
-        assert_eq!(r.len(), head.len(), "{}: {r:?}", path.display());
-    }
-    (head, rows)
 }
 
 #[test]

@@ -4,21 +4,14 @@
 //! feedback that the leaf's agent (its own thread in pisa-switch) turns into routing-group
 //! writes. Needs root, iproute2, iputils-ping, iperf3 and the workspace binaries.
 
-use pisa_fabric::fabric::topo::{LinkProps, leaf_spine};
-use pisa_fabric::fabric::{Fabric, GRPC_PORT, Options, mgmt_addrs};
-use pisa_fabric::workspace_bin;
+use pisa_fabric::fabric::{Fabric, Options};
+
+mod common;
+use common::two_by_two;
 
 #[test]
 fn a_p4te_fabric_is_programmed_by_its_plan_routes_and_reports_load() {
-    let host = LinkProps {
-        rate_bps: 100_000_000,
-        delay_us: 0,
-        buffer: 64,
-    };
-    let mut t = leaf_spine(2, 2, 2, 1.0, host);
-    for s in &mut t.switches {
-        s.program = "p4te".into();
-    }
+    let t = two_by_two("p4te");
     let opts = Options::for_test('p');
     let f = Fabric::up(&t, &opts, |m| eprintln!("{m}")).expect("bring-up");
     eprint!("{}", f.program().expect("programming over P4Runtime"));
@@ -27,16 +20,7 @@ fn a_p4te_fabric_is_programmed_by_its_plan_routes_and_reports_load() {
         assert_eq!((ok, total), (12, 12), "v6={v6}: unreachable: {failed:?}");
     }
     // leaf1 is the third switch.
-    let (_, sw) = mgmt_addrs(2);
-    let addr = format!("{sw}:{GRPC_PORT}");
-    let ctl = workspace_bin("pisa-ctl").display().to_string();
-    let ctl = |args: &[&str]| -> String {
-        let mut a = vec!["--addr", addr.as_str()];
-        a.extend_from_slice(args);
-        let out = f.mgmt().exec(&ctl, &a).expect("pisa-ctl");
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let ctl = |args: &[&str]| common::ctl(&f, 2, args);
     // The plan's Δ for 100 Mb/s ports: round(K / 3) with K = 6.
     assert_eq!(
         ctl(&["registers", "qdepth_delta", "0"]).trim(),

@@ -292,6 +292,10 @@ pub struct Schema {
     /// The program's own drop reasons, by name (`DropReason::Named(i)` is the i-th); they show
     /// in drop statistics after the standard reasons.
     pub drop_reasons: Vec<&'static str>,
+    /// Those of `drop_reasons` that end a packet by design rather than lose it (a probe at the
+    /// end of its path, feedback consumed where it was meant to go): experiments leave them out
+    /// of their drop counts.
+    pub consumed: Vec<&'static str>,
 }
 
 /// A schema that failed its consistency checks (a programming error in a program).
@@ -547,6 +551,7 @@ impl SchemaBuilder {
                 digests: vec![],
                 controller_headers: vec![],
                 drop_reasons: vec![],
+                consumed: vec![],
             },
         }
     }
@@ -748,6 +753,13 @@ impl SchemaBuilder {
         let i = u8::try_from(self.schema.drop_reasons.len()).expect("at most 256 drop reasons");
         self.schema.drop_reasons.push(name);
         DropReason::Named(i)
+    }
+
+    /// A drop reason for packets whose path ends here by design (see `Schema::consumed`).
+    pub fn consume_reason(&mut self, name: &'static str) -> crate::metadata::DropReason {
+        let r = self.drop_reason(name);
+        self.schema.consumed.push(name);
+        r
     }
 
     /// Adds a controller header (`packet_in` or `packet_out`) of (name, width) fields.

@@ -14,6 +14,9 @@ use pipeline::sim::fabric::{Options, Sim};
 use pipeline::sim::flow::FlowSpec;
 use pipeline::sim::json::Json;
 
+mod common;
+use common::{drops, num, reg};
+
 const RATE: u64 = 100_000_000;
 
 fn host_link() -> LinkProps {
@@ -32,30 +35,6 @@ fn two_by_two() -> Topology {
         s.program = "hula".into();
     }
     t
-}
-
-fn reg(c: &Control, name: &str, index: usize) -> u64 {
-    let i = c
-        .schema()
-        .registers
-        .iter()
-        .position(|r| r.name == name)
-        .unwrap_or_else(|| panic!("no register {name}"));
-    c.externs().registers[i].read(index).unwrap()
-}
-
-fn drops(c: &Control, reason: &str) -> u64 {
-    c.drop_counts()
-        .into_iter()
-        .find(|(n, _)| *n == reason)
-        .map_or(0, |(_, d)| d.packets)
-}
-
-fn num(j: &Json, path: &[&str]) -> u64 {
-    path.iter()
-        .try_fold(j, |j, k| j.get(k))
-        .and_then(Json::as_u64)
-        .unwrap_or_else(|| panic!("no {path:?}"))
 }
 
 fn run(t: &Topology, ms: u64, flows: &[&str]) -> (Json, Sim) {

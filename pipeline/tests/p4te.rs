@@ -23,6 +23,9 @@ use pipeline::sim::fabric::{Options, Sim};
 use pipeline::sim::flow::FlowSpec;
 use pipeline::sim::json::Json;
 
+mod common;
+use common::{drops, num, reg};
+
 const RATE: u64 = 100_000_000;
 
 /// A 2x2 leaf-spine at 100 Mb/s everywhere: leaf1 has h1 (port 1), h2 (port 2) and uplinks 3
@@ -63,23 +66,6 @@ fn switch(t: &Topology, name: &str) -> Arc<Pipeline> {
         apply(&pipe.control, line);
     }
     pipe
-}
-
-fn reg(c: &Control, name: &str, index: usize) -> u64 {
-    let i = c
-        .schema()
-        .registers
-        .iter()
-        .position(|r| r.name == name)
-        .unwrap();
-    c.externs().registers[i].read(index).unwrap()
-}
-
-fn drops(c: &Control, reason: &str) -> u64 {
-    c.drop_counts()
-        .into_iter()
-        .find(|(n, _)| *n == reason)
-        .map_or(0, |(_, d)| d.packets)
 }
 
 /// An IPv4 TCP segment from h1 (10.0.1.1:40000) to h3 (10.0.2.1:5001) with ToS `tos`.
@@ -351,13 +337,6 @@ fn run(t: &Topology, ms: u64, flows: &[&str], quiet_agents: bool) -> (Json, Sim)
 struct Silent;
 impl Agent for Silent {
     fn packet_in(&mut self, _: u64, _: &[u8], _: &mut AgentCx<'_>) {}
-}
-
-fn num(j: &Json, path: &[&str]) -> u64 {
-    path.iter()
-        .try_fold(j, |j, k| j.get(k))
-        .and_then(Json::as_u64)
-        .unwrap_or_else(|| panic!("no {path:?}"))
 }
 
 fn flow(r: &Json, i: usize) -> &Json {

@@ -566,6 +566,10 @@ fn run_point(
             .saturating_sub(before.get(&key).copied().unwrap_or(0));
         sw.uplinks.push((leaf, port, spine, n));
     }
+    // The scheme's reasons for packets that end by design (kernel routers have none).
+    let consumed: Vec<&str> = pipeline::program::by_name(&p.scheme)
+        .map(|prog| prog.schema().consumed.clone())
+        .unwrap_or_default();
     for (sock, ps) in &socks {
         for &port in ps {
             let q = port_queues(sock, port)?;
@@ -573,11 +577,14 @@ fn run_point(
             sw.tm_ecn_marked += q[2];
         }
         for l in admin(sock, "show_drops")? {
-            sw.program_drops += l
-                .split_whitespace()
-                .nth(1)
-                .and_then(|x| x.parse::<u64>().ok())
-                .unwrap_or(0);
+            let mut w = l.split_whitespace();
+            let (Some(reason), Some(n)) = (w.next(), w.next()) else {
+                continue;
+            };
+            // Packets that end by design (a probe at its last hop) are not drops.
+            if !consumed.contains(&reason) {
+                sw.program_drops += n.parse::<u64>().unwrap_or(0);
+            }
         }
     }
     for r in &routers {

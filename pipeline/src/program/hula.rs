@@ -162,7 +162,7 @@ pub(crate) fn declare(b: &mut SchemaBuilder, no_action: usize, cells: usize) -> 
         from_host: b.drop_reason("hula_probe_from_host"),
         own_probe: b.drop_reason("hula_own_probe"),
         bad_tor: b.drop_reason("hula_bad_tor"),
-        probe_end: b.drop_reason("hula_probe_end"),
+        probe_end: b.consume_reason("hula_probe_end"),
     }
 }
 

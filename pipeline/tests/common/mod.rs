@@ -226,6 +226,25 @@ pub(crate) fn udp6(
     out
 }
 
+/// Cell `index` of register `name` (its full name, e.g. `ingress.hula_best_hop`).
+pub(crate) fn reg(c: &Control, name: &str, index: usize) -> u64 {
+    let i = c
+        .schema()
+        .registers
+        .iter()
+        .position(|r| r.name == name)
+        .unwrap_or_else(|| panic!("no register {name}"));
+    c.externs().registers[i].read(index).unwrap()
+}
+
+/// The number at `path` in a `pisa-sim` report.
+pub(crate) fn num(j: &pipeline::sim::json::Json, path: &[&str]) -> u64 {
+    path.iter()
+        .try_fold(j, |j, k| j.get(k))
+        .and_then(pipeline::sim::json::Json::as_u64)
+        .unwrap_or_else(|| panic!("no {path:?}"))
+}
+
 pub(crate) fn drops(c: &Control, reason: &str) -> u64 {
     c.drop_counts()
         .into_iter()

@@ -356,7 +356,7 @@ fn schema() -> (Schema, Ids) {
         delta: b.register("egress.qdepth_delta", 32, 1),
         rate_control: b.register("egress.rate_control", 1, 1),
         ecn_threshold: b.register("egress.ecn_threshold", 32, PORTS),
-        util_consumed: b.drop_reason("p4te_util_feedback"),
+        util_consumed: b.consume_reason("p4te_util_feedback"),
         fack_unpatched: b.drop_reason("p4te_fack_without_ack"),
         not_ip: b.drop_reason("p4te_not_ip"),
     };
