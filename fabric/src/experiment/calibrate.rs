@@ -126,8 +126,8 @@ pub(super) fn calibrate(
         .fold((f64::MAX, 0.0f64), |(a, b), &t| (a.min(t), b.max(t)));
     let c = Calibration::from_times(times);
     eprintln!(
-        "experiment: base RTT {} us (median; min {lo:.0} us, max {hi:.0} us); flowlet gap {} us \
-         for every scheme",
+        "experiment: base RTT {} us (median; min {lo:.0} us, max {hi:.0} us); calibrated flowlet \
+         gap {} us",
         c.rtt_us, c.gap_us
     );
     std::fs::write(&stored, c.text()).map_err(|err| err.to_string())?;

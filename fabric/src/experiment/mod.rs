@@ -315,8 +315,14 @@ pub fn run(
     if !todo.is_empty() {
         let c = calibrate::calibrate(e, cancel, up)?;
         for (k, v) in [("rtt_us", c.rtt_us), ("flowlet_gap_us", c.gap_us)] {
-            if !e.sets.iter().any(|(key, _)| key == k) {
-                calibrated.sets.push((k.into(), v.to_string()));
+            match e.sets.iter().find(|(key, _)| key == k) {
+                Some((_, given)) => {
+                    eprintln!("experiment: {k} = {given} (--set), for every scheme")
+                }
+                None => {
+                    eprintln!("experiment: {k} = {v} (calibrated), for every scheme");
+                    calibrated.sets.push((k.into(), v.to_string()));
+                }
             }
         }
     }
