@@ -6,7 +6,8 @@
 # over P4Runtime by the scheme's fabric plan, runs the web-search workload (stride pattern, load
 # relative to the fabric's uplink capacity, kernel TCP from pisa-traffic in every host), collects
 # FCTs, retransmissions, drops and per-uplink packets, and tears the fabric down (also on Ctrl-C).
-# It prints the FCT table and draws the plots into target/main-job/. Points already in
+# Every scheme uses a 3 ms flowlet gap (shorter gaps reorder on this machine: docs/experiments.md)
+# and HULA probes every 5 ms. It prints the FCT table and draws the plots into target/main-job/. Points already in
 # target/main-job are skipped (delete it to start afresh). Needs root; about 5 minutes.
 #   bash scripts/demo.sh [pisa-fabric experiment flags, e.g. --loads 0.2,0.8 --seconds 60]
 #   bash scripts/demo.sh --fabric-demo     the 4x4 fabric of `basic` with iperf3 flows and uplink load
@@ -30,4 +31,4 @@ fi
 exec target/release/pisa-fabric experiment --leaves 4 --spines 4 --hosts-per-leaf 4 \
   --host-rate 100M --oversub 2 --schemes ecmp,hula,p4te --workload websearch \
   --pattern stride --load-of fabric --loads 0.3,0.6 --seconds 20 --drain 10 --reps 1 \
-  --name main --out target/main-job "$@"
+  --set flowlet_gap_us=3000 --set probe_us=5000 --name main --out target/main-job "$@"
