@@ -98,7 +98,7 @@ fn our_dctcp_registers_with_its_guard_carries_a_loopback_flow_and_unregisters() 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use pisa_fabric::experiment::admin;
+use pisa_fabric::experiment::port_queues;
 use pisa_fabric::fabric::topo::Topology;
 use pisa_fabric::fabric::{Fabric, Options};
 use pisa_fabric::{Netns, Process, workspace_bin};
@@ -140,25 +140,7 @@ fn rows(path: &Path) -> Vec<Row> {
 
 /// (enqueued, dropped, marked, depth) of leaf1's port 2.
 fn port2(sock: &Path) -> [u64; 4] {
-    let mut sum = [0u64; 4];
-    for l in admin(sock, "show_queues 2")
-        .expect("show_queues")
-        .iter()
-        .skip(1)
-    {
-        // queue depth bytes enqueued dropped marked
-        let v: Vec<u64> = l
-            .split_whitespace()
-            .filter_map(|x| x.parse().ok())
-            .collect();
-        if v.len() == 6 {
-            sum[0] += v[3];
-            sum[1] += v[4];
-            sum[2] += v[5];
-            sum[3] += v[1];
-        }
-    }
-    sum
+    port_queues(sock, 2).expect("show_queues")
 }
 
 /// What one sender's `ss -ti` line said (iproute2 6.1's ss prints no TCP options, ECN among

@@ -167,8 +167,9 @@ pub fn admin(sock: &Path, cmd: &str) -> Result<Vec<String>, String> {
     Err(format!("{}: {cmd}: no answer", sock.display()))
 }
 
-/// (enqueued, dropped, marked, depth) of a port, summed over its queues.
-fn port_queues(sock: &Path, port: u16) -> Result<[u64; 4], String> {
+/// (enqueued, dropped, marked, depth) of a port, summed over its queues, from a switch's
+/// admin socket.
+pub fn port_queues(sock: &Path, port: u16) -> Result<[u64; 4], String> {
     let mut sum = [0u64; 4];
     for l in admin(sock, &format!("show_queues {port}"))?.iter().skip(1) {
         // queue depth bytes enqueued dropped marked
