@@ -1,0 +1,178 @@
+//! The hosts of a simulated fabric: what arrives at them (PAUSE frames, stamped packets they
+//! count, TCP segments they acknowledge), the sources' sends, and their transmit side.
+
+use super::*;
+
+impl Sim {
+    pub(super) fn arrive_at_host(&mut self, host: usize, frame: Frame) {
+        let now = self.now;
+        let h = &mut self.hosts[host];
+        h.rx_packets += 1;
+        let bytes = &frame.buf[frame.start..frame.start + frame.len];
+        // PAUSE/PFC: the host's MAC obeys (simulated hosts do; Linux hosts do not).
+        if let Some(pause) = crate::driver::mac_control(Some(bytes)) {
+            if let Some((vector, quanta)) = pause {
+                h.tm.pause_received(0, vector, quanta, now);
+            }
+            self.bufs.free(frame.buf);
+            return;
+        }
+        let seen = flow::inspect(bytes);
+        if seen.ce {
+            h.rx_ce += 1;
+        }
+        let mut ack = None;
+        if let Some((id, seq, sent_at)) = seen.stamp
+            && let Some(f) = self.flows.get_mut(id as usize)
+            && f.dst == host
+        {
+            f.received += 1;
+            f.latencies.push(now.saturating_sub(sent_at));
+            match f.max_seq {
+                Some(m) if seq < m => f.reordered += 1,
+                _ => f.max_seq = Some(seq),
+            }
+            if let Some(flow::TcpSeg {
+                src,
+                dst,
+                ports,
+                seq: tcp_seq,
+                len,
+            }) = seen.tcp
+            {
+                let (next, ooo) = h.tcp_rx.entry(id).or_insert((1, BTreeMap::new()));
+                if tcp_seq == *next {
+                    *next = next.wrapping_add(len);
+                    while let Some(l) = ooo.remove(next) {
+                        *next = next.wrapping_add(l);
+                    }
+                } else if tcp_seq.wrapping_sub(*next) < 1 << 31 {
+                    ooo.insert(tcp_seq, len);
+                }
+                ack = Some((src, dst, ports, *next));
+            }
+        }
+        self.bufs.free(frame.buf);
+        if let Some((src, dst, ports, next)) = ack {
+            let h = &self.hosts[host];
+            let a = Addrs {
+                dmac: h.gateway,
+                smac: h.mac,
+                src: dst,
+                dst: src,
+            };
+            let tcp = TcpFields {
+                seq: 1,
+                ack: next,
+                flags: 0x10,
+                window: 0xffff,
+            };
+            let mut scratch = std::mem::take(&mut self.scratch);
+            flow::write_frame(
+                &mut scratch,
+                a,
+                Proto::Tcp,
+                0,
+                (ports.1, ports.0),
+                tcp,
+                40,
+                &[],
+            );
+            self.host_send(host, &scratch);
+            self.scratch = scratch;
+        }
+    }
+
+    pub(super) fn send(&mut self, k: usize) {
+        let now = self.now;
+        let f = &mut self.flows[k];
+        let spec = f.source.spec().clone();
+        let (src, dst) = (&self.hosts[f.src], &self.hosts[f.dst]);
+        let a = Addrs {
+            dmac: src.gateway,
+            smac: src.mac,
+            src: src.ipv4,
+            dst: dst.ipv4,
+        };
+        let payload_len = u32::from(spec.size)
+            - 20
+            - match spec.proto {
+                Proto::Udp => 8,
+                Proto::Tcp => 20,
+            };
+        let tcp = TcpFields {
+            seq: f.tcp_seq,
+            ack: 1,
+            flags: 0x18,
+            window: 0xffff,
+        };
+        f.tcp_seq = f.tcp_seq.wrapping_add(payload_len);
+        let stamp = flow::stamp(k as u32, f.sent, now);
+        f.sent += 1;
+        let (host, next) = (f.src, f.source.next_send());
+        let mut scratch = std::mem::take(&mut self.scratch);
+        flow::write_frame(
+            &mut scratch,
+            a,
+            spec.proto,
+            spec.tos,
+            (spec.sport, spec.dport),
+            tcp,
+            spec.size,
+            &stamp,
+        );
+        self.host_send(host, &scratch);
+        self.scratch = scratch;
+        if let Some(at) = next {
+            self.schedule(at, Event::Send { flow: k });
+        }
+    }
+
+    /// Queues `bytes` on host `host`'s link (tail drop at its buffer) and serves the link.
+    fn host_send(&mut self, host: usize, bytes: &[u8]) {
+        let now = self.now;
+        let frame = self.bufs.frame(bytes);
+        let h = &mut self.hosts[host];
+        let len = frame.len as u32;
+        let q = Queued {
+            buf: frame,
+            len,
+            meta: StdMeta::new(0, len as usize, now),
+        };
+        if let Err((q, _)) = h.tm.enqueue(0, q, now) {
+            self.bufs.free(q.buf.buf);
+        }
+        self.host_turn(host);
+    }
+
+    pub(super) fn host_turn(&mut self, host: usize) {
+        let now = self.now;
+        loop {
+            let h = &mut self.hosts[host];
+            match h.tm.dequeue(&mut h.tx, now) {
+                Dequeued::Packet(q) => {
+                    // It leaves the host's TM for the link (the TM counts what a port holds).
+                    h.tm.release(0, 1);
+                    let (sw, port) = h.uplink;
+                    let at = now.saturating_add(h.delay_ns);
+                    self.schedule(
+                        at,
+                        Event::ToSwitch {
+                            sw,
+                            port,
+                            frame: q.buf,
+                        },
+                    );
+                }
+                Dequeued::Wait { at } => {
+                    if h.turn_at.is_none_or(|t| at < t) {
+                        h.turn_at = Some(at);
+                        self.schedule(at, Event::HostTurn { host });
+                    }
+                    break;
+                }
+                Dequeued::Empty => break,
+            }
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! The report of a run: per switch port, per switch, per host and per flow.
+
+use super::*;
+
+impl Sim {
+    /// The report (see the module documentation of `pisa-sim` for its fields).
+    pub fn report(&self) -> Json {
+        let mut switches = Json::object();
+        for s in &self.switches {
+            let mut ports = Json::object();
+            for tx in &s.ports {
+                let p = tx.id();
+                let st = s.stats[usize::from(p)];
+                let drops: u64 = s.tm.stats(p).iter().map(|&(_, d, _)| d).sum();
+                ports = ports.with(
+                    &p.to_string(),
+                    Json::object()
+                        .with("tx_packets", st.tx_packets)
+                        .with("tx_bytes", st.tx_bytes)
+                        .with("rx_packets", st.rx_packets)
+                        .with("drops", drops)
+                        .with("max_enq_qdepth", st.max_enq_qdepth)
+                        .with("pfc_pauses_sent", st.pfc_sent)
+                        .with("pfc_pauses_received", st.pfc_received),
+                );
+            }
+            let mut reasons = Json::object();
+            for (name, c) in s.pipeline.control.drop_counts() {
+                if c.packets > 0 {
+                    reasons = reasons.with(name, c.packets);
+                }
+            }
+            switches = switches.with(
+                &s.name,
+                Json::object()
+                    .with("ports", ports)
+                    .with("drops_by_reason", reasons)
+                    .with("cpu_packets", s.cpu_packets)
+                    .with("generated", s.generated),
+            );
+        }
+        let mut hosts = Json::object();
+        for h in &self.hosts {
+            hosts = hosts.with(
+                &h.name,
+                Json::object()
+                    .with("rx_packets", h.rx_packets)
+                    .with("rx_ecn_ce", h.rx_ce),
+            );
+        }
+        let flows: Vec<Json> = self
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(k, f)| {
+                let mut l = f.latencies.clone();
+                l.sort_unstable();
+                let pct = |q: f64| -> f64 {
+                    if l.is_empty() {
+                        return 0.0;
+                    }
+                    let i = ((l.len() as f64 * q).ceil() as usize).clamp(1, l.len()) - 1;
+                    l[i] as f64 / 1000.0
+                };
+                Json::object()
+                    .with("id", k as u64 + 1)
+                    .with("src", self.hosts[f.src].name.as_str())
+                    .with("dst", self.hosts[f.dst].name.as_str())
+                    .with("sent", f.sent)
+                    .with("received", f.received)
+                    .with("lost", f.sent.saturating_sub(f.received))
+                    .with("reordered", f.reordered)
+                    .with(
+                        "latency_us",
+                        Json::object()
+                            .with("p50", pct(0.5))
+                            .with("p99", pct(0.99))
+                            .with("max", pct(1.0)),
+                    )
+            })
+            .collect();
+        Json::object()
+            .with("now_us", self.now / 1000)
+            .with("switches", switches)
+            .with("hosts", hosts)
+            .with("flows", flows)
+    }
+}
