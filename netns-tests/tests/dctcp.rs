@@ -24,15 +24,21 @@ fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
-#[test]
-fn our_dctcp_registers_with_its_guard_carries_a_loopback_flow_and_unregisters() {
-    let _g = SERIAL
+/// The name to ourselves: one test at a time, and no other process holding it.
+fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    let g = SERIAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     assert!(
         !dctcp::registered(),
         "{NAME} is registered by another process: this test needs it free"
     );
+    g
+}
+
+#[test]
+fn our_dctcp_registers_with_its_guard_carries_a_loopback_flow_and_unregisters() {
+    let _g = exclusive();
     let d = Dctcp::ensure().expect("loading our DCTCP");
     assert!(d.owned(), "{d:?}");
     assert!(dctcp::registered());
@@ -325,13 +331,7 @@ fn serve(f: &Fabric, dir: &Path, port: u16, cc: &str) -> Process {
 
 #[test]
 fn dctcp_keeps_a_marking_switchs_queue_short_without_loss_where_cubic_without_ecn_overflows_it() {
-    let _g = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    assert!(
-        !dctcp::registered(),
-        "{NAME} is registered by another process: this test needs it free"
-    );
+    let _g = exclusive();
     let t = marking_path();
     let f = Fabric::up(&t, &Options::for_test('D'), |m| eprintln!("{m}")).expect("bring-up");
     eprint!("{}", f.program().expect("programming over P4Runtime"));
