@@ -78,11 +78,23 @@ def classify(pid, comm, mine):
     return "other"
 
 
-def one_run(bin_dir, program, topo, name, flows, seconds, warmup, workdir):
+def fabric_namespaces(name):
+    return [l.split()[0] for l in sh("ip", "netns", "list").splitlines()
+            if l.split() and l.split()[0].startswith(f"pf{name}-")]
+
+
+def one_run(bin_dir, program, topo, name, flows, seconds, warmup, workdir, ns_setup=None,
+            links="veth"):
     pf = os.path.join(bin_dir, "pisa-fabric")
     subprocess.run([pf, "down", name], capture_output=True)
-    sh(pf, "up", topo, "--name", name, "--program", program)
+    up = [pf, "up", topo, "--name", name, "--program", program]
+    if program != "kernel":
+        up += ["--links", links]
+    sh(*up)
     try:
+        if ns_setup:
+            for ns in fabric_namespaces(name):
+                sh("ip", "netns", "exec", ns, "sh", "-c", ns_setup)
         hosts = [l.split()[1] for l in open(topo) if l.startswith("host ")]
         addr = {l.split()[1]: l.split()[2].split("=")[1] for l in open(topo) if l.startswith("host ")}
         n = len(hosts)
@@ -141,7 +153,7 @@ def one_run(bin_dir, program, topo, name, flows, seconds, warmup, workdir):
     soft = 100.0 * (c1[1] - c0[1]) / (c1[2] - c0[2]) * os.cpu_count()
     top = sorted(others.items(), key=lambda x: -x[1])[:3]
     return {
-        "program": program,
+        "program": program if links == "veth" or program == "kernel" else f"{program}/{links}",
         "mbps": mbps,
         "busy": busy,
         "softirq": soft,
@@ -169,6 +181,11 @@ def main():
     a.add_argument("--name", default="cap")
     a.add_argument("--bin-dir", default=os.path.join(ROOT, "target", "release"))
     a.add_argument("--json", help="append every run as a JSON line to this file")
+    a.add_argument("--links", default="veth",
+                   help="comma-separated: veth (every link a veth pair), shm (switch-to-switch "
+                        "links in shared memory); each pisa-switch program runs with each")
+    a.add_argument("--ns-setup", help="a shell command run in every namespace of the fabric after "
+                   "it is up (e.g. to tune the veths); switch ports are p1, p2, ..., a host's eth0")
     o = a.parse_args()
     workdir = f"/tmp/fabric-capacity-{o.name}"
     os.makedirs(workdir, exist_ok=True)
@@ -184,10 +201,13 @@ def main():
     cols = ["program", "mbps", "busy", "softirq", "switch", "iperf3", "ksoftirqd", "other", "load"]
     print(" ".join(f"{c:>9}" for c in cols) + "  top other")
     results = []
+    combos = [(p, l) for p in o.programs.split(",")
+              for l in (["veth"] if p == "kernel" else o.links.split(","))]
     # Interleaved: program A, B, A, B, ... so that slow phases of the machine hit both.
     for run in range(o.runs):
-        for p in o.programs.split(","):
-            r = one_run(o.bin_dir, p, topo, o.name, o.flows, o.seconds, o.warmup, workdir)
+        for p, links in combos:
+            r = one_run(o.bin_dir, p, topo, o.name, o.flows, o.seconds, o.warmup, workdir,
+                        o.ns_setup, links)
             r["run"] = run + 1
             results.append(r)
             print(" ".join(f"{r[c]:>9.1f}" if isinstance(r[c], float) else f"{r[c]:>9}"
@@ -196,7 +216,7 @@ def main():
                 with open(o.json, "a") as f:
                     f.write(json.dumps(r) + "\n")
     print("# medians")
-    for p in o.programs.split(","):
+    for p in dict.fromkeys(r["program"] for r in results):
         rs = [r for r in results if r["program"] == p]
         med = {c: statistics.median(r[c] for r in rs) for c in cols[1:-1]}
         print(f"{p:>9} " + " ".join(f"{med[c]:>9.1f}" for c in cols[1:-1]))

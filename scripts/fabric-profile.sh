@@ -8,7 +8,7 @@
 #   - perf record -a -g over 8 s (system wide: other sessions' processes show up too; the report
 #     is filtered by command name);
 #   - strace -c -f on one switch for 3 s (slows that switch down while it runs; counts only).
-# Usage: scripts/fabric-profile.sh [PROGRAM] [OUTDIR]   (root; release binaries built)
+# Usage: [LINKS=shm] scripts/fabric-profile.sh [PROGRAM] [OUTDIR]   (root; release binaries built)
 set -eu
 PROGRAM=${1:-ecmp}
 OUT=${2:-/tmp/fabric-profile-$PROGRAM}
@@ -19,7 +19,7 @@ mkdir -p "$OUT"
     --host-rate 40G > "$OUT/ls.topo"
 "$BIN/pisa-fabric" down $NAME > /dev/null
 trap '"$BIN/pisa-fabric" down $NAME > /dev/null' EXIT INT TERM
-"$BIN/pisa-fabric" up "$OUT/ls.topo" --name $NAME --program "$PROGRAM" > "$OUT/up.log"
+"$BIN/pisa-fabric" up "$OUT/ls.topo" --name $NAME --program "$PROGRAM" --links "${LINKS:-veth}" > "$OUT/up.log"
 # The demo's pairs: host i of leaves 1-2 to host 8 + (5i+1) mod 8 of leaves 3-4.
 i=0
 while [ $i -lt 8 ]; do

@@ -1,4 +1,5 @@
-//! Port I/O: AF_XDP and AF_PACKET sockets, and in-memory ports for tests.
+//! Port I/O: AF_XDP and AF_PACKET sockets, shared-memory links between switch processes, and
+//! in-memory ports for tests.
 //!
 //! Every backend moves frames between the kernel (or a test) and [`crate::pool::Pool`] buffers in
 //! batches: receive fills buffers the worker owns, transmit takes them. A frame is a buffer plus
@@ -6,6 +7,7 @@
 
 pub mod mem;
 pub mod packet;
+pub mod shm;
 pub mod xdp;
 
 use crate::pool::Buf;

@@ -46,6 +46,7 @@ use pipeline::tm::{PortConfig, SharedBuffer, TrafficManager, TxState};
 
 use crate::io::mem::MemPort;
 use crate::io::packet::PacketPort;
+use crate::io::shm::ShmPort;
 use crate::io::xdp::{XdpPort, XdpSpec};
 use crate::io::{BATCH, Frame};
 use crate::pktgen::{self, Pktgen, Schedule};
@@ -62,6 +63,8 @@ pub enum PortIo {
     Packet(PacketPort),
     /// An in-memory link (tests, generators).
     Mem(MemPort),
+    /// A shared-memory link to another switch process.
+    Shm(ShmPort),
 }
 
 impl PortIo {
@@ -70,6 +73,7 @@ impl PortIo {
             PortIo::Xdp(x) => x.fd(),
             PortIo::Packet(p) => p.fd(),
             PortIo::Mem(m) => m.fd(),
+            PortIo::Shm(m) => m.fd(),
             PortIo::XdpSpec(_) => -1,
         }
     }
@@ -113,7 +117,12 @@ pub struct SwitchConfig {
     /// After traffic, keep polling this long before sleeping (ns; 0 = sleep at once). With a
     /// window longer than the gaps between packets the worker never sleeps while traffic flows
     /// (busy-poll latency, a core's worth of CPU) and still sleeps when the switch is idle.
+    /// Adaptive: after a lull longer than the window, the next lull sleeps at once, so sparse
+    /// frames (probes, pings) cost no polling.
     pub poll_window_ns: u64,
+    /// Within the poll window, yield the CPU between loops (`sched_yield`): other runnable
+    /// threads on the CPU go first, and the worker stays off every wait queue.
+    pub yield_in_window: bool,
     /// Pin worker i to CPU `pin[i % pin.len()]` (empty: no pinning).
     pub pin: Vec<usize>,
     /// Write `port<N>-in.pcap` / `port<N>-out.pcap` here.
@@ -136,6 +145,7 @@ impl Default for SwitchConfig {
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             busy_poll: false,
             poll_window_ns: 0,
+            yield_in_window: false,
             pin: Vec::new(),
             pcap_dir: None,
             trace: false,
@@ -206,6 +216,7 @@ struct Shared {
     trace: Option<Mutex<io::Stderr>>,
     busy_poll: bool,
     poll_window_ns: u64,
+    yield_in_window: bool,
     traced: AtomicU64,
     /// The switch-local agent's packet-ins (a copy of each while an agent is attached), bounded
     /// and counted separately from the controller's, so neither starves the other.
@@ -358,6 +369,7 @@ impl Switch {
             trace: config.trace.then(|| Mutex::new(io::stderr())),
             busy_poll: config.busy_poll,
             poll_window_ns: config.poll_window_ns,
+            yield_in_window: config.yield_in_window,
             traced: AtomicU64::new(0),
             agent_in: crossbeam::channel::bounded(AGENT_QUEUE),
             agent_attached: AtomicBool::new(false),

@@ -138,6 +138,11 @@ impl WorkerLoop {
         let shared = self.sh.clone();
         let sh = &*shared;
         let mut last_active = 0u64;
+        // Whether polling is worth it: traffic came back within the poll window after the last
+        // lull. A switch that sees a frame every few milliseconds (probes, pings) sleeps at
+        // once instead of polling a window per frame.
+        let mut poll = true;
+        let mut lull = false;
         while !sh.stop.load(Ordering::Acquire) {
             let now = sh.now();
             self.driver.begin_batch();
@@ -199,9 +204,20 @@ impl WorkerLoop {
             }
             self.driver.end_batch();
             if busy || self.driver.pending() {
+                if std::mem::take(&mut lull) {
+                    poll = now.saturating_sub(last_active) < sh.poll_window_ns;
+                }
                 last_active = now;
-            } else if !sh.busy_poll && now.saturating_sub(last_active) >= sh.poll_window_ns {
-                self.sleep(now, next);
+            } else if !sh.busy_poll {
+                lull = true;
+                if poll && now.saturating_sub(last_active) < sh.poll_window_ns {
+                    // Poll, letting whatever else is runnable on this CPU go first.
+                    if sh.yield_in_window {
+                        std::thread::yield_now();
+                    }
+                } else {
+                    self.sleep(now, next);
+                }
             }
         }
         // Give every buffer back (queued frames die with the switch).
@@ -257,13 +273,22 @@ impl WorkerLoop {
     }
 
     fn sleep(&mut self, now: u64, next: Option<u64>) {
+        // Shared-memory links: ask each peer for a doorbell; frames that came meanwhile cancel
+        // the sleep.
+        let mut armed = true;
+        for p in &self.ports {
+            if let PortIo::Shm(m) = &p.io {
+                armed &= m.arm();
+            }
+        }
         let mut fds: Vec<libc::pollfd> = self
             .ports
             .iter()
             .map(|p| libc::pollfd {
                 fd: p.io.fd(),
+                // A doorbell FIFO is always writable: a full ring is retried on a timer.
                 events: libc::POLLIN
-                    | if p.tx.out.is_empty() {
+                    | if p.tx.out.is_empty() || matches!(p.io, PortIo::Shm(_)) {
                         0
                     } else {
                         libc::POLLOUT
@@ -279,7 +304,14 @@ impl WorkerLoop {
         // Sleep until the next traffic-manager deadline (ns precision: worker threads run with
         // a 1 ns timer slack), at most 100 ms so that a stop is noticed.
         let wait = next.map_or(100_000_000, |at| at.saturating_sub(now).min(100_000_000));
-        sys::ppoll(&mut fds, wait);
+        if armed {
+            sys::ppoll(&mut fds, wait);
+        }
+        for (p, f) in self.ports.iter_mut().zip(&fds) {
+            if let PortIo::Shm(m) = &mut p.io {
+                m.disarm(f.revents & libc::POLLIN != 0);
+            }
+        }
         if fds.last().is_some_and(|f| f.revents & libc::POLLIN != 0) {
             sys::drain(&self.sh.wake[self.id]);
         }
@@ -295,6 +327,7 @@ impl WorkerLoop {
             PortIo::XdpSpec(_) => (0, 0),
             PortIo::Packet(s) => s.recv(&sh.pool, &mut self.cache, &mut rx).unwrap_or((0, 0)),
             PortIo::Mem(m) => m.recv(&sh.pool, &mut self.cache, &mut rx, BATCH),
+            PortIo::Shm(m) => m.recv(&sh.pool, &mut self.cache, &mut rx, BATCH),
         };
         let id = p.tx.id();
         let c = &sh.counters[usize::from(id)];
@@ -340,7 +373,13 @@ impl WorkerLoop {
         }
         // Frames still in an AF_XDP TX ring need another kick soon (copy mode sends only when
         // kicked); frames the port refused are retried when it polls writable.
-        if matches!(&self.ports[i].io, PortIo::Xdp(x) if x.in_flight() > 0) {
+        // Frames a full shared-memory ring left behind are retried the same way.
+        let retry = match &self.ports[i].io {
+            PortIo::Xdp(x) => x.in_flight() > 0,
+            PortIo::Shm(_) => !self.ports[i].tx.out.is_empty(),
+            _ => false,
+        };
+        if retry {
             next = Some(next.map_or(now + 50_000, |n: u64| n.min(now + 50_000)));
         }
         (busy, next)
@@ -377,6 +416,11 @@ impl WorkerLoop {
                     m.send(&sh.pool, &mut self.cache, f);
                     sent += 1;
                 }
+            }
+            PortIo::Shm(m) => {
+                let (n, oversize) = m.send(&sh.pool, &mut self.cache, &mut p.tx.out);
+                sent += n;
+                c.errors.fetch_add(oversize as u64, Ordering::Relaxed);
             }
         }
         c.tx.fetch_add(sent as u64, Ordering::Relaxed);

@@ -100,6 +100,10 @@ enum Cmd {
         /// Switch port I/O.
         #[arg(long, default_value = "af-xdp")]
         io: String,
+        /// How switches are linked to each other: veth pairs, or shared-memory rings between
+        /// pisa-switch processes (links to hosts stay veth).
+        #[arg(long, default_value = "veth")]
+        links: pisa_fabric::fabric::Links,
         /// Run every switch with this program instead of the one its line names (`kernel`:
         /// Linux routers).
         #[arg(long)]
@@ -149,6 +153,10 @@ struct ExperimentArgs {
     /// A topology file (else a generated leaf-spine, or --fat-tree).
     #[arg(long)]
     topology: Option<PathBuf>,
+    /// How switches are linked to each other: veth pairs, or shared-memory rings between
+    /// pisa-switch processes (links to hosts stay veth).
+    #[arg(long, default_value = "veth")]
+    links: pisa_fabric::fabric::Links,
     #[command(flatten)]
     shape: Shape,
     /// A k-ary fat-tree instead of a leaf-spine.
@@ -278,6 +286,7 @@ fn experiment(a: &ExperimentArgs, cancel: Arc<AtomicBool>) -> Result<(), String>
         large_tos: a.large_tos,
         seed: a.seed,
         name: a.name.clone(),
+        links: a.links,
     };
     pisa_fabric::experiment::run(&e, &cancel, &|t, o| bring_up(t, o, |_| {}))?;
     let summary = std::fs::read_to_string(a.out.join("summary.csv")).map_err(|e| e.to_string())?;
@@ -321,6 +330,9 @@ struct Shape {
 struct DemoArgs {
     #[command(flatten)]
     shape: Shape,
+    /// How switches are linked to each other: veth or shm.
+    #[arg(long, default_value = "veth")]
+    links: pisa_fabric::fabric::Links,
     /// Host link rate; uplinks get hosts_per_leaf * rate / (spines * 2): 2:1 oversubscribed.
     #[arg(long, default_value = "100M")]
     host_rate: String,
@@ -590,6 +602,7 @@ fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> Result<(), String> {
         dir: out.join("run"),
         cancel,
         capture: false,
+        links: a.links,
     };
     step(&format!(
         "bringing up a {leaves}x{spines} leaf-spine of {}, {hosts_per_leaf} hosts per leaf, host \
@@ -822,6 +835,7 @@ fn main() {
             topology,
             name,
             io,
+            links,
             program,
         } => with_cleanup(name, |cancel| {
             let mut t = read_topology(topology)?;
@@ -834,6 +848,7 @@ fn main() {
                 dir: std::env::temp_dir().join(format!("pisa-fabric-{name}")),
                 cancel,
                 capture: false,
+                links: *links,
             };
             let f = bring_up(&t, &opts, |m| println!("{m}"))?;
             print!("{}", f.program()?);

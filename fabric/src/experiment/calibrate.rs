@@ -100,6 +100,7 @@ pub(super) fn calibrate(
         dir: e.out.join("calibration-run"),
         cancel: cancel.clone(),
         capture: false,
+        links: e.links,
     };
     eprintln!(
         "experiment: measuring the base RTT ({} -> {}, {PINGS} pings, idle fabric)",

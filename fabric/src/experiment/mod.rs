@@ -105,6 +105,8 @@ pub struct Experiment {
     pub seed: u64,
     /// Fabric name.
     pub name: String,
+    /// How switches are linked to each other.
+    pub links: crate::fabric::Links,
 }
 
 /// One point of the sweep.
@@ -411,6 +413,7 @@ fn run_point(
         dir: dir.join("run"),
         cancel: cancel.clone(),
         capture: false,
+        links: e.links,
     };
     let mut f = up(&topo, &opts)?;
     f.program()?;
@@ -686,6 +689,7 @@ mod tests {
             large_tos: 16,
             seed: 1,
             name: "x".into(),
+            links: Default::default(),
         }
     }
 

@@ -1,5 +1,6 @@
 //! Fabrics in namespaces: one namespace and one `pisa-switch` per switch, one namespace per host
-//! (the kernel's TCP/UDP stack), veth pairs for links, and a management namespace from which the
+//! (the kernel's TCP/UDP stack), veth pairs for links (or shared-memory rings between switches,
+//! [`Links::Shm`]), and a management namespace from which the
 //! controller reaches every switch's P4Runtime server over its own veth (a management network, as
 //! in a data centre; no traffic leaves the fabric's namespaces).
 //!
@@ -29,6 +30,13 @@ use topo::{End, Topology};
 /// The P4Runtime port every switch serves on its management address.
 pub const GRPC_PORT: u16 = 9559;
 
+/// How a fabric's switch workers wait: after traffic, poll for up to 200 us, yielding the CPU
+/// between loops, before sleeping (adaptive: a switch whose traffic is sparse sleeps at once).
+/// A fabric runs many switches on few CPUs: a yielding worker lets the other switches on its CPU
+/// run, and a worker on no wait queue costs its neighbours no wake-up per frame.
+/// docs/performance.md, "Fabric capacity", measures it.
+pub const SWITCH_WAIT: [&str; 3] = ["--poll-window-us", "200", "--poll-yield"];
+
 /// The namespace of `node` in fabric `fabric`.
 pub fn ns_name(fabric: &str, node: &str) -> String {
     format!("pf{fabric}-{node}")
@@ -46,6 +54,54 @@ pub fn mgmt_addrs(i: usize) -> (Ipv4Addr, Ipv4Addr) {
     (Ipv4Addr::from(base + 1), Ipv4Addr::from(base + 2))
 }
 
+/// How switches are linked to each other.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Links {
+    /// veth pairs, as every other link (each hop a copy-mode AF_XDP transmit and receive).
+    #[default]
+    Veth,
+    /// Shared-memory rings in /dev/shm between two `pisa-switch` processes
+    /// ([`dataplane::io::shm`]); links to hosts and to Linux routers stay veth pairs.
+    Shm,
+}
+
+impl std::str::FromStr for Links {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "veth" => Ok(Links::Veth),
+            "shm" => Ok(Links::Shm),
+            _ => Err(format!("links {s}: veth or shm")),
+        }
+    }
+}
+
+/// The file of shared-memory link `index` of fabric `fabric`.
+pub fn shm_link_path(fabric: &str, index: usize) -> PathBuf {
+    PathBuf::from(format!("/dev/shm/pisa-{fabric}-l{index}"))
+}
+
+/// Removes every shared-memory link file (and doorbell) of fabric `name`.
+fn remove_shm_links(name: &str) {
+    let prefix = format!("pisa-{name}-l");
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
+        return;
+    };
+    for e in dir.flatten() {
+        let n = e.file_name();
+        let n = n.to_string_lossy();
+        // pisa-<name>-l<digits>[.a|.b]: the digits keep fabric "a1" from matching "a12".
+        if let Some(rest) = n.strip_prefix(&prefix)
+            && rest
+                .split('.')
+                .next()
+                .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+        {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
 /// Options of a bring-up.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -60,6 +116,8 @@ pub struct Options {
     /// Whether every switch captures its ports (`--pcap DIR/<switch>-pcap`: files
     /// `port<N>-rx.pcap` and `port<N>-tx.pcap`, complete once the switch has stopped).
     pub capture: bool,
+    /// How switches are linked to each other.
+    pub links: Links,
 }
 
 impl Options {
@@ -73,6 +131,7 @@ impl Options {
             io: "af-xdp".into(),
             cancel: Default::default(),
             capture: false,
+            links: Links::Veth,
         }
     }
 }
@@ -154,6 +213,7 @@ pub fn teardown(name: &str) -> usize {
     for ns in &mine {
         let _ = run("ip", &["netns", "del", ns]);
     }
+    remove_shm_links(name);
     mine.len()
 }
 
@@ -218,8 +278,23 @@ impl Fabric {
             End::Switch(_, p) => format!("p{p}"),
             End::Host(_) => "eth0".to_string(),
         };
+        // Shared-memory links: switch to switch, both ends pisa-switch processes.
+        let mut shm: BTreeMap<(String, u16), String> = BTreeMap::new();
         let mut root = Vec::new();
-        for l in &topo.links {
+        for (i, l) in topo.links.iter().enumerate() {
+            if let (Links::Shm, End::Switch(a, pa), End::Switch(b, pb)) = (opts.links, &l.a, &l.b) {
+                let program = |n: &str| topo.switches.iter().find(|s| s.name == n);
+                if program(a)
+                    .zip(program(b))
+                    .is_some_and(|(x, y)| !is_kernel(&x.program) && !is_kernel(&y.program))
+                {
+                    let path = shm_link_path(&opts.name, i);
+                    let path = path.to_string_lossy();
+                    shm.insert((a.clone(), *pa), format!("shm:{path}:a"));
+                    shm.insert((b.clone(), *pb), format!("shm:{path}:b"));
+                    continue;
+                }
+            }
             root.push(format!(
                 "link add {} netns {} type veth peer name {} netns {}",
                 ifname(&l.a),
@@ -237,8 +312,9 @@ impl Fabric {
         }
         ip_batch(None, &root, &opts.dir)?;
         progress(&format!(
-            "{} links and {} management links",
+            "{} links ({} in shared memory) and {} management links",
             topo.links.len(),
+            shm.len() / 2,
             topo.switches.len()
         ));
 
@@ -323,8 +399,18 @@ impl Fabric {
                 continue;
             }
             let ports: Vec<u16> = topo.ports()[s.name.as_str()].keys().copied().collect();
+            let port_if = |p: &u16| {
+                shm.get(&(s.name.clone(), *p))
+                    .cloned()
+                    .unwrap_or_else(|| format!("p{p}"))
+            };
             let mut up = vec!["link set mgmt up".to_string()];
-            up.extend(ports.iter().map(|p| format!("link set p{p} up")));
+            up.extend(
+                ports
+                    .iter()
+                    .filter(|p| !shm.contains_key(&(s.name.clone(), **p)))
+                    .map(|p| format!("link set p{p} up")),
+            );
             ip_batch(Some(ns.name()), &up, &opts.dir)?;
             let entries = opts.dir.join(format!("{}.tm", s.name));
             let tm = plans
@@ -338,7 +424,10 @@ impl Fabric {
             let sock = opts.dir.join(format!("{}.sock", s.name));
             // A socket left by an earlier run would pass for this switch being ready.
             let _ = std::fs::remove_file(&sock);
-            let iface: Vec<String> = ports.iter().map(|p| format!("{p}@p{p}")).collect();
+            let iface: Vec<String> = ports
+                .iter()
+                .map(|p| format!("{p}@{}", port_if(p)))
+                .collect();
             let mut args: Vec<&str> = vec![
                 "--program",
                 &s.program,
@@ -355,6 +444,7 @@ impl Fabric {
                 "--log-level",
                 "warn",
             ];
+            args.extend(SWITCH_WAIT);
             for f in &iface {
                 args.extend(["-i", f]);
             }

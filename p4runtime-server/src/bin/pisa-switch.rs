@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use dataplane::io::packet::PacketPort;
+use dataplane::io::shm::ShmPort;
 use dataplane::io::xdp::{XdpMode, XdpSpec};
 use dataplane::switch::{PortIo, PortSpec, Switch, SwitchConfig};
 use dataplane::tm::{PortConfig, Shaping, SharedBuffer};
@@ -51,7 +52,9 @@ struct Args {
     /// The program to run.
     #[arg(long, default_value = "basic")]
     program: String,
-    /// A port: NUMBER@INTERFACE (repeatable), e.g. -i 1@veth1.
+    /// A port: NUMBER@INTERFACE (repeatable), e.g. -i 1@veth1; or NUMBER@shm:FILE:a|b, one end
+    /// of a shared-memory link to another switch process (FILE in /dev/shm, created if missing;
+    /// the other process opens the other end).
     #[arg(short = 'i', long = "interface", value_parser = parse_port)]
     interfaces: Vec<(PortId, String)>,
     /// Port I/O.
@@ -71,9 +74,15 @@ struct Args {
     busy_poll: bool,
     /// After traffic, keep polling this many microseconds before sleeping (0: sleep at once).
     /// Above the gaps between packets it gives busy-poll latency while traffic flows, at the cost
-    /// of a core, and the switch still sleeps when idle.
+    /// of a core, and the switch still sleeps when idle. After a lull longer than the window the
+    /// next lull sleeps at once, so sparse frames cost no polling.
     #[arg(long, default_value_t = 0)]
     poll_window_us: u64,
+    /// Yield the CPU (sched_yield) between loops within the poll window instead of spinning:
+    /// other runnable threads on the CPU (other switches of a fabric) go first, and a polling
+    /// worker is on no wait queue, so its neighbours' transmits need not wake it.
+    #[arg(long)]
+    poll_yield: bool,
     /// Pin the workers: `--pin` puts worker i on CPU i; `--pin 1,3` puts them on CPUs 1 and 3
     /// in turn (the P4Runtime and admin threads stay unpinned).
     #[arg(long, num_args = 0.., value_delimiter = ',')]
@@ -220,6 +229,15 @@ fn run(args: Args) -> Result<(), String> {
     let pipe = Pipeline::new(program, workers, config);
     let mut ports = Vec::new();
     for (id, name) in &args.interfaces {
+        if let Some(spec) = dataplane::io::shm::parse_spec(name) {
+            let (path, side) = spec?;
+            let link = ShmPort::open(&path, side).map_err(|e| format!("port {id}@{name}: {e}"))?;
+            ports.push(PortSpec {
+                id: *id,
+                io: PortIo::Shm(link),
+            });
+            continue;
+        }
         let io = match args.io {
             Io::AfXdp => PortIo::XdpSpec(XdpSpec {
                 ifname: name.clone(),
@@ -264,6 +282,7 @@ fn run(args: Args) -> Result<(), String> {
         workers,
         busy_poll: args.busy_poll,
         poll_window_ns: args.poll_window_us * 1000,
+        yield_in_window: args.poll_yield,
         pin: match &args.pin {
             Some(cpus) if cpus.is_empty() => (0..workers).collect(),
             Some(cpus) => cpus.clone(),
