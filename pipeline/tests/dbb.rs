@@ -6,8 +6,10 @@
 use std::collections::BTreeMap;
 
 use pipeline::dbb::{Input, compile};
-use pipeline::fabric::topo::{GenProps, LinkProps, Topology, dbb as dbb_topology, leaf_spine};
-use pipeline::program::dbb::compiler_links;
+use pipeline::fabric::topo::{
+    GenProps, LinkProps, Topology, dbb as dbb_topology, fat_tree, leaf_spine,
+};
+use pipeline::program::dbb::{compile_balanced, compiler_links};
 use pipeline::sim::fabric::{Options, Sim};
 use pipeline::sim::flow::FlowSpec;
 use pipeline::sim::json::Json;
@@ -57,7 +59,7 @@ fn expected(t: &Topology, pairs: &[(&str, &str, u64)]) -> BTreeMap<String, u64> 
     let mut want: BTreeMap<String, u64> =
         links.iter().map(|l| (l.id.clone().unwrap(), 0)).collect();
     for &(src, dst, packets) in pairs {
-        let out = compile(&Input {
+        let out = compile_balanced(&Input {
             source: src.into(),
             sink: dst.into(),
             links: links.clone(),
@@ -309,7 +311,7 @@ fn sec_iii_e_shared_and_independent_counters_differ_for_two_flows_of_one_pair() 
     // compiler lists them.
     let t = e8("dbb");
     let (links, ports) = compiler_links(&t);
-    let out = compile(&Input {
+    let out = compile_balanced(&Input {
         source: "s1".into(),
         sink: "s8".into(),
         links,
@@ -432,4 +434,67 @@ fn sec_ii_plans_outside_the_model_or_with_bad_settings_fail_with_a_clear_error()
     assert_eq!(count("s1", "table_add dbb_pair_v6"), 1);
     assert_eq!(count("s8", "table_add dbb_pair_v4"), 1, "only s8 > s1");
     assert_eq!(count("s1", "dbb_dispatch"), 4);
+}
+
+#[test]
+fn sec_iii_a_fat_tree_pairs_use_every_core_through_a_balanced_max_flow() {
+    let link = LinkProps {
+        rate_bps: 100_000_000,
+        delay_us: 10,
+        buffer: 64,
+    };
+    let t = with_program(
+        fat_tree(
+            4,
+            GenProps {
+                host: link,
+                fabric: link,
+            },
+        ),
+        "dbb",
+    );
+    let (links, _) = compiler_links(&t);
+    let input = Input {
+        source: "p1e1".into(),
+        sink: "p2e1".into(),
+        links,
+    };
+    // Edmonds-Karp fills one core per aggregation switch: two of the four paths.
+    let plain = compile(&input).unwrap();
+    let cores = |o: &pipeline::dbb::Output| -> Vec<String> {
+        let mut c: Vec<String> = o.paths.iter().map(|p| p[2].clone()).collect();
+        c.sort();
+        c.dedup();
+        c
+    };
+    assert_eq!(
+        (plain.n, cores(&plain)),
+        (2, vec!["core1".into(), "core3".into()])
+    );
+    // The balanced max-flow has the same value and uses all four.
+    let balanced = compile_balanced(&input).unwrap();
+    assert_eq!(balanced.max_flow, plain.max_flow);
+    assert_eq!(balanced.n, 4);
+    assert_eq!(cores(&balanced), ["core1", "core2", "core3", "core4"]);
+    // In pisa-sim: 40 packets h1 > h5 (p1e1 > p2e1) put 10 on each core's link into pod 2, and
+    // 20 on each of p1e1's uplinks; h1 > h3 (p1e1 > p1e2, inside the pod) uses both aggregation
+    // switches.
+    let r = run(
+        &t,
+        60,
+        &[
+            "h1>h5 rate=1000pps size=500 stop_ms=40",
+            "h2>h3 rate=1000pps size=500 stop_ms=40",
+        ],
+    );
+    let got = link_tx(&t, &r);
+    assert_eq!(
+        got,
+        expected(&t, &[("p1e1", "p2e1", 40), ("p1e1", "p1e2", 40)])
+    );
+    for core in 1..=4 {
+        assert_eq!(got[&format!("core{core}:2")], 10, "core{core} into pod 2");
+    }
+    assert_eq!((got["p1e1:3"], got["p1e1:4"]), (40, 40));
+    assert_eq!((got["p1a1:2"], got["p1a2:2"]), (20, 20), "down to p1e2");
 }
