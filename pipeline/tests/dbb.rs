@@ -498,3 +498,34 @@ fn sec_iii_a_fat_tree_pairs_use_every_core_through_a_balanced_max_flow() {
     assert_eq!((got["p1e1:3"], got["p1e1:4"]), (40, 40));
     assert_eq!((got["p1a1:2"], got["p1a2:2"]), (20, 20), "down to p1e2");
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 300, ..Default::default() })]
+
+    /// Bit flips anywhere in a frame of the pair (a TCP pure ACK or a UDP datagram) never panic:
+    /// each frame leaves by one port or is counted as a drop.
+    #[test]
+    fn mutated_frames_never_panic(
+        flips in proptest::collection::vec((0usize..54, proptest::prelude::any::<u8>()), 1..6),
+        tcp in proptest::prelude::any::<bool>(),
+    ) {
+        let (pipe, mut sw) = planned(&e8("dbb-independent"), "s1");
+        let mut f = if tcp {
+            let b = etherparse::PacketBuilder::ethernet2([2, 0xee, 0, 0, 0, 0], [2, 0x5e, 0, 0, 0, 0])
+                .ipv4([10, 0, 1, 1], [10, 0, 8, 1], 64)
+                .tcp(5, 6, 1000, 64240)
+                .ack(1);
+            let mut v = Vec::new();
+            b.write(&mut v, &[]).unwrap();
+            v
+        } else {
+            udp([10, 0, 1, 1], [10, 0, 8, 1], 40000)
+        };
+        for (i, x) in flips {
+            f[i] ^= x;
+        }
+        let out = sw.inject(1, &f, 1);
+        let dropped: u64 = pipe.control.drop_counts().iter().map(|(_, d)| d.packets).sum();
+        proptest::prop_assert!(out.len() == 1 || (out.is_empty() && dropped == 1));
+    }
+}
