@@ -14,7 +14,9 @@
 //!    `ingress.ipv4_lpm` / `ingress.ipv6_lpm` pick a member of `ingress.ecmp_selector` (a group is
 //!    resolved by the CRC-32 of the 5-tuple); `set_nhop` rewrites both MACs, decrements the
 //!    TTL/hop limit (IPv4 checksum updated incrementally, RFC 1624) and picks the port; the last
-//!    routed time of the flow is stored in `ingress.flow_last_seen[hash % 4096]`;
+//!    routed time of the flow is stored in `ingress.flow_last_seen[hash % 4096]`; programs built
+//!    on `basic` may choose the next hop first ([`Steer`]: `spray`'s routes, `dbb`'s pairs) and
+//!    leave only what they do not match to the LPM;
 //! 8. `ingress.acl` (ternary, with priorities, direct counter and direct meter) may permit, drop,
 //!    punt to the CPU or clone to a session.
 //!
@@ -66,6 +68,10 @@ struct Ids {
     ecn_threshold: Option<RegisterIx>,
     /// HULA, in programs that have it.
     hula: Option<super::hula::HulaIds>,
+    /// Packet spraying, in programs that have it.
+    spray: Option<super::spray::SprayIds>,
+    /// DBB, in programs that have it.
+    dbb: Option<super::dbb::DbbIds>,
 }
 
 /// The registers of flowlet switching.
@@ -88,6 +94,28 @@ pub(crate) struct Extensions {
     pub(crate) ecn: bool,
     /// HULA's probes and best hops ([`super::hula`]; it needs `flowlets`, whose cells it uses).
     pub(crate) hula: bool,
+    /// Packet spraying over multi-next-hop routes ([`super::spray`]).
+    pub(crate) spray: bool,
+    /// DBB's per-pair dispatch cycles ([`super::dbb`]).
+    pub(crate) dbb: bool,
+}
+
+/// What a program's own forwarding decided for a routed packet, before `basic`'s LPM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Steer {
+    /// Nothing: `basic`'s route decides.
+    Route,
+    /// Leave by `port`, with the destination and source MACs of that link.
+    Hop {
+        /// Destination MAC, as a 48-bit value.
+        dmac: u128,
+        /// Source MAC, as a 48-bit value.
+        smac: u128,
+        /// Egress port.
+        port: PortId,
+    },
+    /// The packet was dropped (the reason is set).
+    Dropped,
 }
 
 /// Cells of the flow register.
@@ -249,6 +277,8 @@ fn schema(name: &'static str, version: &'static str, ext: Extensions) -> (Schema
         .then(|| b.register("egress.ecn_threshold", 32, 1 << PORT_BITS));
     let hula =
         (ext.hula && ext.flowlets).then(|| super::hula::declare(&mut b, no_action, FLOWLET_CELLS));
+    let spray = ext.spray.then(|| super::spray::declare(&mut b, no_action));
+    let dbb = ext.dbb.then(|| super::dbb::declare(&mut b, no_action));
     b.controller_header("packet_in", &[("ingress_port", PORT_BITS), ("_pad", 7)]);
     b.controller_header("packet_out", &[("egress_port", PORT_BITS), ("_pad", 7)]);
     let schema = b
@@ -275,6 +305,8 @@ fn schema(name: &'static str, version: &'static str, ext: Extensions) -> (Schema
         flowlets,
         ecn_threshold,
         hula,
+        spray,
+        dbb,
     };
     (schema, ids)
 }
@@ -301,6 +333,8 @@ struct Parsed {
     ttl: u8,
     l4_sport: u16,
     l4_dport: u16,
+    /// A TCP segment with ACK set, no SYN, FIN or RST, and no payload.
+    pure_ack: bool,
 }
 
 fn mac_u64(b: &[u8]) -> u64 {
@@ -368,6 +402,8 @@ fn parse(data: &[u8]) -> ParseResult {
             let tcp = TcpPacket::new_checked(l4).map_err(|e| (HeaderKind::Tcp, e))?;
             p.l4_sport = tcp.src_port();
             p.l4_dport = tcp.dst_port();
+            p.pure_ack =
+                tcp.ack() && !(tcp.syn() || tcp.fin() || tcp.rst()) && l4.len() == tcp.header_len();
         }
         IpProtocol::UDP => {
             let udp = UdpPacket::new_checked(l4).map_err(|e| (HeaderKind::Udp, e))?;
@@ -427,22 +463,31 @@ impl Basic {
         } else {
             (ids.ipv6_lpm, p.v6_dst)
         };
+        let steer = if let Some(s) = &ids.spray {
+            super::spray::steer(cx, s, md, (p.ipv4, key), flow_hash)
+        } else if let Some(d) = &ids.dbb {
+            let src = if p.ipv4 {
+                u128::from(p.v4_src)
+            } else {
+                p.v6_src
+            };
+            super::dbb::steer(cx, d, md, (p.ipv4, src, key, p.pure_ack), flow_hash)
+        } else {
+            Steer::Route
+        };
+        match steer {
+            Steer::Route => {}
+            Steer::Hop { dmac, smac, port } => {
+                self.next_hop(cx, pkt, md, p, (dmac, smac, port), hash);
+                return;
+            }
+            Steer::Dropped => return,
+        }
         let r = cx.apply(table, &[key], hash);
         let a = usize::from(r.action.action);
         if a == ids.set_nhop {
-            let d = pkt.data_mut();
-            d[0..6].copy_from_slice(&mac_bytes(r.action.arg(0)));
-            d[6..12].copy_from_slice(&mac_bytes(r.action.arg(1)));
-            let l3 = &mut d[p.l3..];
-            if p.ipv4 {
-                Ipv4Packet::new_unchecked(l3).decrement_ttl_update_checksum();
-            } else {
-                Ipv6Packet::new_unchecked(l3).decrement_hop_limit();
-            }
-            md.egress_spec = Some(r.action.arg(2) as PortId);
-            let cell = (hash as usize) % FLOW_CELLS;
-            cx.register(ids.flow_last_seen)
-                .write(cell, md.ingress_global_timestamp);
+            let hop = (r.action.arg(0), r.action.arg(1), r.action.arg(2) as PortId);
+            self.next_hop(cx, pkt, md, p, hop, hash);
             if let (Some(h), Some(f)) = (&ids.hula, ids.flowlets) {
                 super::hula::steer(cx, h, f.time, f.gap, pkt, md, (p.ipv4, key), flow_hash);
             }
@@ -453,6 +498,32 @@ impl Basic {
         } else {
             md.mark_to_drop(DropReason::Program);
         }
+    }
+
+    /// `set_nhop`: rewrites both MACs, decrements the TTL or hop limit, picks the port and
+    /// stamps the flow's last routed time.
+    fn next_hop(
+        &self,
+        cx: &mut Ctx<'_>,
+        pkt: &mut Frame<'_>,
+        md: &mut StdMeta,
+        p: &Parsed,
+        (dmac, smac, port): (u128, u128, PortId),
+        hash: u64,
+    ) {
+        let d = pkt.data_mut();
+        d[0..6].copy_from_slice(&mac_bytes(dmac));
+        d[6..12].copy_from_slice(&mac_bytes(smac));
+        let l3 = &mut d[p.l3..];
+        if p.ipv4 {
+            Ipv4Packet::new_unchecked(l3).decrement_ttl_update_checksum();
+        } else {
+            Ipv6Packet::new_unchecked(l3).decrement_hop_limit();
+        }
+        md.egress_spec = Some(port);
+        let cell = (hash as usize) % FLOW_CELLS;
+        cx.register(self.ids.flow_last_seen)
+            .write(cell, md.ingress_global_timestamp);
     }
 
     /// Flowlet switching: the flow's cell remembers its last packet and its flowlet number; a

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use super::Program;
 use super::basic::{Basic, Extensions};
 use crate::fabric::plan::{SwitchPlan, routed};
-use crate::fabric::topo::{Switch, Topology};
+use crate::fabric::topo::{End, LinkProps, Switch, Topology};
 
 /// The default flowlet gap, µs.
 pub const DEFAULT_GAP_US: u64 = 500;
@@ -43,7 +43,7 @@ pub fn build() -> Arc<dyn Program> {
         Extensions {
             flowlets: true,
             ecn: true,
-            hula: false,
+            ..Extensions::default()
         },
     ))
 }
@@ -85,12 +85,26 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
             .ok_or_else(|| format!("switch {}: flowlet_gap_us={gap_us} is too large", s.name))?;
         plan.routes
             .push(format!("register_write flowlet_gap_ns 0 {gap_ns}"));
-        let k_all = param(s, "ecn_k")?;
-        for (port, (_, props)) in ports.get(s.name.as_str()).into_iter().flatten() {
-            let k = k_all.unwrap_or_else(|| dctcp_k(props.rate_bps));
-            plan.routes
-                .push(format!("register_write ecn_threshold {port} {k}"));
-        }
+        plan.routes.extend(ecn_thresholds(&ports, s)?);
     }
     Ok(plans)
+}
+
+/// The ECN threshold K of every port of switch `s` (`ecn_k=` on its line, else by
+/// [`dctcp_k`]), as register writes; `ports` is [`Topology::ports`]. For programs with `ecmp`'s
+/// ECN marking.
+pub(crate) fn ecn_thresholds(
+    ports: &BTreeMap<&str, BTreeMap<u16, (&End, &LinkProps)>>,
+    s: &Switch,
+) -> Result<Vec<String>, String> {
+    let k_all = param(s, "ecn_k")?;
+    Ok(ports
+        .get(s.name.as_str())
+        .into_iter()
+        .flatten()
+        .map(|(port, (_, props))| {
+            let k = k_all.unwrap_or_else(|| dctcp_k(props.rate_bps));
+            format!("register_write ecn_threshold {port} {k}")
+        })
+        .collect())
 }

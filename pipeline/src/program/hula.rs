@@ -70,6 +70,7 @@ pub fn build() -> Arc<dyn Program> {
             flowlets: true,
             ecn: true,
             hula: true,
+            ..Extensions::default()
         },
     ))
 }

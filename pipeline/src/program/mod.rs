@@ -7,9 +7,11 @@
 //! built: the per-packet code uses indices only.
 
 pub mod basic;
+pub mod dbb;
 pub mod ecmp;
 pub mod hula;
 pub mod p4te;
+pub mod spray;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -107,6 +109,62 @@ pub static REGISTRY: &[Entry] = &[
         build: p4te::build,
         plan: p4te::plan::plan_nra,
         agent: Some(p4te::agent::build),
+    },
+    Entry {
+        name: "spray",
+        about: "packet spraying over equal-cost next hops (PLTS), the mode from mode= (random, counter, rr, rr-prefix; default random)",
+        build: spray::build,
+        plan: spray::plan,
+        agent: None,
+    },
+    Entry {
+        name: "spray-random",
+        about: "PLTS-Random: a uniformly random next hop per packet (RPS, DBB's baseline)",
+        build: spray::build,
+        plan: spray::plan_random,
+        agent: None,
+    },
+    Entry {
+        name: "spray-counter",
+        about: "PLTS-Counter: the next hop whose port has sent the fewest bytes",
+        build: spray::build,
+        plan: spray::plan_counter,
+        agent: None,
+    },
+    Entry {
+        name: "spray-rr",
+        about: "PLTS-RR: round robin over the next hops per flow",
+        build: spray::build,
+        plan: spray::plan_rr,
+        agent: None,
+    },
+    Entry {
+        name: "spray-rr-prefix",
+        about: "round robin over the next hops per destination prefix",
+        build: spray::build,
+        plan: spray::plan_rr_prefix,
+        agent: None,
+    },
+    Entry {
+        name: "dbb",
+        about: "DBB: per ToR pair, deterministic bandwidth-proportional dispatch cycles, the counter from counter= (shared, independent; default shared)",
+        build: dbb::build,
+        plan: dbb::plan,
+        agent: None,
+    },
+    Entry {
+        name: "dbb-shared",
+        about: "DBB with one circular counter per ToR pair",
+        build: dbb::build,
+        plan: dbb::plan_shared,
+        agent: None,
+    },
+    Entry {
+        name: "dbb-independent",
+        about: "DBB with one circular counter per flow",
+        build: dbb::build,
+        plan: dbb::plan_independent,
+        agent: None,
     },
 ];
 

@@ -263,3 +263,36 @@ pub(crate) fn arp_request(sha: [u8; 6], spa: [u8; 4], tpa: [u8; 4]) -> Vec<u8> {
     f.extend_from_slice(&tpa);
     f
 }
+
+/// Writes one line of the command language to `c`, panicking on any error.
+pub(crate) fn write_line(c: &Control, line: &str) {
+    use pipeline::commands::{Command, parse_line};
+    match parse_line(c.schema(), line).unwrap_or_else(|e| panic!("{line}: {e}")) {
+        Command::Write(u) => {
+            for r in c.write(&u, Atomicity::ContinueOnError) {
+                r.unwrap_or_else(|e| panic!("{line}: {e}"));
+            }
+        }
+        _ => panic!("{line}: not a write"),
+    }
+}
+
+/// Switch `name` of `t` on one in-memory switch, running its program and programmed by the
+/// fabric plan (its table writes; its ports unshaped).
+pub(crate) fn planned(
+    t: &pipeline::fabric::topo::Topology,
+    name: &str,
+) -> (Arc<Pipeline>, pipeline::sim::SimSwitch) {
+    let s = t.switches.iter().find(|s| s.name == name).expect(name);
+    let pipe = Pipeline::new(
+        pipeline::program::by_name(&s.program).expect("program"),
+        1,
+        Config::default(),
+    );
+    let plans = pipeline::program::fabric_plan(t).unwrap();
+    for line in &plans[name].routes {
+        write_line(&pipe.control, line);
+    }
+    let sw = pipeline::sim::SimSwitch::new(pipe.clone());
+    (pipe, sw)
+}
