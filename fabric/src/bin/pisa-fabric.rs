@@ -102,7 +102,7 @@ enum Cmd {
         io: String,
         /// How switches are linked to each other: veth pairs, or shared-memory rings between
         /// pisa-switch processes (links to hosts stay veth).
-        #[arg(long, default_value = "veth")]
+        #[arg(long, default_value = "shm")]
         links: pisa_fabric::fabric::Links,
         /// Run every switch with this program instead of the one its line names (`kernel`:
         /// Linux routers).
@@ -155,7 +155,7 @@ struct ExperimentArgs {
     topology: Option<PathBuf>,
     /// How switches are linked to each other: veth pairs, or shared-memory rings between
     /// pisa-switch processes (links to hosts stay veth).
-    #[arg(long, default_value = "veth")]
+    #[arg(long, default_value = "shm")]
     links: pisa_fabric::fabric::Links,
     #[command(flatten)]
     shape: Shape,
@@ -331,7 +331,7 @@ struct DemoArgs {
     #[command(flatten)]
     shape: Shape,
     /// How switches are linked to each other: veth or shm.
-    #[arg(long, default_value = "veth")]
+    #[arg(long, default_value = "shm")]
     links: pisa_fabric::fabric::Links,
     /// Host link rate; uplinks get hosts_per_leaf * rate / (spines * 2): 2:1 oversubscribed.
     #[arg(long, default_value = "100M")]

@@ -109,6 +109,32 @@ pub struct Experiment {
     pub links: crate::fabric::Links,
 }
 
+/// Records how the fabric is built (`DIR/fabric`: the links and the switches' wait flags), so that
+/// a resumed sweep does not mix points measured on different fabrics: a record that differs
+/// from this run's is an error.
+fn check_fabric_record(e: &Experiment) -> Result<(), String> {
+    let links = match e.links {
+        crate::fabric::Links::Veth => "veth",
+        crate::fabric::Links::Shm => "shm",
+    };
+    let record = format!(
+        "links={links}\nswitch_wait={}\n",
+        crate::fabric::SWITCH_WAIT.join(" ")
+    );
+    let path = e.out.join("fabric");
+    match std::fs::read_to_string(&path) {
+        Ok(old) if old != record => Err(format!(
+            "{}: the points there were measured on another fabric ({}); this run has {}; use \
+             another --out",
+            path.display(),
+            old.trim().replace('\n', ", "),
+            record.trim().replace('\n', ", ")
+        )),
+        Ok(_) => Ok(()),
+        Err(_) => std::fs::write(&path, record).map_err(|err| format!("{}: {err}", path.display())),
+    }
+}
+
 /// One point of the sweep.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Point {
@@ -287,6 +313,7 @@ pub fn run(
     // find it registered and select it.
     let (transport, _dctcp) = effective_transport(&e.transport);
     std::fs::create_dir_all(e.out.join("points")).map_err(|err| err.to_string())?;
+    check_fabric_record(e)?;
     let all = points(e);
     let todo: Vec<&Point> = all
         .iter()
