@@ -10,6 +10,8 @@ use pisa_fabric::fabric::topo::{GenProps, LinkProps, fat_tree};
 use pisa_fabric::fabric::{Fabric, Options, teardown};
 use pisa_fabric::run;
 
+mod common;
+
 #[test]
 fn fat_tree_k4_reaches_all_pairs_carries_tcp_idles_and_tears_down() {
     let link = LinkProps {
@@ -43,16 +45,7 @@ fn fat_tree_k4_reaches_all_pairs_carries_tcp_idles_and_tears_down() {
     // TCP between pods: h1 (pod 1) to h16 (pod 4), through edge, aggregation, core, aggregation,
     // edge.
     let (src, dst) = (&t.hosts[0], &t.hosts[15]);
-    let log = opts.dir.join("iperf-server.log");
-    let addr = dst.ipv4.to_string();
-    let _server =
-        pisa_fabric::Process::spawn(f.ns(&dst.name), "iperf3", &["-s", "-1", "-B", &addr], &log)
-            .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    let out = f
-        .ns(&src.name)
-        .exec("iperf3", &["-c", &addr, "-t", "3", "-f", "m"])
-        .expect("iperf3 between pods");
+    let out = common::iperf3(&f, &opts.dir, src, dst, &["-t", "3", "-f", "m"]);
     let text = String::from_utf8_lossy(&out.stdout);
     let mbps: f64 = text
         .lines()

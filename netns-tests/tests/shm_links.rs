@@ -3,8 +3,6 @@
 //! spines, TCP gets through, the links are files in /dev/shm and not veths, and teardown removes
 //! them. Needs root, iproute2, iputils-ping, iperf3 and the workspace binaries.
 
-use std::time::Duration;
-
 use pisa_fabric::fabric::{Fabric, Links, Options, shm_link_path, teardown};
 
 mod common;
@@ -60,16 +58,7 @@ fn a_fabric_with_shared_memory_links_routes_carries_tcp_and_leaves_nothing() {
 
     // 20 MB of TCP from h1 (leaf1) to h3 (leaf2), across a spine.
     let (src, dst) = (&t.hosts[0], &t.hosts[2]);
-    let addr = dst.ipv4.to_string();
-    let log = opts.dir.join("iperf-server.log");
-    let _server =
-        pisa_fabric::Process::spawn(f.ns(&dst.name), "iperf3", &["-s", "-1", "-B", &addr], &log)
-            .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    let out = f
-        .ns(&src.name)
-        .exec("iperf3", &["-c", &addr, "-n", "20M", "-f", "m"])
-        .expect("iperf3");
+    let out = common::iperf3(&f, &opts.dir, src, dst, &["-n", "20M", "-f", "m"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

@@ -4,8 +4,6 @@
 //! uplinks (ECMP would put it on one). Needs root, iproute2, iputils-ping, iperf3 and the
 //! workspace binaries.
 
-use std::time::Duration;
-
 use pisa_fabric::experiment::port_tx_packets;
 use pisa_fabric::fabric::{Fabric, Links, Options};
 
@@ -26,17 +24,8 @@ fn one_flow_is_split_over_both_uplinks(program: &str, links: Links, tag: char) {
     }
     // 5 MB from h1 (leaf1) to h3 (leaf2): data leaves leaf1 on ports 3 and 4.
     let (src, dst) = (&t.hosts[0], &t.hosts[2]);
-    let addr = dst.ipv4.to_string();
-    let log = opts.dir.join("iperf-server.log");
-    let _server =
-        pisa_fabric::Process::spawn(f.ns(&dst.name), "iperf3", &["-s", "-1", "-B", &addr], &log)
-            .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
     let before = port_tx_packets(&f).expect("counters");
-    let out = f
-        .ns(&src.name)
-        .exec("iperf3", &["-c", &addr, "-n", "5M"])
-        .expect("iperf3");
+    let out = common::iperf3(&f, &opts.dir, src, dst, &["-n", "5M"]);
     assert!(out.status.success(), "{out:?}");
     let after = port_tx_packets(&f).expect("counters");
     let sent = |port: u16| {
@@ -54,6 +43,16 @@ fn one_flow_is_split_over_both_uplinks(program: &str, links: Links, tag: char) {
         (0.4..=0.6).contains(&share),
         "{program}: {a} / {b} is not a per-packet split"
     );
+    // Dropping the fabric removes everything, the link files included.
+    let name = opts.name.clone();
+    drop(f);
+    let left: Vec<String> = std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!("pisa-{name}-")))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
 }
 
 #[test]

@@ -10,8 +10,6 @@ use pipeline::fabric::topo::{
     GenProps, LinkProps, Topology, dbb as dbb_topology, fat_tree, leaf_spine,
 };
 use pipeline::program::dbb::{compile_balanced, compiler_links};
-use pipeline::sim::fabric::{Options, Sim};
-use pipeline::sim::flow::FlowSpec;
 use pipeline::sim::json::Json;
 
 mod common;
@@ -25,19 +23,10 @@ fn with_program(mut t: Topology, program: &str) -> Topology {
 }
 
 fn run(t: &Topology, ms: u64, flows: &[&str]) -> Json {
-    let mut opts = Options::new(ms * 1_000_000, 7);
-    for (i, f) in flows.iter().enumerate() {
-        opts.flows.push(FlowSpec::parse(f, i).unwrap());
-    }
-    Sim::new(t, opts).unwrap().run()
+    common::sim_run(t, ms, 7, flows)
 }
 
-fn flows(r: &Json) -> &[Json] {
-    match r.get("flows") {
-        Some(Json::A(f)) => f,
-        _ => panic!("no flows"),
-    }
-}
+use common::sim_flows as flows;
 
 /// Packets each switch port sent, for every switch-to-switch link (`switch:port`).
 fn link_tx(t: &Topology, r: &Json) -> BTreeMap<String, u64> {

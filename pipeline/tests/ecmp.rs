@@ -4,9 +4,9 @@
 
 use pipeline::fabric::topo::{LinkProps, Topology, leaf_spine};
 use pipeline::program::ecmp::{DEFAULT_GAP_US, dctcp_k};
-use pipeline::sim::fabric::{Options, Sim};
-use pipeline::sim::flow::FlowSpec;
 use pipeline::sim::json::Json;
+
+mod common;
 
 fn fabric(gap_us: Option<u64>) -> Topology {
     let host = LinkProps {
@@ -26,11 +26,7 @@ fn fabric(gap_us: Option<u64>) -> Topology {
 }
 
 fn run(t: &Topology, duration_ms: u64, flows: &[&str]) -> Json {
-    let mut opts = Options::new(duration_ms * 1_000_000, 7);
-    for (i, f) in flows.iter().enumerate() {
-        opts.flows.push(FlowSpec::parse(f, i).unwrap());
-    }
-    Sim::new(t, opts).unwrap().run()
+    common::sim_run(t, duration_ms, 7, flows)
 }
 
 fn num(j: &Json, path: &[&str]) -> u64 {

@@ -47,20 +47,7 @@ fn fat_tree4(program: &str) -> Topology {
     )
 }
 
-fn run(t: &Topology, ms: u64, seed: u64, flows: &[&str]) -> Json {
-    let mut opts = Options::new(ms * 1_000_000, seed);
-    for (i, f) in flows.iter().enumerate() {
-        opts.flows.push(FlowSpec::parse(f, i).unwrap());
-    }
-    Sim::new(t, opts).unwrap().run()
-}
-
-fn flows(r: &Json) -> &[Json] {
-    match r.get("flows") {
-        Some(Json::A(f)) => f,
-        _ => panic!("no flows"),
-    }
-}
+use common::{sim_flows as flows, sim_run as run};
 
 fn tx(r: &Json, sw: &str, port: u16, what: &str) -> u64 {
     num(r, &["switches", sw, "ports", &port.to_string(), what])

@@ -629,8 +629,10 @@ impl Fabric {
 
 impl Drop for Fabric {
     fn drop(&mut self) {
-        // Switches first (their guards send SIGTERM and wait), then the namespaces.
+        // Switches first (their guards send SIGTERM and wait), then the namespaces, then the
+        // shared-memory links (files, not namespaced).
         self.switches.clear();
         self.namespaces.clear();
+        remove_shm_links(&self.opts.name);
     }
 }

@@ -89,3 +89,23 @@ impl Drop for Cleanup {
         teardown(&self.0);
     }
 }
+
+/// Runs `iperf3 -c DST ARGS` in host `src`'s namespace against a one-shot server in `dst`'s
+/// (its log in `dir`); the client's output.
+pub(crate) fn iperf3(
+    f: &Fabric,
+    dir: &Path,
+    src: &pisa_fabric::fabric::topo::Host,
+    dst: &pisa_fabric::fabric::topo::Host,
+    args: &[&str],
+) -> std::process::Output {
+    let addr = dst.ipv4.to_string();
+    let log = dir.join(format!("iperf-server-{}.log", dst.name));
+    let _server =
+        pisa_fabric::Process::spawn(f.ns(&dst.name), "iperf3", &["-s", "-1", "-B", &addr], &log)
+            .expect("iperf3 server");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut a = vec!["-c", addr.as_str()];
+    a.extend_from_slice(args);
+    f.ns(&src.name).exec("iperf3", &a).expect("iperf3 client")
+}

@@ -296,3 +296,27 @@ pub(crate) fn planned(
     let sw = pipeline::sim::SimSwitch::new(pipe.clone());
     (pipe, sw)
 }
+
+/// Runs `pisa-sim` on `t` for `ms` milliseconds of virtual time with seed `seed` and the flows
+/// of `specs` (the `FlowSpec` text of `pisa-sim --flow`); its JSON report.
+pub(crate) fn sim_run(
+    t: &pipeline::fabric::topo::Topology,
+    ms: u64,
+    seed: u64,
+    specs: &[&str],
+) -> pipeline::sim::json::Json {
+    let mut opts = pipeline::sim::fabric::Options::new(ms * 1_000_000, seed);
+    for (i, f) in specs.iter().enumerate() {
+        opts.flows
+            .push(pipeline::sim::flow::FlowSpec::parse(f, i).unwrap());
+    }
+    pipeline::sim::fabric::Sim::new(t, opts).unwrap().run()
+}
+
+/// The `flows` array of a `pisa-sim` report.
+pub(crate) fn sim_flows(r: &pipeline::sim::json::Json) -> &[pipeline::sim::json::Json] {
+    match r.get("flows") {
+        Some(pipeline::sim::json::Json::A(f)) => f,
+        _ => panic!("no flows in the report"),
+    }
+}
