@@ -6,9 +6,15 @@
 //! - `rtt_us`, the median: the plans' RTT-derived defaults use it (P4TE's rate-control bytes);
 //! - `flowlet_gap_us` [I], for every scheme alike (seed-spec E2: "All use flowlets", one gap):
 //!   P4TE's rule, 40/70 of the RTT (its App. A.1: 40 ms at 70 ms), but at least the spread of
-//!   the replies (p90 minus min). A gap must exceed the delay difference between parallel paths
-//!   (baselines.md (a)); on an idle software fabric that difference is the scheduling jitter,
-//!   which here exceeds 40/70 of the RTT.
+//!   the replies (p90 minus min) plus the standing queues of a loaded path. A gap must exceed
+//!   the delay difference between parallel paths (baselines.md (a)). On an idle software fabric
+//!   that difference is the scheduling jitter; under load it is the queues, which DCTCP holds
+//!   near the marking threshold K: so the gap adds K full frames at each egress port of the
+//!   timed path, at that port's rate (K by the rule the `ecmp` plan uses). Counting every port
+//!   of the path, shared ones included, is conservative on purpose: DCTCP's queues overshoot K.
+//!   On the 4x4 leaf-spine with 50 Mb/s uplinks this gives about 2.9 ms, where the measured gap
+//!   sweep (docs/experiments.md) found 1 ms reordering about 25 times per flow and 3 ms about
+//!   once.
 //!
 //! Both go to `DIR/calibration` so that a resumed experiment uses the same values.
 //! `--set rtt_us=N` or `--set flowlet_gap_us=N` replaces the measured value.
@@ -39,15 +45,15 @@ pub(super) struct Calibration {
 }
 
 impl Calibration {
-    /// From reply times, µs (at least one).
-    pub(super) fn from_times(mut times: Vec<f64>) -> Calibration {
+    /// From reply times, µs (at least one), and the timed path's standing queues, µs.
+    pub(super) fn from_times(mut times: Vec<f64>, queues_us: u64) -> Calibration {
         times.sort_by(f64::total_cmp);
         let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
         let rtt_us = at(0.5).round().max(1.0) as u64;
         let spread = (at(0.9) - at(0.0)).round().max(0.0) as u64;
         Calibration {
             rtt_us,
-            gap_us: (rtt_us * 40 / 70).max(spread).max(1),
+            gap_us: (rtt_us * 40 / 70).max(spread + queues_us).max(1),
         }
     }
 
@@ -65,6 +71,39 @@ impl Calibration {
             gap_us: get("flowlet_gap_us ")?,
         })
     }
+}
+
+/// Full frames' worth of standing queue per port: the DCTCP marking threshold K of the port's
+/// rate, in 1514-byte frames, as time at that rate (µs), summed over the switch egress ports on
+/// one shortest path from host `from` to host `to` (indices into `t.hosts`).
+pub(super) fn standing_queues_us(t: &Topology, from: usize, to: usize) -> u64 {
+    let hops = crate::fabric::plan::next_hops(t);
+    let ports = t.ports();
+    let Some((mut at, _)) = t.host_attachment(&t.hosts[from].name) else {
+        return 0;
+    };
+    let mut total = 0u64;
+    for _ in 0..t.switches.len() {
+        let Some(port) = hops.get(at).and_then(|h| {
+            h.iter()
+                .find(|(host, _)| *host == to)
+                .and_then(|(_, ps)| ps.first().copied())
+        }) else {
+            break;
+        };
+        let Some((end, props)) = ports.get(at).and_then(|p| p.get(&port)) else {
+            break;
+        };
+        if props.rate_bps > 0 {
+            let k = pipeline::program::ecmp::dctcp_k(props.rate_bps);
+            total += k * 1514 * 8 * 1_000_000 / props.rate_bps;
+        }
+        match end {
+            crate::fabric::topo::End::Switch(next, _) => at = next.as_str(),
+            crate::fabric::topo::End::Host(_) => break,
+        }
+    }
+    total
 }
 
 /// The calibration of `e`: `DIR/calibration` if a run stored one, else measured (and stored).
@@ -87,13 +126,14 @@ pub(super) fn calibrate(
     // The first host, and the last host attached to another switch (in a leaf-spine or
     // fat-tree as far as any).
     let first = topo.hosts.first().ok_or("the topology has no hosts")?;
+    let first_index = 0;
     let at = topo.host_attachment(&first.name).map(|a| a.0.to_string());
-    let other = topo
+    let other_index = topo
         .hosts
         .iter()
-        .rev()
-        .find(|h| topo.host_attachment(&h.name).map(|a| a.0.to_string()) != at)
+        .rposition(|h| topo.host_attachment(&h.name).map(|a| a.0.to_string()) != at)
         .ok_or("every host is on one switch: no path across the fabric to time")?;
+    let other = &topo.hosts[other_index];
     let opts = Options {
         name: e.name.clone(),
         io: "af-xdp".into(),
@@ -125,10 +165,11 @@ pub(super) fn calibrate(
     let (lo, hi) = times
         .iter()
         .fold((f64::MAX, 0.0f64), |(a, b), &t| (a.min(t), b.max(t)));
-    let c = Calibration::from_times(times);
+    let queues_us = standing_queues_us(&topo, first_index, other_index);
+    let c = Calibration::from_times(times, queues_us);
     eprintln!(
-        "experiment: base RTT {} us (median; min {lo:.0} us, max {hi:.0} us); calibrated flowlet \
-         gap {} us",
+        "experiment: base RTT {} us (median; min {lo:.0} us, max {hi:.0} us); standing queues of \
+         the path {queues_us} us; calibrated flowlet gap {} us",
         c.rtt_us, c.gap_us
     );
     std::fs::write(&stored, c.text()).map_err(|err| err.to_string())?;
@@ -150,9 +191,32 @@ mod tests {
     }
 
     #[test]
-    fn the_gap_is_40_70_of_the_rtt_or_the_spread_of_the_replies() {
-        // Steady replies: P4TE's rule.
-        let c = Calibration::from_times(vec![700.0; 50]);
+    fn the_standing_queues_are_k_frames_at_each_port_of_the_path() {
+        use crate::fabric::topo::{LinkProps, leaf_spine};
+        // 4x4 leaf-spine, 4 hosts per leaf at 100 Mb/s, 2:1: uplinks at 50 Mb/s.
+        let host = LinkProps {
+            rate_bps: 100_000_000,
+            delay_us: 0,
+            buffer: 256,
+        };
+        let t = leaf_spine(4, 4, 4, 2.0, host);
+        // h1 -> h16: leaf uplink (50 Mb/s, K 4), spine downlink (50 Mb/s, K 4), host port
+        // (100 Mb/s, K 6): 968 + 968 + 726 us.
+        let k50 = pipeline::program::ecmp::dctcp_k(50_000_000);
+        let k100 = pipeline::program::ecmp::dctcp_k(100_000_000);
+        assert_eq!((k50, k100), (4, 6));
+        let want =
+            2 * (4 * 1514 * 8 * 1_000_000 / 50_000_000) + 6 * 1514 * 8 * 1_000_000 / 100_000_000;
+        assert_eq!(standing_queues_us(&t, 0, 15), want);
+        assert_eq!(want, 2662);
+        // Two hosts of one leaf: the host port only.
+        assert_eq!(standing_queues_us(&t, 0, 1), 726);
+    }
+
+    #[test]
+    fn the_gap_is_40_70_of_the_rtt_or_the_spread_of_the_replies_plus_the_queues() {
+        // Steady replies and no queues: P4TE's rule.
+        let c = Calibration::from_times(vec![700.0; 50], 0);
         assert_eq!(
             c,
             Calibration {
@@ -163,9 +227,11 @@ mod tests {
         // Jittery replies: 16% of them 3 ms late; the spread wins.
         let mut t = vec![400.0; 42];
         t.extend([3400.0; 8]);
-        let c = Calibration::from_times(t);
+        let c = Calibration::from_times(t.clone(), 0);
         assert_eq!(c.rtt_us, 400);
         assert_eq!(c.gap_us, 3000);
+        // A loaded path's queues add to the spread.
+        assert_eq!(Calibration::from_times(t, 2664).gap_us, 5664);
         assert_eq!(Calibration::parse(&c.text()), Some(c));
         assert_eq!(Calibration::parse("rtt_us 5\n"), None);
     }
