@@ -131,7 +131,20 @@ fn check_fabric_record(e: &Experiment) -> Result<(), String> {
             record.trim().replace('\n', ", ")
         )),
         Ok(_) => Ok(()),
-        Err(_) => std::fs::write(&path, record).map_err(|err| format!("{}: {err}", path.display())),
+        Err(_) => {
+            // Points from before the record existed were measured on an unknown fabric.
+            let measured = std::fs::read_dir(e.out.join("points"))
+                .map(|d| d.flatten().any(|p| p.path().join("done").exists()))
+                .unwrap_or(false);
+            if measured {
+                return Err(format!(
+                    "{}: finished points but no record of their fabric ({}); use another --out",
+                    e.out.display(),
+                    path.display()
+                ));
+            }
+            std::fs::write(&path, record).map_err(|err| format!("{}: {err}", path.display()))
+        }
     }
 }
 
@@ -731,6 +744,30 @@ mod tests {
                 ..LinkProps::default()
             },
         )
+    }
+
+    #[test]
+    fn a_sweep_resumes_only_on_the_fabric_its_points_were_measured_on() {
+        let dir = std::env::temp_dir().join(format!("pisa-record-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("points").join("p1")).unwrap();
+        let mut e = exp(ls());
+        e.out = dir.clone();
+        // A fresh directory takes this run's record; the same fabric resumes.
+        check_fabric_record(&e).unwrap();
+        check_fabric_record(&e).unwrap();
+        // Another kind of link does not.
+        e.links = crate::fabric::Links::Shm;
+        let err = check_fabric_record(&e).unwrap_err();
+        assert!(
+            err.contains("links=veth") && err.contains("links=shm"),
+            "{err}"
+        );
+        // Finished points without a record are of an unknown fabric.
+        std::fs::remove_file(dir.join("fabric")).unwrap();
+        std::fs::write(dir.join("points").join("p1").join("done"), "").unwrap();
+        assert!(check_fabric_record(&e).unwrap_err().contains("no record"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
