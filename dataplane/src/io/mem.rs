@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use crossbeam::channel::{Receiver, Sender, unbounded};
 
-use super::Frame;
-use crate::pool::{HEADROOM, LocalCache, Pool};
+use super::{CopyIn, Frame, copy_in};
+use crate::pool::{LocalCache, Pool};
 
 /// The switch's side of an in-memory port.
 #[derive(Debug)]
@@ -103,20 +103,14 @@ impl MemPort {
         let (mut got, mut oversize) = (0, 0);
         while got < max {
             let Ok(bytes) = self.rx.try_recv() else { break };
-            if bytes.len() > pool.buf_size() - HEADROOM {
-                oversize += 1;
-                continue;
+            match copy_in(pool, cache, &bytes) {
+                Ok(f) => {
+                    out.push(f);
+                    got += 1;
+                }
+                Err(CopyIn::TooLong) => oversize += 1,
+                Err(CopyIn::NoBuffer) => break,
             }
-            let Some(mut b) = cache.alloc(pool) else {
-                break;
-            };
-            pool.bytes_mut(&mut b)[HEADROOM..HEADROOM + bytes.len()].copy_from_slice(&bytes);
-            out.push(Frame {
-                buf: b,
-                start: HEADROOM,
-                len: bytes.len(),
-            });
-            got += 1;
         }
         if !self.rx.is_empty() {
             signal(&self.event);

@@ -10,10 +10,35 @@ pub mod packet;
 pub mod shm;
 pub mod xdp;
 
-use crate::pool::Buf;
+use crate::pool::{Buf, HEADROOM, LocalCache, Pool};
 
 /// A frame in a pool buffer: `bytes[start..start + len]`.
 pub type Frame = pipeline::driver::Pkt<Buf>;
 
 /// Largest batch a port moves per call.
 pub const BATCH: usize = 32;
+
+/// Why [`copy_in`] made no frame.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum CopyIn {
+    /// Longer than a buffer carries after its headroom.
+    TooLong,
+    /// The pool has no free buffer.
+    NoBuffer,
+}
+
+/// Copies `bytes` into a fresh pool buffer after its headroom: how a frame that is not already
+/// in the pool (an in-memory or shared-memory link, a packet-out) enters it.
+pub(crate) fn copy_in(pool: &Pool, cache: &mut LocalCache, bytes: &[u8]) -> Result<Frame, CopyIn> {
+    let len = bytes.len();
+    if len > pool.buf_size() - HEADROOM {
+        return Err(CopyIn::TooLong);
+    }
+    let mut b = cache.alloc(pool).ok_or(CopyIn::NoBuffer)?;
+    pool.bytes_mut(&mut b)[HEADROOM..HEADROOM + len].copy_from_slice(bytes);
+    Ok(Frame {
+        buf: b,
+        start: HEADROOM,
+        len,
+    })
+}

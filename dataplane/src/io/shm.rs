@@ -42,8 +42,8 @@ use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 
-use super::Frame;
-use crate::pool::{HEADROOM, LocalCache, Pool};
+use super::{CopyIn, Frame, copy_in};
+use crate::pool::{LocalCache, Pool};
 
 /// Slots per ring (a power of two).
 pub const SLOTS: u32 = 1024;
@@ -114,7 +114,7 @@ pub fn parse_spec(s: &str) -> Option<Result<(PathBuf, Side), String>> {
 }
 
 /// The doorbell FIFO of `side` of the link in `path`.
-pub fn doorbell_path(path: &Path, side: Side) -> PathBuf {
+fn doorbell_path(path: &Path, side: Side) -> PathBuf {
     let mut p = path.as_os_str().to_owned();
     p.push(".");
     p.push(side.suffix());
@@ -238,13 +238,10 @@ impl Drop for Flock<'_> {
 pub struct ShmPort {
     map: Mapping,
     side: Side,
-    path: PathBuf,
     /// This side's doorbell (read when woken; polled).
     bell: File,
     /// The peer's doorbell (written to wake it).
     peer_bell: File,
-    /// Frames skipped because the peer published a producer index more than a ring ahead.
-    corrupt: u64,
 }
 
 impl ShmPort {
@@ -300,24 +297,12 @@ impl ShmPort {
             peer_bell: open_fifo(&doorbell_path(path, side.peer()))?,
             map,
             side,
-            path: path.to_path_buf(),
-            corrupt: 0,
         })
-    }
-
-    /// The link file.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// The descriptor that becomes readable when the peer rings this side's doorbell.
     pub fn fd(&self) -> RawFd {
         self.bell.as_raw_fd()
-    }
-
-    /// Frames skipped because the peer's producer index was out of range.
-    pub fn corrupt(&self) -> u64 {
-        self.corrupt
     }
 
     /// Frames waiting to be received.
@@ -328,8 +313,9 @@ impl ShmPort {
         prod.wrapping_sub(cons).min(SLOTS)
     }
 
-    /// Moves up to `max` waiting frames into pool buffers. Returns (received, dropped because
-    /// longer than a slot or a buffer can carry).
+    /// Moves up to `max` waiting frames into pool buffers. Returns (received, dropped: longer
+    /// than a slot or a buffer can carry, or skipped because the peer published a producer index
+    /// more than a ring ahead).
     pub fn recv(
         &mut self,
         pool: &Pool,
@@ -345,12 +331,10 @@ impl ShmPort {
         if avail > SLOTS {
             // Not something a correct peer publishes: skip to its index rather than read slots
             // it may be writing.
-            self.corrupt += u64::from(avail);
             self.map.u32_at(c + CONS).store(prod, Ordering::Release);
-            return (0, 0);
+            return (0, avail as usize);
         }
         let (mut got, mut bad) = (0, 0);
-        let room = pool.buf_size() - HEADROOM;
         while avail > 0 && got < max {
             let slot = self.map.slot(ring, cons);
             let mut len_bytes = [0u8; 4];
@@ -359,21 +343,20 @@ impl ShmPort {
             // 4 bytes from its start lie inside the slot.
             unsafe { std::ptr::copy_nonoverlapping(slot, len_bytes.as_mut_ptr(), 4) };
             let len = u32::from_ne_bytes(len_bytes) as usize;
-            if len > MAX_FRAME || len > room {
+            if len > MAX_FRAME {
                 bad += 1;
-            } else if let Some(mut b) = cache.alloc(pool) {
-                let dst = &mut pool.bytes_mut(&mut b)[HEADROOM..HEADROOM + len];
-                // SAFETY: as above; `len <= MAX_FRAME`, so `slot + 8 .. slot + 8 + len` lies
-                // inside the slot, and `dst` is a distinct buffer of exactly `len` bytes.
-                unsafe { std::ptr::copy_nonoverlapping(slot.add(8), dst.as_mut_ptr(), len) };
-                out.push(Frame {
-                    buf: b,
-                    start: HEADROOM,
-                    len,
-                });
-                got += 1;
             } else {
-                break; // pool exhausted: leave the rest in the ring
+                // SAFETY: as above; `len <= MAX_FRAME`, so `slot + 8 .. slot + 8 + len` lies
+                // inside the slot, which nothing writes while this borrow lives.
+                let frame = unsafe { std::slice::from_raw_parts(slot.add(8), len) };
+                match copy_in(pool, cache, frame) {
+                    Ok(f) => {
+                        out.push(f);
+                        got += 1;
+                    }
+                    Err(CopyIn::TooLong) => bad += 1,
+                    Err(CopyIn::NoBuffer) => break, // leave the rest in the ring
+                }
             }
             cons = cons.wrapping_add(1);
             avail -= 1;
@@ -455,13 +438,6 @@ impl ShmPort {
             while matches!((&self.bell).read(&mut buf), Ok(n) if n > 0) {}
         }
     }
-}
-
-/// Removes a link file and its two doorbells (missing ones are fine).
-pub fn remove(path: &Path) {
-    let _ = std::fs::remove_file(path);
-    let _ = std::fs::remove_file(doorbell_path(path, Side::A));
-    let _ = std::fs::remove_file(doorbell_path(path, Side::B));
 }
 
 #[cfg(test)]

@@ -48,7 +48,7 @@ use crate::io::mem::MemPort;
 use crate::io::packet::PacketPort;
 use crate::io::shm::ShmPort;
 use crate::io::xdp::{XdpPort, XdpSpec};
-use crate::io::{BATCH, Frame};
+use crate::io::{BATCH, CopyIn, Frame, copy_in};
 use crate::pktgen::{self, Pktgen, Schedule};
 use crate::pool::{Buf, CACHE_MAX, HEADROOM, LocalCache, Pool};
 

@@ -158,22 +158,15 @@ impl WorkerLoop {
                     busy = true;
                     // `CpuPort::send` refuses what a buffer cannot carry; a frame that got
                     // here anyway is dropped and counted, never cut.
-                    let len = bytes.len();
-                    if len > sh.pool.buf_size() - HEADROOM {
-                        sh.packet_out_too_long.fetch_add(1, Ordering::Relaxed);
-                        continue;
-                    }
-                    if let Some(mut b) = self.cache.alloc(&sh.pool) {
-                        sh.pool.bytes_mut(&mut b)[HEADROOM..HEADROOM + len].copy_from_slice(&bytes);
-                        let md = StdMeta::new(cpu_port, len, now);
-                        self.driver.inject(
-                            Frame {
-                                buf: b,
-                                start: HEADROOM,
-                                len,
-                            },
-                            md,
-                        );
+                    match copy_in(&sh.pool, &mut self.cache, &bytes) {
+                        Ok(f) => {
+                            let md = StdMeta::new(cpu_port, f.len, now);
+                            self.driver.inject(f, md);
+                        }
+                        Err(CopyIn::TooLong) => {
+                            sh.packet_out_too_long.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(CopyIn::NoBuffer) => {}
                     }
                 }
             }
