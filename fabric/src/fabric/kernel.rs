@@ -51,12 +51,7 @@ pub struct RouterConfig {
 
 /// The configuration of router `name` of `t` (a switch of `t`).
 pub fn router_config(t: &Topology, name: &str) -> Result<RouterConfig, String> {
-    let index: BTreeMap<&str, usize> = t
-        .switches
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.name.as_str(), i))
-        .collect();
+    let index = t.switch_indices();
     let me = *index.get(name).ok_or_else(|| format!("no switch {name}"))?;
     let all_ports = t.ports();
     let ports = all_ports

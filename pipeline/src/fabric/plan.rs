@@ -143,12 +143,7 @@ pub fn next_hops(t: &Topology) -> BTreeMap<String, Vec<(usize, BTreeSet<u16>)>> 
 /// switch to its port, elsewhere to every neighbour one hop closer (a group when there are
 /// several).
 pub fn plan(t: &Topology) -> BTreeMap<String, SwitchPlan> {
-    let switch_index: HashMap<&str, usize> = t
-        .switches
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.name.as_str(), i))
-        .collect();
+    let switch_index = t.switch_indices();
     let hops = next_hops(t);
     let mut out = BTreeMap::new();
     for sw in &t.switches {

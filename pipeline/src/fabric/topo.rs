@@ -426,6 +426,25 @@ impl Topology {
         })
     }
 
+    /// Each switch's index in `switches` (its MAC, management address and simulator slot
+    /// follow from it), by name.
+    pub fn switch_indices(&self) -> BTreeMap<&str, usize> {
+        self.switches
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.name.as_str(), i))
+            .collect()
+    }
+
+    /// Each host's index in `hosts`, by name.
+    pub fn host_indices(&self) -> BTreeMap<&str, usize> {
+        self.hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (h.name.as_str(), i))
+            .collect()
+    }
+
     /// The switch a host hangs off, and the port.
     pub fn host_attachment(&self, host: &str) -> Option<(&str, u16)> {
         self.links.iter().find_map(|l| match (&l.a, &l.b) {

@@ -291,18 +291,8 @@ impl Sim {
             ));
         }
         let plans = fabric_plan(t)?;
-        let index: BTreeMap<&str, usize> = t
-            .switches
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (s.name.as_str(), i))
-            .collect();
-        let host_index: BTreeMap<&str, usize> = t
-            .hosts
-            .iter()
-            .enumerate()
-            .map(|(i, h)| (h.name.as_str(), i))
-            .collect();
+        let index = t.switch_indices();
+        let host_index = t.host_indices();
         let all_ports = t.ports();
         let nports = 1usize << crate::metadata::PORT_BITS;
         let mut switches = Vec::new();
