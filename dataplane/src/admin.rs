@@ -7,6 +7,7 @@
 //! set_port_rate <bits/s> [<port>]         set_port_delay <us> [<port>]
 //! set_ecn_threshold <packets> [<port>]    show_ports | show_drops | show_queues <port>
 //! set_pfc on|off [<port>]                 (honour received PAUSE/PFC frames)
+//! set_pfc_xoff <packets> [<port>]         (send PFC as an ingress port; 0: off)
 //! register_read <register> <index>        counter_read <counter> <index>
 //! pktgen_set <app> <period_us> <batches> <packets> header|raw <template hex>
 //! pktgen_enable <app>    pktgen_disable <app>    show_pktgen

@@ -143,6 +143,7 @@ fn port_config(b: &mut Bytes<'_>) -> PortConfig {
         delay_ns: u64::from(b.u32() % 2_000_000),
         link_bps: 1 + u64::from(b.u32()) * 100,
         pfc: b.flag(),
+        pfc_xoff: b.flag().then(|| u32::from(b.u8() % 32 + 1)),
     }
 }
 

@@ -270,6 +270,7 @@ fn run(args: Args) -> Result<(), String> {
         delay_ns: args.port_delay_us * 1000,
         link_bps: args.port_rate.unwrap_or(10_000_000_000),
         pfc: args.pfc,
+        pfc_xoff: None,
     };
     let shared_buffer = args.shared_buffer.map(|total_bytes| SharedBuffer {
         total_bytes,

@@ -65,8 +65,14 @@ pub struct PortConfig {
     /// Link speed for PFC quanta (512 bit times each), bits/s.
     pub link_bps: u64,
     /// Honour received PAUSE/PFC frames (they are consumed and counted either way). Always on
-    /// in a TM whose shared buffer has PFC thresholds: a switch that sends PFC obeys it.
+    /// in a TM whose shared buffer has PFC thresholds, or on a port with `pfc_xoff`: a switch
+    /// that sends PFC obeys it.
     pub pfc: bool,
+    /// PFC on this port as an ingress port, in packets: pause the upstream's class when the
+    /// switch holds this many packets of that class that arrived here (in any egress queue),
+    /// resume when it holds fewer (P4QCN's Q_PFC, docs/p4qcn.md). Independent of the shared
+    /// buffer's byte thresholds; use one or the other.
+    pub pfc_xoff: Option<u32>,
 }
 
 impl Default for PortConfig {
@@ -80,6 +86,7 @@ impl Default for PortConfig {
             delay_ns: 0,
             link_bps: 10_000_000_000,
             pfc: false,
+            pfc_xoff: None,
         }
     }
 }
@@ -143,6 +150,8 @@ struct Limits {
     delay_ns: AtomicU64,
     link_bps: AtomicU64,
     pfc: AtomicBool,
+    /// 0: no packet threshold.
+    pfc_xoff_packets: AtomicU32,
 }
 
 #[derive(Debug)]
@@ -153,6 +162,9 @@ struct Port<B> {
     paused_until: [AtomicU64; QUEUES],
     /// Shared buffer: bytes this port has in the pool as an ingress port, per class.
     ingress_bytes: [AtomicU64; QUEUES],
+    /// Packets that arrived on this port and sit in some egress queue, per class (counted once
+    /// any port has a packet threshold, [`PortConfig::pfc_xoff`]).
+    ingress_packets: [AtomicU32; QUEUES],
     /// PFC this port should send (as an ingress port): bit c = class c is in XOFF.
     pfc_state: AtomicU8,
     /// `pfc_state` changed and a frame should go out.
@@ -200,6 +212,9 @@ pub struct TrafficManager<B> {
     pool_bytes: AtomicU64,
     /// Packets one port may hold in its queues and delay line together (u32::MAX: no cap).
     port_buffers: AtomicU32,
+    /// Count `ingress_packets` (set for good once a port gets a packet PFC threshold, so the
+    /// fast path of switches without one skips it).
+    count_ingress: AtomicBool,
 }
 
 const NANO: u128 = 1_000_000_000;
@@ -234,9 +249,11 @@ impl<B> TrafficManager<B> {
                     delay_ns: AtomicU64::new(0),
                     link_bps: AtomicU64::new(0),
                     pfc: AtomicBool::new(false),
+                    pfc_xoff_packets: AtomicU32::new(0),
                 },
                 paused_until: std::array::from_fn(|_| AtomicU64::new(0)),
                 ingress_bytes: std::array::from_fn(|_| AtomicU64::new(0)),
+                ingress_packets: std::array::from_fn(|_| AtomicU32::new(0)),
                 pfc_state: AtomicU8::new(0),
                 pfc_dirty: AtomicBool::new(false),
                 occupied: AtomicU8::new(0),
@@ -248,6 +265,7 @@ impl<B> TrafficManager<B> {
             shared,
             pool_bytes: AtomicU64::new(0),
             port_buffers: AtomicU32::new(u32::MAX),
+            count_ingress: AtomicBool::new(false),
         };
         for p in 0..tm.ports.len() {
             tm.configure(p as PortId, config);
@@ -281,6 +299,11 @@ impl<B> TrafficManager<B> {
         l.delay_ns.store(c.delay_ns, Ordering::Relaxed);
         l.link_bps.store(c.link_bps.max(1), Ordering::Relaxed);
         l.pfc.store(c.pfc, Ordering::Relaxed);
+        l.pfc_xoff_packets
+            .store(c.pfc_xoff.unwrap_or(0), Ordering::Relaxed);
+        if c.pfc_xoff.is_some() {
+            self.count_ingress.store(true, Ordering::Release);
+        }
         true
     }
 
@@ -340,6 +363,7 @@ impl<B> TrafficManager<B> {
             delay_ns: l.delay_ns.load(Ordering::Relaxed),
             link_bps: l.link_bps.load(Ordering::Relaxed),
             pfc: l.pfc.load(Ordering::Relaxed),
+            pfc_xoff: Some(l.pfc_xoff_packets.load(Ordering::Relaxed)).filter(|&x| x != 0),
         })
     }
 
@@ -419,6 +443,17 @@ impl<B> TrafficManager<B> {
                 }
             }
         }
+        if self.count_ingress.load(Ordering::Relaxed)
+            && let Some(ing) = self.ports.get(usize::from(pkt.meta.ingress_port))
+        {
+            let occ = ing.ingress_packets[qid].fetch_add(1, Ordering::AcqRel) + 1;
+            let xoff = ing.limits.pfc_xoff_packets.load(Ordering::Relaxed);
+            let bit = 1u8 << qid;
+            if xoff != 0 && occ >= xoff && ing.pfc_state.fetch_or(bit, Ordering::AcqRel) & bit == 0
+            {
+                ing.pfc_dirty.store(true, Ordering::Release);
+            }
+        }
         let mark_ecn = depth >= l.ecn_threshold.load(Ordering::Relaxed);
         if mark_ecn {
             q.marked.fetch_add(1, Ordering::Relaxed);
@@ -486,6 +521,7 @@ impl<B> TrafficManager<B> {
                     }
                     let left_bytes = q.bytes.fetch_sub(len, Ordering::AcqRel) - len;
                     self.release_shared(pkt.meta.ingress_port, qid, len);
+                    self.release_ingress(pkt.meta.ingress_port, qid);
                     pkt.meta.deq_qdepth = left;
                     pkt.meta.deq_qdepth_bytes = u32::try_from(left_bytes).unwrap_or(u32::MAX);
                     pkt.meta.deq_timedelta = now_ns.saturating_sub(pkt.meta.enq_timestamp);
@@ -556,11 +592,49 @@ impl<B> TrafficManager<B> {
         }
     }
 
+    /// A packet that arrived on `ingress` left its egress queue: the packet PFC threshold's
+    /// accounting, and XON once fewer than the threshold remain (no hysteresis: the paper
+    /// resumes "once the queue is back under the threshold", A-QCN-9).
+    fn release_ingress(&self, ingress: PortId, qid: usize) {
+        if !self.count_ingress.load(Ordering::Relaxed) {
+            return;
+        }
+        let Some(ing) = self.ports.get(usize::from(ingress)) else {
+            return;
+        };
+        // Saturating: packets queued before counting began were never counted.
+        let occ =
+            match ing.ingress_packets[qid]
+                .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| v.checked_sub(1))
+            {
+                Ok(prev) => prev - 1,
+                Err(_) => 0,
+            };
+        let xoff = ing.limits.pfc_xoff_packets.load(Ordering::Relaxed);
+        let bit = 1u8 << qid;
+        if (xoff == 0 || occ < xoff)
+            && self.shared.is_none_or(|s| s.xoff_bytes.is_none())
+            && ing.pfc_state.load(Ordering::Acquire) & bit != 0
+        {
+            ing.pfc_state.fetch_and(!bit, Ordering::AcqRel);
+            ing.pfc_dirty.store(true, Ordering::Release);
+        }
+    }
+
+    /// Packets of class `qid` that arrived on `port` and are queued in the switch (counted once
+    /// some port has a packet PFC threshold).
+    pub fn ingress_packets(&self, port: PortId, qid: usize) -> u32 {
+        self.ports
+            .get(usize::from(port))
+            .and_then(|p| p.ingress_packets.get(qid))
+            .map_or(0, |c| c.load(Ordering::Acquire))
+    }
+
     /// A PFC frame `port` should send now (as an ingress port that is congesting the pool), as
     /// (class enable vector, per-class quanta), or None. XOFF classes carry the configured pause
     /// time, XON classes 0. The owner of `port` calls this and transmits the frame first.
     pub fn pfc_to_send(&self, port: PortId) -> Option<(u16, [u16; 8])> {
-        let sb = self.shared.as_ref()?;
+        let pause_quanta = self.pause_quanta();
         let p = self.ports.get(usize::from(port))?;
         if !p.pfc_dirty.swap(false, Ordering::AcqRel) {
             return None;
@@ -569,7 +643,7 @@ impl<B> TrafficManager<B> {
         let mut quanta = [0u16; 8];
         for (c, q) in quanta.iter_mut().enumerate() {
             if state & (1 << c) != 0 {
-                *q = sb.pause_quanta;
+                *q = pause_quanta;
             }
         }
         // Every class is named: paused ones with their time, the others resume.
@@ -622,7 +696,7 @@ impl<B> TrafficManager<B> {
     /// Whether `port` has a PFC frame waiting to be sent (its owner should be woken).
     #[inline]
     pub fn pfc_pending(&self, port: PortId) -> bool {
-        self.shared.is_some()
+        (self.shared.is_some() || self.count_ingress.load(Ordering::Relaxed))
             && self
                 .ports
                 .get(usize::from(port))
@@ -653,6 +727,7 @@ impl<B> TrafficManager<B> {
     pub fn pfc_enabled(&self, port: PortId) -> bool {
         self.ports.get(usize::from(port)).is_some_and(|p| {
             p.limits.pfc.load(Ordering::Relaxed)
+                || p.limits.pfc_xoff_packets.load(Ordering::Relaxed) != 0
                 || self.shared.is_some_and(|s| s.xoff_bytes.is_some())
         })
     }

@@ -10,11 +10,12 @@ use crate::metadata::PortId;
 /// ```text
 /// set_queue_depth <packets> [<port>]      set_queue_rate <pps> [<port>]
 /// set_port_rate <bits/s> [<port>]         set_port_delay <us> [<port>]
-/// set_ecn_threshold <packets> [<port>]
+/// set_ecn_threshold <packets> [<port>]   set_pfc on|off [<port>]
+/// set_pfc_xoff <packets> [<port>]
 /// ```
 ///
 /// Without `<port>` a setting applies to every data port. A rate of 0 removes shaping; an ECN
-/// threshold of 0 turns marking off.
+/// threshold of 0 turns marking off, and so does a PFC threshold of 0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Setting {
     /// Queue depth limit, packets.
@@ -29,6 +30,8 @@ pub enum Setting {
     EcnThreshold(u32),
     /// Honour received PAUSE/PFC frames.
     Pfc(bool),
+    /// PFC as an ingress port: pause the upstream at this many queued packets from the port.
+    PfcXoff(u32),
 }
 
 /// Longest propagation delay a port accepts (10 s), so `now + delay` cannot overflow.
@@ -53,6 +56,7 @@ impl Setting {
                     .ok_or_else(|| format!("delay {us} us: at most {} us", MAX_DELAY_NS / 1000))
             }),
             "set_ecn_threshold" => arg(args, 0, "threshold").map(Setting::EcnThreshold),
+            "set_pfc_xoff" => arg(args, 0, "threshold (packets)").map(Setting::PfcXoff),
             "set_pfc" => match args.first().map(String::as_str) {
                 Some("on") => Ok(Setting::Pfc(true)),
                 Some("off") => Ok(Setting::Pfc(false)),
@@ -95,6 +99,7 @@ impl Setting {
             Setting::PortDelay(ns) => c.delay_ns = ns.min(MAX_DELAY_NS),
             Setting::EcnThreshold(n) => c.ecn_threshold = (n != 0).then_some(n),
             Setting::Pfc(on) => c.pfc = on,
+            Setting::PfcXoff(n) => c.pfc_xoff = (n != 0).then_some(n),
         }
     }
 }

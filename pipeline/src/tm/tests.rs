@@ -288,3 +288,44 @@ fn a_port_holds_at_most_its_buffer_share_across_queues() {
     // The other port is not affected.
     assert!(tm.enqueue(0, pkt(100, 0, 0), 0).is_ok());
 }
+
+#[test]
+fn a_packet_pfc_threshold_pauses_its_ingress_port_and_resumes_under_it() {
+    let tm = TrafficManager::new(3, PortConfig::default(), None);
+    assert!(!tm.pfc_enabled(1));
+    // Ingress port 1 gets Q_PFC = 3 (the setting, as a plan or the admin socket writes it).
+    let mut c = tm.config(1).unwrap();
+    Setting::PfcXoff(3).apply(&mut c);
+    tm.configure(1, c);
+    assert_eq!(tm.config(1).unwrap().pfc_xoff, Some(3));
+    assert!(tm.pfc_enabled(1), "a port that sends PFC obeys it");
+    // Two egress ports share the count: 2 packets to port 0, 1 to port 2.
+    tm.enqueue(0, pkt(100, 0, 1), 0).unwrap();
+    tm.enqueue(2, pkt(100, 0, 1), 0).unwrap();
+    assert!(!tm.pfc_pending(1));
+    assert_eq!(tm.pfc_to_send(1), None);
+    // Another ingress port's packets do not count.
+    tm.enqueue(0, pkt(100, 0, 2), 0).unwrap();
+    assert_eq!(tm.pfc_to_send(1), None);
+    tm.enqueue(0, pkt(100, 0, 1), 0).unwrap();
+    assert_eq!(tm.ingress_packets(1, 0), 3);
+    assert!(tm.pfc_pending(1));
+    let (_, quanta) = tm.pfc_to_send(1).expect("xoff at 3");
+    assert_eq!(quanta[0], 0xffff);
+    assert_eq!(tm.pfc_paused_classes(1), 1);
+    // One packet from port 1 leaves: 2 < 3, XON.
+    let mut tx = tm.tx_state(2);
+    assert!(matches!(tm.dequeue(&mut tx, 1), Dequeued::Packet(_)));
+    let (_, quanta) = tm.pfc_to_send(1).expect("xon under the threshold");
+    assert_eq!(quanta, [0; 8]);
+    assert_eq!(tm.ingress_packets(1, 0), 2);
+    // Turning the threshold off stops the frames; the count drains to 0.
+    let mut c = tm.config(1).unwrap();
+    Setting::PfcXoff(0).apply(&mut c);
+    tm.configure(1, c);
+    tm.enqueue(0, pkt(100, 0, 1), 0).unwrap();
+    assert_eq!(tm.pfc_to_send(1), None);
+    let mut tx = tm.tx_state(0);
+    assert_eq!(drain(&tm, &mut tx, 2).len(), 4);
+    assert_eq!(tm.ingress_packets(1, 0), 0);
+}
