@@ -25,11 +25,11 @@ use std::collections::VecDeque;
 
 use crate::ecn;
 use crate::frame::Frame;
-use crate::metadata::{DropReason, InstanceType, PortId, StdMeta};
+use crate::metadata::{DropReason, HeaderKind, InstanceType, PortId, StdMeta};
 use crate::pre::Copy;
 use crate::runtime::{Dest, EgressVerdict, Worker};
 use crate::tm::{Dequeued, Queued, TrafficManager, TxState};
-use crate::wire::{EtherType, EthernetFrame, MacAddr, PfcFrame, PfcRepr};
+use crate::wire::{self, EtherType, EthernetFrame, MacAddr, PfcFrame, PfcRepr};
 
 /// A frame in a buffer: `bytes[start..start + len]`.
 #[derive(Debug)]
@@ -193,8 +193,14 @@ impl<B> Driver<B> {
         now: u64,
     ) -> Received {
         if let Some(pause) = mac_control(env.bytes(&pkt.buf).get(pkt.start..pkt.start + pkt.len)) {
-            if let Some((vector, quanta)) = pause {
-                tm.pause_received(port, vector, quanta, now);
+            match pause {
+                Ok((vector, quanta)) => {
+                    tm.pause_received(port, vector, quanta, now);
+                }
+                // A MAC control frame that is no PAUSE or PFC frame: counted, never forwarded.
+                Err(e) => self
+                    .worker
+                    .count_drop(DropReason::Malformed(HeaderKind::Pfc, e), pkt.len as u32),
             }
             env.free(pkt.buf);
             return Received::Pause;
@@ -608,29 +614,25 @@ fn duplicate<E: Buffers>(env: &mut E, f: &Pkt<E::Buf>, truncate: u32) -> Option<
     Some(Pkt { buf: b, start, len })
 }
 
-/// `Some(pause)` for a MAC control frame (`Some((vector, quanta))` for a well-formed PAUSE or
-/// PFC frame, `None` for one the MAC cannot use), `None` for every other frame. A PAUSE frame
+/// `Some(pause)` for a MAC control frame (`Ok((vector, quanta))` for a well-formed PAUSE or PFC
+/// frame, the error for one the MAC cannot use), `None` for every other frame. A PAUSE frame
 /// pauses every class (vector 0xff). Simulated hosts read pauses with it too.
-#[allow(
-    clippy::option_option,
-    reason = "outer: MAC control or not; inner: usable or not"
-)]
-pub fn mac_control(bytes: Option<&[u8]>) -> Option<Option<(u16, [u16; 8])>> {
+pub fn mac_control(bytes: Option<&[u8]>) -> Option<Result<(u16, [u16; 8]), wire::Error>> {
     let eth = EthernetFrame::new_checked(bytes?).ok()?;
     if eth.ethertype() != EtherType::MAC_CONTROL {
         return None;
     }
-    let Ok(pfc) = PfcFrame::new_checked(eth.payload()) else {
-        return Some(None);
-    };
-    Some(match PfcRepr::parse(&pfc) {
-        Ok(PfcRepr::Pfc {
-            class_enable_vector,
-            quanta,
-        }) => Some((class_enable_vector, quanta)),
-        Ok(PfcRepr::Pause { quanta }) => Some((0xff, [quanta; 8])),
-        Err(_) => None,
-    })
+    Some(
+        PfcFrame::new_checked(eth.payload())
+            .and_then(|pfc| PfcRepr::parse(&pfc))
+            .map(|r| match r {
+                PfcRepr::Pfc {
+                    class_enable_vector,
+                    quanta,
+                } => (class_enable_vector, quanta),
+                PfcRepr::Pause { quanta } => (0xff, [quanta; 8]),
+            }),
+    )
 }
 
 #[cfg(test)]

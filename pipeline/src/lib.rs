@@ -20,6 +20,7 @@ pub mod p4info;
 pub mod pktgen;
 pub mod pre;
 pub mod program;
+pub mod qcn;
 pub mod resources;
 pub mod runtime;
 pub mod schema;

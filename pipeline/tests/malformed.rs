@@ -84,6 +84,9 @@ fn bad_lengths_ihl_and_versions_are_dropped() {
     let mut f = v6.clone();
     f[58..60].copy_from_slice(&3u16.to_be_bytes()); // UDP length < 8
     cases.push(("udp length < 8", f));
+    let mut f = vec![0u8; 14];
+    f[12..14].copy_from_slice(&0x8808u16.to_be_bytes()); // MAC control without an opcode
+    cases.push(("mac control too short", f));
     for (name, f) in &cases {
         let before = malformed(&pipe.control);
         assert!(sw.inject(1, f, 1).is_empty(), "{name} forwarded");

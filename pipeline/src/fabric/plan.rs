@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
-use super::topo::{End, Switch, Topology};
+use super::topo::{End, LinkProps, Switch, Topology};
 
 /// A MAC address as text.
 pub fn mac_text(m: [u8; 6]) -> String {
@@ -31,6 +31,40 @@ pub struct SwitchPlan {
     pub tm: Vec<String>,
     /// Members, groups and routes, written by the controller over P4Runtime.
     pub routes: Vec<String>,
+}
+
+/// Each switch's switch-to-switch links: (its port, the neighbour).
+fn adjacency<'a>(
+    ports: &'a BTreeMap<&'a str, BTreeMap<u16, (&'a End, &'a LinkProps)>>,
+) -> HashMap<&'a str, Vec<(u16, &'a str)>> {
+    let mut adj: HashMap<&str, Vec<(u16, &str)>> = HashMap::new();
+    for (s, ps) in ports {
+        for (p, (other, _)) in ps {
+            if let End::Switch(n, _) = other {
+                adj.entry(s).or_default().push((*p, n.as_str()));
+            }
+        }
+    }
+    adj
+}
+
+/// The most switches a packet between two hosts crosses on a shortest path (0 without hosts).
+pub fn host_path_switches(t: &Topology) -> usize {
+    let ports = t.ports();
+    let adj = adjacency(&ports);
+    let edges: BTreeSet<&str> = t
+        .hosts
+        .iter()
+        .filter_map(|h| t.host_attachment(&h.name).map(|(s, _)| s))
+        .collect();
+    edges
+        .iter()
+        .filter_map(|a| {
+            let d = distances(&adj, a);
+            edges.iter().filter_map(|b| d.get(*b)).max().map(|m| m + 1)
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// Hop counts from every switch to switch `dst` over switch-to-switch links.
@@ -94,14 +128,7 @@ pub fn neighbour_macs(t: &Topology, name: &str) -> BTreeMap<u16, [u8; 6]> {
 /// hop closer to it (the host's own port at its switch; every equal-cost neighbour elsewhere).
 pub fn next_hops(t: &Topology) -> BTreeMap<String, Vec<(usize, BTreeSet<u16>)>> {
     let ports = t.ports();
-    let mut adj: HashMap<&str, Vec<(u16, &str)>> = HashMap::new();
-    for (s, ps) in &ports {
-        for (p, (other, _)) in ps {
-            if let End::Switch(n, _) = other {
-                adj.entry(s).or_default().push((*p, n.as_str()));
-            }
-        }
-    }
+    let adj = adjacency(&ports);
     let dist: HashMap<&str, HashMap<String, usize>> = t
         .switches
         .iter()

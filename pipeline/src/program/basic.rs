@@ -72,6 +72,8 @@ struct Ids {
     spray: Option<super::spray::SprayIds>,
     /// DBB, in programs that have it.
     dbb: Option<super::dbb::DbbIds>,
+    /// P4QCN's congestion point, in programs that have it.
+    qcn: Option<super::p4qcn::QcnIds>,
 }
 
 /// The registers of flowlet switching.
@@ -98,6 +100,8 @@ pub(crate) struct Extensions {
     pub(crate) spray: bool,
     /// DBB's per-pair dispatch cycles ([`super::dbb`]).
     pub(crate) dbb: bool,
+    /// P4QCN's congestion point and feedback packets ([`super::p4qcn`]).
+    pub(crate) qcn: bool,
 }
 
 /// What a program's own forwarding decided for a routed packet, before `basic`'s LPM.
@@ -279,6 +283,7 @@ fn schema(name: &'static str, version: &'static str, ext: Extensions) -> (Schema
         (ext.hula && ext.flowlets).then(|| super::hula::declare(&mut b, no_action, FLOWLET_CELLS));
     let spray = ext.spray.then(|| super::spray::declare(&mut b, no_action));
     let dbb = ext.dbb.then(|| super::dbb::declare(&mut b, no_action));
+    let qcn = ext.qcn.then(|| super::p4qcn::declare(&mut b, no_action));
     b.controller_header("packet_in", &[("ingress_port", PORT_BITS), ("_pad", 7)]);
     b.controller_header("packet_out", &[("egress_port", PORT_BITS), ("_pad", 7)]);
     let schema = b
@@ -307,6 +312,7 @@ fn schema(name: &'static str, version: &'static str, ext: Extensions) -> (Schema
         hula,
         spray,
         dbb,
+        qcn,
     };
     (schema, ids)
 }
@@ -600,6 +606,12 @@ impl Program for Basic {
             super::packet_out(cx, pkt, md);
             return;
         }
+        if let Some(q) = &ids.qcn
+            && super::p4qcn::is_fbp_clone(md)
+            && !super::p4qcn::feedback(cx, q, pkt, md)
+        {
+            return;
+        }
         let p = match parse(pkt.data()) {
             Ok(p) => p,
             Err((header, e)) => {
@@ -671,6 +683,9 @@ impl Program for Basic {
             if k != 0 && u64::from(md.enq_qdepth) > k && crate::ecn::mark_ce(pkt.data_mut()) {
                 cx.trace(|| format!("ecn mark enq_qdepth={} k={k}", md.enq_qdepth));
             }
+        }
+        if let Some(q) = &self.ids.qcn {
+            super::p4qcn::egress(cx, q, pkt, md);
         }
         cx.packet_len = u32::try_from(pkt.len()).unwrap_or(u32::MAX);
         cx.count(self.ids.port_tx, usize::from(port));

@@ -10,6 +10,7 @@ pub mod basic;
 pub mod dbb;
 pub mod ecmp;
 pub mod hula;
+pub mod p4qcn;
 pub mod p4te;
 pub mod spray;
 
@@ -109,6 +110,41 @@ pub static REGISTRY: &[Entry] = &[
         build: p4te::build,
         plan: p4te::plan::plan_nra,
         agent: Some(p4te::agent::build),
+    },
+    Entry {
+        name: "p4qcn",
+        about: "P4QCN: congestion points send feedback packets to the source (two-point); PFC with pfc=on",
+        build: p4qcn::build,
+        plan: p4qcn::plan,
+        agent: None,
+    },
+    Entry {
+        name: "p4qcn-pfc",
+        about: "P4QCN's two-point congestion points and PFC at Q_PFC",
+        build: p4qcn::build,
+        plan: p4qcn::plan_pfc,
+        agent: None,
+    },
+    Entry {
+        name: "p4qcn-3pt",
+        about: "QCN's three-point baseline on p4qcn: congestion points mark CE, the receiver (NP) answers",
+        build: p4qcn::build,
+        plan: p4qcn::plan_three_point,
+        agent: None,
+    },
+    Entry {
+        name: "pfc",
+        about: "PFC alone at Q_PFC (the p4qcn program with its congestion points off)",
+        build: p4qcn::build,
+        plan: p4qcn::plan_pfc_only,
+        agent: None,
+    },
+    Entry {
+        name: "p4qcn-off",
+        about: "the p4qcn program with congestion points and PFC off (plain UDP and TCP)",
+        build: p4qcn::build,
+        plan: p4qcn::plan_off,
+        agent: None,
     },
     Entry {
         name: "spray",

@@ -3,15 +3,23 @@
 //!
 //! ```text
 //! SRC>DST rate=RATE [size=BYTES] [start_ms=X] [stop_ms=Y] [proto=udp|tcp] [sport=P] [dport=P]
-//!         [tos=T] [pattern=constant|poisson|onoff] [cc=NAME]
+//!         [tos=T] [pattern=constant|poisson|onoff] [cc=none|qcn-rp] [r_ai=RATE] [bc=BYTES]
+//!         [np=on|off]
 //! RATE = bits/s with K/M/G suffixes (frame bits), or Npps
 //! ```
 //!
 //! `size` is the IPv4 packet length (default 1000), so each frame is 14 bytes more. Every packet
 //! carries, after its UDP or TCP header, a 24-byte stamp: `PSIM`, the flow number, the packet's
 //! sequence number and its send time (ns), from which the receiver counts loss, reordering and
-//! latency. `onoff` sends at the rate for 10 ms, then pauses 10 ms. `cc` names a host congestion
-//! control algorithm; this build has none yet, so only `cc=none` is accepted.
+//! latency. `onoff` sends at the rate for 10 ms, then pauses 10 ms.
+//!
+//! `cc` names the sender's congestion control. `cc=qcn-rp` (UDP, a rate in bits/s, constant
+//! pattern) paces the flow by P4QCN's reaction point ([`crate::qcn::Rp`]), with the paper's
+//! parameters scaled to the sender's link ([`crate::qcn::RpConfig::scaled`]) unless `r_ai=` or
+//! `bc=` (byte counter) say otherwise; the rate is its maximum. A feedback packet is a UDP packet
+//! with ECN = 11 from the flow's destination address and port to its source's. `np=on` makes the
+//! receiver the notification point of QCN's three-point baseline: it answers every CE-marked
+//! packet of the flow with such a feedback packet.
 
 use std::net::Ipv4Addr;
 
@@ -80,6 +88,24 @@ pub struct FlowSpec {
     pub tos: u8,
     /// Send times.
     pub pattern: Pattern,
+    /// The sender's congestion control.
+    pub cc: Cc,
+    /// The receiver answers CE marks with feedback packets (QCN's NP).
+    pub np: bool,
+}
+
+/// A sender's congestion control.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cc {
+    /// None: the rate and pattern alone.
+    None,
+    /// P4QCN's reaction point, with optional overrides of R_AI (bits/s) and the byte counter.
+    QcnRp {
+        /// R_AI, bits/s.
+        r_ai_bps: Option<u64>,
+        /// Byte counter, bytes.
+        byte_counter: Option<u64>,
+    },
 }
 
 fn ms(v: &str) -> Result<u64, String> {
@@ -122,8 +148,11 @@ impl FlowSpec {
             dport: 5001,
             tos: 0,
             pattern: Pattern::Constant,
+            cc: Cc::None,
+            np: false,
         };
         let mut rate = None;
+        let (mut r_ai_bps, mut byte_counter) = (None, None);
         for w in words {
             let (k, v) = w
                 .split_once('=')
@@ -156,16 +185,49 @@ impl FlowSpec {
                         _ => return Err(format!("pattern {v}: constant, poisson or onoff")),
                     }
                 }
-                "cc" if v == "none" => {}
                 "cc" => {
-                    return Err(format!(
-                        "cc={v}: no such host algorithm in this build (it has: none)"
-                    ));
+                    f.cc = match v {
+                        "none" => Cc::None,
+                        "qcn-rp" => Cc::QcnRp {
+                            r_ai_bps: None,
+                            byte_counter: None,
+                        },
+                        _ => return Err(format!("cc={v}: none or qcn-rp")),
+                    }
+                }
+                "r_ai" => r_ai_bps = Some(parse_rate(v)?),
+                "bc" => byte_counter = Some(num::<u64>("bc", v)?.max(1)),
+                "np" => {
+                    f.np = match v {
+                        "on" => true,
+                        "off" => false,
+                        _ => return Err(format!("np={v}: on or off")),
+                    }
                 }
                 _ => return Err(format!("unknown flow option {k}")),
             }
         }
         f.rate = rate.ok_or("a flow needs rate=")?;
+        match &mut f.cc {
+            Cc::QcnRp {
+                r_ai_bps: r,
+                byte_counter: b,
+            } => {
+                if !matches!(f.rate, Rate::Bps(_))
+                    || f.pattern != Pattern::Constant
+                    || f.proto != Proto::Udp
+                {
+                    return Err(
+                        "cc=qcn-rp: a UDP flow at a rate in bits/s, pattern=constant".into(),
+                    );
+                }
+                (*r, *b) = (r_ai_bps, byte_counter);
+            }
+            Cc::None if r_ai_bps.is_some() || byte_counter.is_some() => {
+                return Err("r_ai= and bc= belong to cc=qcn-rp".into());
+            }
+            Cc::None => {}
+        }
         if matches!(f.rate, Rate::Bps(0) | Rate::Pps(0)) {
             return Err("rate must be > 0".into());
         }
@@ -224,6 +286,15 @@ impl Source {
     /// The flow.
     pub fn spec(&self) -> &FlowSpec {
         &self.spec
+    }
+
+    /// For a sender that paces itself (its congestion control's rate): `at`, if the flow still
+    /// runs then; advances the source.
+    pub fn paced(&mut self, at: u64) -> Option<u64> {
+        (at < self.stop_ns).then(|| {
+            self.n += 1;
+            at
+        })
     }
 
     /// When the next packet leaves (None: the flow is over); advances the source.
@@ -382,6 +453,8 @@ pub struct Seen {
     pub stamp: Option<(u32, u64, u64)>,
     /// A TCP data segment.
     pub tcp: Option<TcpSeg>,
+    /// A UDP datagram: (source address, source port, destination port).
+    pub udp: Option<(Ipv4Addr, u16, u16)>,
 }
 
 /// A TCP data segment a host received.
@@ -406,6 +479,7 @@ pub fn inspect(frame: &[u8]) -> Seen {
         ce: false,
         stamp: None,
         tcp: None,
+        udp: None,
     };
     if frame.len() < 34 || frame[12..14] != [0x08, 0x00] {
         return seen;
@@ -426,6 +500,13 @@ pub fn inspect(frame: &[u8]) -> Seen {
     let Some(payload) = seg.get(l4..) else {
         return seen;
     };
+    if ip[9] == 17 {
+        seen.udp = Some((
+            Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]),
+            u16::from_be_bytes([seg[0], seg[1]]),
+            u16::from_be_bytes([seg[2], seg[3]]),
+        ));
+    }
     if ip[9] == 6 && !payload.is_empty() {
         let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
         let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
@@ -481,6 +562,11 @@ mod tests {
             "ab rate=1M",
             "a>b rate=1M size=10",
             "a>b rate=1M cc=dctcp",
+            "a>b rate=100pps cc=qcn-rp",
+            "a>b rate=1M cc=qcn-rp proto=tcp",
+            "a>b rate=1M cc=qcn-rp pattern=poisson",
+            "a>b rate=1M r_ai=1M",
+            "a>b rate=1M np=yes",
             "a>b rate=0",
             "a>b rate=1M colour=red",
         ] {

@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// Rate changes kept per `cc=qcn-rp` flow for the report's trace.
+const RP_TRACE_MAX: usize = 20_000;
+
 impl Sim {
     pub(super) fn arrive_at_host(&mut self, host: usize, frame: Frame) {
         let now = self.now;
@@ -11,8 +14,9 @@ impl Sim {
         let bytes = &frame.buf[frame.start..frame.start + frame.len];
         // PAUSE/PFC: the host's MAC obeys (simulated hosts do; Linux hosts do not).
         if let Some(pause) = crate::driver::mac_control(Some(bytes)) {
-            if let Some((vector, quanta)) = pause {
+            if let Ok((vector, quanta)) = pause {
                 h.tm.pause_received(0, vector, quanta, now);
+                h.pfc_received += 1;
             }
             self.bufs.free(frame.buf);
             return;
@@ -21,7 +25,22 @@ impl Sim {
         if seen.ce {
             h.rx_ce += 1;
         }
+        // A feedback packet: CE on a datagram from a flow's destination address and port to the
+        // flow's source port on this host.
+        if seen.ce
+            && let Some((peer, sport, dport)) = seen.udp
+            && let Some(&k) = self.rp_flows.get(&(host, peer, dport, sport))
+            && let Some((rp, trace)) = &mut self.flows[k].rp
+        {
+            rp.on_feedback();
+            if trace.len() < RP_TRACE_MAX {
+                trace.push((now, rp.rate_bps(), rp.target_bps(), rp.state()));
+            }
+            self.bufs.free(frame.buf);
+            return;
+        }
         let mut ack = None;
+        let mut np = None;
         if let Some((id, seq, sent_at)) = seen.stamp
             && let Some(f) = self.flows.get_mut(id as usize)
             && f.dst == host
@@ -31,6 +50,11 @@ impl Sim {
             match f.max_seq {
                 Some(m) if seq < m => f.reordered += 1,
                 _ => f.max_seq = Some(seq),
+            }
+            if seen.ce && f.source.spec().np {
+                f.np_sent += 1;
+                let spec = f.source.spec();
+                np = Some((f.src, (spec.dport, spec.sport)));
             }
             if let Some(flow::TcpSeg {
                 src,
@@ -53,6 +77,21 @@ impl Sim {
             }
         }
         self.bufs.free(frame.buf);
+        if let Some((src, ports)) = np {
+            // The NP's feedback packet: to the source's address and port, ECN = 11.
+            let h = &self.hosts[host];
+            let a = Addrs {
+                dmac: h.gateway,
+                smac: h.mac,
+                src: h.ipv4,
+                dst: self.hosts[src].ipv4,
+            };
+            let mut scratch = std::mem::take(&mut self.scratch);
+            let empty = TcpFields::default();
+            flow::write_frame(&mut scratch, a, Proto::Udp, 3, ports, empty, 28, &[]);
+            self.host_send(host, &scratch);
+            self.scratch = scratch;
+        }
         if let Some((src, dst, ports, next)) = ack {
             let h = &self.hosts[host];
             let a = Addrs {
@@ -86,6 +125,14 @@ impl Sim {
     pub(super) fn send(&mut self, k: usize) {
         let now = self.now;
         let f = &mut self.flows[k];
+        // A full NIC queue (a paused link, or a source above its link's rate) blocks the
+        // application, as a blocking socket or a RoCE queue pair does: it sends when there is
+        // room again, nothing is dropped at the source.
+        let h = &mut self.hosts[f.src];
+        if h.tm.depth(0, 0).0 >= h.tm.config(0).map_or(u32::MAX, |c| c.max_packets) {
+            h.blocked.push(k);
+            return;
+        }
         let spec = f.source.spec().clone();
         let (src, dst) = (&self.hosts[f.src], &self.hosts[f.dst]);
         let a = Addrs {
@@ -109,7 +156,24 @@ impl Sim {
         f.tcp_seq = f.tcp_seq.wrapping_add(payload_len);
         let stamp = flow::stamp(k as u32, f.sent, now);
         f.sent += 1;
-        let (host, next) = (f.src, f.source.next_send());
+        let next = match &mut f.rp {
+            Some((rp, trace)) => {
+                if rp.on_sent(u64::from(spec.size) + 14) && trace.len() < RP_TRACE_MAX {
+                    let row = (now, rp.rate_bps(), rp.target_bps(), rp.state());
+                    // Cycles at the maximum change nothing: one row for them.
+                    if trace
+                        .last()
+                        .is_none_or(|l| (l.1, l.2, l.3) != (row.1, row.2, row.3))
+                    {
+                        trace.push(row);
+                    }
+                }
+                f.source
+                    .paced(now.saturating_add(rp.gap_ns(spec.frame_bits())))
+            }
+            None => f.source.next_send(),
+        };
+        let host = f.src;
         let mut scratch = std::mem::take(&mut self.scratch);
         flow::write_frame(
             &mut scratch,
@@ -153,6 +217,10 @@ impl Sim {
                 Dequeued::Packet(q) => {
                     // It leaves the host's TM for the link (the TM counts what a port holds).
                     h.tm.release(0, 1);
+                    for k in std::mem::take(&mut h.blocked) {
+                        self.schedule(now, Event::Send { flow: k });
+                    }
+                    let h = &mut self.hosts[host];
                     let (sw, port) = h.uplink;
                     let at = now.saturating_add(h.delay_ns);
                     self.schedule(

@@ -6,7 +6,8 @@
 //! delay and buffer in both directions: a switch's side is its traffic manager (shaping at the link
 //! rate, the delay line, the queue limit), a host's side is a one-port traffic manager with the
 //! same settings. Hosts run the packet sources of [`super::flow`], answer TCP segments with pure
-//! ACKs, obey PAUSE frames, and record every arrival.
+//! ACKs, obey PAUSE frames, and record every arrival; a source whose host queue is full waits for
+//! room (no loss at the source, as with a blocking socket or a RoCE queue pair).
 //!
 //! Time advances from event to event (a binary heap ordered by time, then by insertion), so two
 //! runs with one seed process the same events in the same order and print the same report.
@@ -169,9 +170,16 @@ struct Host {
     turn_at: Option<u64>,
     rx_packets: u64,
     rx_ce: u64,
+    /// PAUSE/PFC frames received (and obeyed).
+    pfc_received: u64,
+    /// Flows whose sends wait for room in the host's queue.
+    blocked: Vec<usize>,
     /// TCP receivers: per flow, the next byte expected and the segments above it.
     tcp_rx: BTreeMap<u32, (u32, BTreeMap<u32, u32>)>,
 }
+
+/// A reaction point's state after a change: (time ns, Rc, Rt, state).
+type RpRow = (u64, u64, u64, crate::qcn::RpState);
 
 #[derive(Debug)]
 struct FlowState {
@@ -184,6 +192,10 @@ struct FlowState {
     max_seq: Option<u64>,
     latencies: Vec<u64>,
     tcp_seq: u32,
+    /// The reaction point of a `cc=qcn-rp` flow, and its rate changes (t, Rc, Rt, state).
+    rp: Option<(crate::qcn::Rp, Vec<RpRow>)>,
+    /// Feedback packets its receiver sent as the NP (`np=on`).
+    np_sent: u64,
 }
 
 /// The environment of one switch's packet path during an event.
@@ -257,6 +269,9 @@ pub struct Sim {
     /// Packets that entered a switch (the simulator's unit of work).
     hops: u64,
     scratch: Vec<u8>,
+    /// `cc=qcn-rp` flows by (source host, destination address, source port, destination port):
+    /// how a feedback packet finds its flow.
+    rp_flows: BTreeMap<(usize, Ipv4Addr, u16, u16), usize>,
 }
 
 fn host_port_config(p: &LinkProps) -> PortConfig {
@@ -403,6 +418,8 @@ impl Sim {
                 turn_at: None,
                 rx_packets: 0,
                 rx_ce: 0,
+                pfc_received: 0,
+                blocked: Vec::new(),
                 tcp_rx: BTreeMap::new(),
             });
         }
@@ -426,6 +443,7 @@ impl Sim {
             opts: opts.clone(),
             hops: 0,
             scratch: Vec::new(),
+            rp_flows: BTreeMap::new(),
         };
         for (i, a) in agents {
             sim.attach(i, a);
@@ -455,6 +473,26 @@ impl Sim {
                 ));
             }
             let seed = opts.seed ^ (k as u64 + 1).wrapping_mul(0xd1b5_4a32_d192_ed03);
+            let rp = match (f.cc, f.rate) {
+                (
+                    flow::Cc::QcnRp {
+                        r_ai_bps,
+                        byte_counter,
+                    },
+                    flow::Rate::Bps(rate),
+                ) => {
+                    let link = sim.hosts[src].tm.config(0).map_or(rate, |c| c.link_bps);
+                    let mut cfg = crate::qcn::RpConfig::scaled(link, rate);
+                    cfg.r_ai_bps = r_ai_bps.unwrap_or(cfg.r_ai_bps);
+                    cfg.byte_counter = byte_counter.unwrap_or(cfg.byte_counter);
+                    let key = (src, sim.hosts[dst].ipv4, f.sport, f.dport);
+                    sim.rp_flows.insert(key, k);
+                    let rp = crate::qcn::Rp::new(cfg);
+                    let first = (f.start_ns, rp.rate_bps(), rp.target_bps(), rp.state());
+                    Some((rp, vec![first]))
+                }
+                _ => None,
+            };
             let mut source = Source::new(f, opts.duration_ns, seed);
             if let Some(at) = source.next_send() {
                 sim.schedule(at, Event::Send { flow: k });
@@ -469,6 +507,8 @@ impl Sim {
                 max_seq: None,
                 latencies: Vec::new(),
                 tcp_seq: 1,
+                rp,
+                np_sent: 0,
             });
         }
         Ok(sim)

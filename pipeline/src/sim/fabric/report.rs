@@ -45,7 +45,8 @@ impl Sim {
                 &h.name,
                 Json::object()
                     .with("rx_packets", h.rx_packets)
-                    .with("rx_ecn_ce", h.rx_ce),
+                    .with("rx_ecn_ce", h.rx_ce)
+                    .with("pfc_pauses_received", h.pfc_received),
             );
         }
         let flows: Vec<Json> = self
@@ -62,7 +63,7 @@ impl Sim {
                     let i = ((l.len() as f64 * q).ceil() as usize).clamp(1, l.len()) - 1;
                     l[i] as f64 / 1000.0
                 };
-                Json::object()
+                let mut flow = Json::object()
                     .with("id", k as u64 + 1)
                     .with("src", self.hosts[f.src].name.as_str())
                     .with("dst", self.hosts[f.dst].name.as_str())
@@ -76,7 +77,37 @@ impl Sim {
                             .with("p50", pct(0.5))
                             .with("p99", pct(0.99))
                             .with("max", pct(1.0)),
-                    )
+                    );
+                if f.source.spec().np {
+                    flow = flow.with("np_feedbacks_sent", f.np_sent);
+                }
+                if let Some((rp, trace)) = &f.rp {
+                    let c = rp.config();
+                    let rows: Vec<Json> = trace
+                        .iter()
+                        .map(|&(t, rc, rt, st)| {
+                            Json::from(vec![
+                                Json::from(t / 1000),
+                                Json::from(rc),
+                                Json::from(rt),
+                                Json::from(st.name()),
+                            ])
+                        })
+                        .collect();
+                    flow = flow.with(
+                        "qcn_rp",
+                        Json::object()
+                            .with("feedbacks", rp.feedbacks())
+                            .with("rate_bps", rp.rate_bps())
+                            .with("target_bps", rp.target_bps())
+                            .with("state", rp.state().name())
+                            .with("r_ai_bps", c.r_ai_bps)
+                            .with("byte_counter", c.byte_counter)
+                            .with("min_rate_bps", c.min_rate_bps)
+                            .with("trace_t_us_rc_rt_state", rows),
+                    );
+                }
+                flow
             })
             .collect();
         Json::object()
