@@ -13,6 +13,7 @@
 pub mod dctcp;
 pub mod experiment;
 pub mod fabric;
+pub mod host;
 pub mod traffic;
 
 use std::process::{Command, Output};

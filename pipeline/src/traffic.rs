@@ -421,6 +421,66 @@ pub fn quantile_nearest_rank(xs: &[f64], q: f64) -> f64 {
     v[rank - 1]
 }
 
+/// One flow of P4QCN's random background (seed 002 §4): UDP from host `src` to host `dst` at
+/// `rate_bps` (frame bits) from `start_ns` to `stop_ns`, `bytes` (frame bytes) in all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BackgroundFlow {
+    /// Sending host.
+    pub src: usize,
+    /// Receiving host.
+    pub dst: usize,
+    /// Rate, frame bits per second.
+    pub rate_bps: u64,
+    /// Frame bytes the flow carries (its size, drawn from the exponential distribution).
+    pub bytes: u64,
+    /// Start, ns from the run's start.
+    pub start_ns: u64,
+    /// End, ns (the size at the rate, cut at the run's end).
+    pub stop_ns: u64,
+}
+
+/// P4QCN's random traffic model ("any host randomly initiates a UDP data stream to another host
+/// with a random flow size"; A-QCN-8 leaves the sizes open): every host sends, back to back until
+/// `until_ns`, flows to a uniformly random other host, each with an exponential size of mean
+/// `mean_bytes` and a rate drawn uniformly from `rates`. Deterministic for a seed, and each host's
+/// flows depend only on its own index, so the hosts of a namespace run need not talk.
+pub fn background(
+    hosts: usize,
+    rates: &[u64],
+    mean_bytes: u64,
+    until_ns: u64,
+    seed: u64,
+) -> Vec<BackgroundFlow> {
+    let mut out = Vec::new();
+    if hosts < 2 || rates.is_empty() {
+        return out;
+    }
+    for src in 0..hosts {
+        let mut rng =
+            Rng::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xB6 ^ ((src as u64) << 8));
+        let mut t = 0u64;
+        while t < until_ns {
+            let dst = (src + 1 + (rng.next_u64() % (hosts as u64 - 1)) as usize) % hosts;
+            let rate_bps = rates[(rng.next_u64() % rates.len() as u64) as usize].max(1);
+            let bytes = ((-(1.0 - unit(&mut rng)).ln() * mean_bytes as f64) as u64).max(1);
+            let dur = u64::try_from(u128::from(bytes) * 8_000_000_000 / u128::from(rate_bps))
+                .unwrap_or(u64::MAX)
+                .max(1);
+            let stop_ns = t.saturating_add(dur).min(until_ns);
+            out.push(BackgroundFlow {
+                src,
+                dst,
+                rate_bps,
+                bytes,
+                start_ns: t,
+                stop_ns,
+            });
+            t = stop_ns;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -623,5 +683,28 @@ mod tests {
         assert_eq!(quantile_nearest_rank(&[3.0, 1.0, 2.0], 0.5), 2.0);
         let d = derangement(5, &mut Rng::new(1));
         assert!(d.iter().enumerate().all(|(i, &x)| i != x));
+    }
+
+    #[test]
+    fn the_background_keeps_every_host_busy_with_random_peers() {
+        let b = background(8, &[2_000_000, 5_000_000], 50_000, 10_000_000_000, 3);
+        assert_eq!(
+            b,
+            background(8, &[2_000_000, 5_000_000], 50_000, 10_000_000_000, 3)
+        );
+        for src in 0..8 {
+            let mine: Vec<_> = b.iter().filter(|f| f.src == src).collect();
+            assert!(mine.len() > 10, "{}", mine.len());
+            assert_eq!(mine[0].start_ns, 0);
+            assert_eq!(mine.last().unwrap().stop_ns, 10_000_000_000);
+            for w in mine.windows(2) {
+                assert_eq!(w[0].stop_ns, w[1].start_ns, "back to back");
+            }
+            assert!(mine.iter().all(|f| f.dst != src && f.dst < 8));
+        }
+        let mean = b.iter().map(|f| f.bytes).sum::<u64>() as f64 / b.len() as f64;
+        assert!((35_000.0..65_000.0).contains(&mean), "{mean}");
+        assert!(b.iter().any(|f| f.rate_bps == 2_000_000));
+        assert!(b.iter().any(|f| f.rate_bps == 5_000_000));
     }
 }

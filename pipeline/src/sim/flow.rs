@@ -523,15 +523,26 @@ pub fn inspect(frame: &[u8]) -> Seen {
             len: payload.len() as u32,
         });
     }
-    if payload.len() >= STAMP_LEN && payload[0..4] == MAGIC {
-        let flow = u32::from_be_bytes([payload[4], payload[5], payload[6], payload[7]]);
-        let mut seq = [0u8; 8];
-        seq.copy_from_slice(&payload[8..16]);
-        let mut at = [0u8; 8];
-        at.copy_from_slice(&payload[16..24]);
-        seen.stamp = Some((flow, u64::from_be_bytes(seq), u64::from_be_bytes(at)));
-    }
+    seen.stamp = read_stamp(payload);
     seen
+}
+
+/// The stamp (flow, seq, sent at) at the start of a payload, if there is one.
+pub fn read_stamp(payload: &[u8]) -> Option<(u32, u64, u64)> {
+    let s = payload.get(..STAMP_LEN)?;
+    if s[0..4] != MAGIC {
+        return None;
+    }
+    let word = |at: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&s[at..at + 8]);
+        u64::from_be_bytes(w)
+    };
+    Some((
+        u32::from_be_bytes([s[4], s[5], s[6], s[7]]),
+        word(8),
+        word(16),
+    ))
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 pub mod fabric;
 pub mod flow;
 pub mod json;
+pub mod rx;
 
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -45,12 +45,7 @@ impl Sim {
             && let Some(f) = self.flows.get_mut(id as usize)
             && f.dst == host
         {
-            f.received += 1;
-            f.latencies.push(now.saturating_sub(sent_at));
-            match f.max_seq {
-                Some(m) if seq < m => f.reordered += 1,
-                _ => f.max_seq = Some(seq),
-            }
+            f.rx.on_packet(seq, now.saturating_sub(sent_at));
             if seen.ce && f.source.spec().np {
                 f.np_sent += 1;
                 let spec = f.source.spec();

@@ -54,30 +54,13 @@ impl Sim {
             .iter()
             .enumerate()
             .map(|(k, f)| {
-                let mut l = f.latencies.clone();
-                l.sort_unstable();
-                let pct = |q: f64| -> f64 {
-                    if l.is_empty() {
-                        return 0.0;
-                    }
-                    let i = ((l.len() as f64 * q).ceil() as usize).clamp(1, l.len()) - 1;
-                    l[i] as f64 / 1000.0
-                };
-                let mut flow = Json::object()
-                    .with("id", k as u64 + 1)
-                    .with("src", self.hosts[f.src].name.as_str())
-                    .with("dst", self.hosts[f.dst].name.as_str())
-                    .with("sent", f.sent)
-                    .with("received", f.received)
-                    .with("lost", f.sent.saturating_sub(f.received))
-                    .with("reordered", f.reordered)
-                    .with(
-                        "latency_us",
-                        Json::object()
-                            .with("p50", pct(0.5))
-                            .with("p99", pct(0.99))
-                            .with("max", pct(1.0)),
-                    );
+                let mut flow = f.rx.report(
+                    Json::object()
+                        .with("id", k as u64 + 1)
+                        .with("src", self.hosts[f.src].name.as_str())
+                        .with("dst", self.hosts[f.dst].name.as_str()),
+                    f.sent,
+                );
                 if f.source.spec().np {
                     flow = flow.with("np_feedbacks_sent", f.np_sent);
                 }

@@ -1,0 +1,276 @@
+//! `pisa-host`: P4QCN's hosts in namespaces (issue 14; seed 002 §3.1.2, §4).
+//!
+//! ```text
+//! pisa-host rp-send --to ADDR:PORT --rate RATE --seconds S [--size B] [--link RATE]
+//!     [--r-ai RATE] [--byte-counter B] [--no-rp] [--flow ID] [--trace FILE] [--out FILE]
+//! pisa-host sink --listen ADDR:PORT --seconds S [--np] [--np-interval-us N] [--out FILE]
+//! pisa-host background --hosts IP,IP,... --self IP --rates 2M,3M,4M,5M --seconds S
+//!     [--mean-size B] [--seed N] [--port P] [--size B] [--qcn-link RATE] [--out FILE]
+//! ```
+//!
+//! - `rp-send`: a UDP flow paced by QCN's reaction point (N = 5, β = 1; R_AI = 5 Mb/s and the byte
+//!   counter 150 KB, scaled from the paper's 7 Mb/s and QCN's 10 Gb/s to `--link`, which defaults
+//!   to `--rate`). Rates count whole frames (UDP payload + 42 bytes). `--no-rp` sends at the rate
+//!   regardless of feedback (plain UDP). The trace is the RP's every rate change, as CSV
+//!   `t_us,rc_bps,rt_bps,state`.
+//! - `sink`: receives for S seconds and reports per flow (source address and flow id) the
+//!   packets received, lost (of the sequence numbers seen), reordered, one-way latency
+//!   p50/p99/max and CE marks. `--np` makes it QCN's notification point (three-point baseline):
+//!   it answers CE-marked packets with an ECN = 11 datagram to the source.
+//! - `background`: the paper's random traffic model from this host: back-to-back flows to random
+//!   other hosts' sinks, sizes exponential with mean `--mean-size` (frame bytes), rates drawn from
+//!   `--rates`; every host computes the same schedule from the same `--hosts` and `--seed`.
+//!   `--qcn-link` paces each flow by a reaction point too.
+//!
+//! Each prints its report as JSON (to `--out` if given).
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+use pipeline::fabric::topo::parse_rate;
+use pipeline::qcn::Rp;
+use pipeline::sim::json::Json;
+use pisa_fabric::host::{self, BackgroundOpts, Flow, SinkOpts, TosSocket};
+
+#[derive(Parser, Debug)]
+#[command(
+    version,
+    about = "P4QCN's hosts: RP sender, sink (and NP), background traffic"
+)]
+struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+fn rate(s: &str) -> Result<u64, String> {
+    parse_rate(s)
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// A UDP flow paced by QCN's reaction point.
+    RpSend {
+        /// Destination.
+        #[arg(long)]
+        to: SocketAddrV4,
+        /// The rate the application asks for (frame bits per second), e.g. 4M.
+        #[arg(long, value_parser = rate)]
+        rate: u64,
+        /// How long.
+        #[arg(long)]
+        seconds: f64,
+        /// UDP payload bytes.
+        #[arg(long, default_value_t = 1000)]
+        size: usize,
+        /// The host's link rate, which R_AI and the byte counter scale with (default: --rate).
+        #[arg(long, value_parser = rate)]
+        link: Option<u64>,
+        /// R_AI (default 5 Mb/s x link / 7 Mb/s).
+        #[arg(long, value_parser = rate)]
+        r_ai: Option<u64>,
+        /// Byte counter (default 150 KB x link / 10 Gb/s).
+        #[arg(long)]
+        byte_counter: Option<u64>,
+        /// Ignore feedback: plain UDP at --rate.
+        #[arg(long)]
+        no_rp: bool,
+        /// The flow id in the stamps.
+        #[arg(long, default_value_t = 1)]
+        flow: u32,
+        /// Local address to send from.
+        #[arg(long, default_value = "0.0.0.0:0")]
+        bind: SocketAddrV4,
+        /// Write the RP's rate changes here (CSV t_us,rc_bps,rt_bps,state).
+        #[arg(long)]
+        trace: Option<PathBuf>,
+        /// Write the JSON report here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Receives and reports per flow; optionally QCN's NP.
+    Sink {
+        /// Where to listen.
+        #[arg(long)]
+        listen: SocketAddrV4,
+        /// How long.
+        #[arg(long)]
+        seconds: f64,
+        /// Answer CE-marked packets with ECN = 11 feedback (the three-point baseline's NP).
+        #[arg(long)]
+        np: bool,
+        /// At most one answer per flow per this many µs (0: every CE packet).
+        #[arg(long, default_value_t = 0)]
+        np_interval_us: u64,
+        /// Write the JSON report here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// The paper's random background traffic from this host.
+    Background {
+        /// Every host of the run, comma-separated, in the same order everywhere.
+        #[arg(long, value_delimiter = ',')]
+        hosts: Vec<Ipv4Addr>,
+        /// This host's address (one of --hosts).
+        #[arg(long = "self")]
+        me: Ipv4Addr,
+        /// Rates each flow draws from, comma-separated (frame bits per second).
+        #[arg(long, value_delimiter = ',', value_parser = rate)]
+        rates: Vec<u64>,
+        /// How long.
+        #[arg(long)]
+        seconds: f64,
+        /// Mean flow size, frame bytes (exponential).
+        #[arg(long, default_value_t = 100_000)]
+        mean_size: u64,
+        /// Seed of the schedule.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// The sinks' port.
+        #[arg(long, default_value_t = 9000)]
+        port: u16,
+        /// UDP payload bytes.
+        #[arg(long, default_value_t = 1000)]
+        size: usize,
+        /// Pace every flow by a reaction point for a link of this rate.
+        #[arg(long, value_parser = rate)]
+        qcn_link: Option<u64>,
+        /// Write the JSON report here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(args.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pisa-host: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn write(out: Option<PathBuf>, j: &Json) -> Result<(), String> {
+    match out {
+        Some(p) => std::fs::write(&p, j.pretty()).map_err(|e| format!("{}: {e}", p.display())),
+        None => {
+            print!("{}", j.pretty());
+            Ok(())
+        }
+    }
+}
+
+fn run(c: Command) -> Result<(), String> {
+    let err = |e: std::io::Error| e.to_string();
+    match c {
+        Command::RpSend {
+            to,
+            rate,
+            seconds,
+            size,
+            link,
+            r_ai,
+            byte_counter,
+            no_rp,
+            flow,
+            bind,
+            trace,
+            out,
+        } => {
+            if size < pipeline::sim::flow::STAMP_LEN {
+                return Err(format!(
+                    "--size {size}: at least {} bytes (the stamp)",
+                    pipeline::sim::flow::STAMP_LEN
+                ));
+            }
+            let mut sock = TosSocket::bind(bind).map_err(err)?;
+            sock.set_tos(host::ECT0).map_err(err)?;
+            let mut rp = Rp::new(host::rp_config(
+                link.unwrap_or(rate),
+                rate,
+                r_ai,
+                byte_counter,
+            ));
+            let mut rows = Vec::new();
+            let t0 = Instant::now();
+            let f = Flow {
+                to,
+                id: flow,
+                size,
+                rate_bps: rate,
+                until: t0 + Duration::from_secs_f64(seconds),
+            };
+            let s = host::paced(&mut sock, &f, (!no_rp).then_some(&mut rp), &mut rows, t0)
+                .map_err(err)?;
+            let mut j = host::sent_json(
+                Json::object()
+                    .with("to", to.to_string())
+                    .with("flow", u64::from(flow))
+                    .with("rate_bps", rate)
+                    .with("size", size as u64)
+                    .with("seconds", seconds),
+                &s,
+            );
+            if !no_rp {
+                j = j.with("qcn_rp", host::rp_json(&rp));
+            }
+            if let Some(p) = trace {
+                std::fs::write(&p, host::trace_csv(&rows))
+                    .map_err(|e| format!("{}: {e}", p.display()))?;
+            }
+            write(out, &j)
+        }
+        Command::Sink {
+            listen,
+            seconds,
+            np,
+            np_interval_us,
+            out,
+        } => {
+            let j = host::sink(&SinkOpts {
+                listen,
+                seconds,
+                np,
+                np_interval_us,
+            })
+            .map_err(err)?;
+            write(out, &j)
+        }
+        Command::Background {
+            hosts,
+            me,
+            rates,
+            seconds,
+            mean_size,
+            seed,
+            port,
+            size,
+            qcn_link,
+            out,
+        } => {
+            let Some(me) = hosts.iter().position(|h| *h == me) else {
+                return Err(format!("--self {me} is not in --hosts"));
+            };
+            if rates.is_empty() || size < pipeline::sim::flow::STAMP_LEN {
+                return Err("--rates must name a rate and --size hold the stamp".into());
+            }
+            let j = host::background(&BackgroundOpts {
+                hosts,
+                me,
+                rates,
+                seconds,
+                mean_bytes: mean_size,
+                seed,
+                port,
+                size,
+                rp_link_bps: qcn_link,
+            })
+            .map_err(err)?;
+            write(out, &j)
+        }
+    }
+}
