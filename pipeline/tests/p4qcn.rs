@@ -197,3 +197,39 @@ fn s4_1_the_papers_topology_at_7_mbps_feedback_crosses_the_fabric_and_the_rate_r
     let udp = run(&t, 2000, 5, &specs);
     assert!(loss(&udp) > 0.2, "plain UDP loses {}", loss(&udp));
 }
+
+#[test]
+fn s3_2_an_xon_resumes_a_paused_host_at_once_not_when_its_pause_would_end() {
+    // At 7 Mb/s a PAUSE of 65535 quanta lasts 4.8 s: a host that waited for it to run out
+    // (rather than for the switch's XON) would hold its packets for seconds.
+    let t = Topology::parse(
+        "defaults rate=7M delay=50us buffer=64\n\
+         switch s1 program=pfc q_pfc=14\n\
+         host h1 ipv4=10.0.1.1 ipv6=fd00::1:1\n\
+         host h2 ipv4=10.0.1.2 ipv6=fd00::1:2\n\
+         host h3 ipv4=10.0.1.3 ipv6=fd00::1:3\n\
+         link s1:1 h1\nlink s1:2 h2\nlink s1:3 h3\n",
+    )
+    .unwrap();
+    let r = run(
+        &t,
+        2000,
+        1,
+        &["h1>h3 rate=5M size=1000", "h2>h3 rate=5M size=1000"],
+    );
+    assert!(pauses_sent(&r, "s1", &[1, 2]) > 10);
+    for f in flows(&r) {
+        assert_eq!(num(f, &["lost"]), 0, "{f:?}");
+        let max = f
+            .get("latency_us")
+            .and_then(|l| l.get("max"))
+            .and_then(|m| match m {
+                Json::F(x) => Some(*x),
+                Json::U(x) => Some(*x as f64),
+                _ => None,
+            })
+            .unwrap();
+        // 10 Mb/s offered to 7 Mb/s for 2 s: the backlog is 0.86 s of the link at the end.
+        assert!(max < 1_500_000.0, "a packet waited {max} us");
+    }
+}

@@ -246,7 +246,6 @@ pub fn run(f: &Fabric, plan: &Plan, dir: &Path) -> Result<Value, String> {
     )
 }
 
-
 fn summarise(
     f: &Fabric,
     plan: &Plan,

@@ -8,12 +8,14 @@
 //! pisa-fabric down ls                               # removes everything (also after a crash)
 //! pisa-fabric demo                                  # the README's main job: a 4x4 leaf-spine end to end
 //! pisa-fabric experiment --schemes basic,ecmp --workload websearch --loads 0.2,0.5 --out DIR
+//! pisa-fabric e10 --link 7M --where sim --out DIR     # P4QCN's E10; --sweep 5,8,11 for Fig. 17
 //! ```
 //! `program`, `counters` and `health` are what the controller runs inside the management
 //! namespace. Every P4Runtime call they make has a deadline (`--timeout`, 10 s by default): a
 //! switch that does not answer fails the command with its name and how long it was waited for.
 
 mod demo;
+mod e10;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
 use demo::{DemoArgs, demo};
+use e10::{E10Args, e10};
 use p4runtime_server::client::{Client, ClientError, Deadlines, health_check};
 use p4runtime_server::proto::p4::v1 as p4;
 use pisa_fabric::fabric::topo::{self, End, GenProps, LinkProps, Topology};
@@ -149,6 +152,9 @@ enum Cmd {
     /// Runs a workload per (scheme, load, rep) on a fresh fabric each, with FCTs, uplink balance,
     /// drops and queues in CSVs and plots; resumes, skipping finished points.
     Experiment(Box<ExperimentArgs>),
+    /// P4QCN's E10: six configurations on the paper's topology, in pisa-sim or namespaces, or
+    /// the threshold sweep of its Fig. 17 (--sweep).
+    E10(Box<E10Args>),
 }
 
 #[derive(clap::Args, Debug)]
@@ -603,6 +609,7 @@ fn main() {
         }),
         Cmd::Demo(a) => with_cleanup(&a.name, |cancel| demo(a, cancel)),
         Cmd::Experiment(a) => with_cleanup(&a.name, |cancel| experiment(a, cancel)),
+        Cmd::E10(a) => with_cleanup(&a.name, |cancel| e10(a, cancel)),
     };
     if let Err(e) = result {
         eprintln!("pisa-fabric: {e}");

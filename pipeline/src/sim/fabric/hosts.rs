@@ -14,11 +14,18 @@ impl Sim {
         let bytes = &frame.buf[frame.start..frame.start + frame.len];
         // PAUSE/PFC: the host's MAC obeys (simulated hosts do; Linux hosts do not).
         if let Some(pause) = crate::driver::mac_control(Some(bytes)) {
-            if let Ok((vector, quanta)) = pause {
-                h.tm.pause_received(0, vector, quanta, now);
+            let resumed = if let Ok((vector, quanta)) = pause {
                 h.pfc_received += 1;
-            }
+                h.tm.pause_received(0, vector, quanta, now)
+            } else {
+                false
+            };
             self.bufs.free(frame.buf);
+            // An XON (or a shorter pause) resumes the NIC now, not at the turn the old pause
+            // scheduled: its waiting packets go at once.
+            if resumed {
+                self.host_turn(host);
+            }
             return;
         }
         let seen = flow::inspect(bytes);

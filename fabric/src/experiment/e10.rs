@@ -1,0 +1,500 @@
+//! E10 (seed 002 §4, issue 14): P4QCN's six configurations on the paper's topology, in `pisa-sim`
+//! and in namespaces, with every rate scaled from the paper's 7 Mb/s links.
+//!
+//! The topology is `pisa-fabric gen p4qcn` with two hosts per ToR (2 spines, 4 leaves, 4 ToRs).
+//! A UDP flow of 4/7 of the link rate goes from host11 to host41 (the paper's 4 Mb/s at 7 Mb/s),
+//! and every host sends the paper's random background (`pipeline::traffic::background`) at one
+//! level, 2, 3, 4 or 5 Mb/s scaled the same way, to the other hosts. Thresholds are the paper's:
+//! Q_P4QCN = Q_min = Q_max = 11 packets and Q_PFC = 14 packets, at every rate (they are queue
+//! occupancies).
+//!
+//! The configurations differ only in each switch's program (one binary, one `p4qcn` program:
+//! `p4qcn-off`, `p4qcn`, `p4qcn-pfc`, `pfc`, `p4qcn-3pt`) and in the hosts: RP-paced senders where
+//! the configuration has feedback (background included: every host runs the RP), the NP at the
+//! receivers for three-point, and a kernel TCP flow (iperf3, cubic) instead of the UDP one for
+//! `tcp`, which only namespaces run (`pisa-sim` has no TCP congestion control).
+
+use std::path::Path;
+
+use pipeline::fabric::topo::{self, GenProps, LinkProps, Topology};
+use pipeline::sim::fabric::{Options as SimOptions, Sim};
+use pipeline::sim::flow::FlowSpec;
+use serde_json::Value;
+
+use super::qcn::{self, Background, Plan, Sender};
+use crate::fabric::{Fabric, Options};
+
+/// One of the six configurations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Its name in tables and on the command line.
+    pub name: &'static str,
+    /// Every switch's program.
+    pub program: &'static str,
+    /// Whether the switches send PFC (Q_PFC set).
+    pub pfc: bool,
+    /// Whether senders pace by QCN's RP.
+    pub rp: bool,
+    /// Whether receivers are the three-point NP.
+    pub np: bool,
+    /// Whether the measured flow is kernel TCP.
+    pub tcp: bool,
+}
+
+const fn config(name: &'static str, program: &'static str, pfc: bool, rp: bool) -> Config {
+    Config {
+        name,
+        program,
+        pfc,
+        rp,
+        np: false,
+        tcp: false,
+    }
+}
+
+/// The six configurations, in the paper's order.
+pub const CONFIGS: [Config; 6] = [
+    config("udp", "p4qcn-off", false, false),
+    Config {
+        tcp: true,
+        ..config("tcp", "p4qcn-off", false, false)
+    },
+    config("p4qcn", "p4qcn", false, true),
+    config("p4qcn+pfc", "p4qcn-pfc", true, true),
+    config("pfc", "pfc", true, false),
+    Config {
+        np: true,
+        ..config("three-point", "p4qcn-3pt", false, true)
+    },
+];
+
+/// A configuration by name.
+pub fn config_named(name: &str) -> Option<Config> {
+    CONFIGS.iter().copied().find(|c| c.name == name)
+}
+
+/// The paper's link rate, from which every rate is scaled.
+pub const PAPER_LINK_BPS: u64 = 7_000_000;
+/// The measured flow's rate at the paper's link rate.
+pub const PAPER_FLOW_BPS: u64 = 4_000_000;
+/// How long pisa-sim drains after the senders stop.
+pub const DRAIN_NS: u64 = 30_000_000_000;
+/// The measured flow.
+pub const MAIN: (&str, &str) = ("host11", "host41");
+
+/// The parameters of a run.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// Every link's rate.
+    pub link_bps: u64,
+    /// Every link's propagation delay (pisa-sim; the namespaces' veth have none).
+    pub delay_us: u64,
+    /// Egress buffer per port, packets.
+    pub buffer: u32,
+    /// Q_P4QCN (= Q_min = Q_max), packets.
+    pub q_p4qcn: u32,
+    /// Q_PFC, packets.
+    pub q_pfc: u32,
+    /// How long the senders send.
+    pub seconds: f64,
+    /// UDP payload bytes.
+    pub size: usize,
+    /// Mean background flow size, frame bytes (A-QCN-8 leaves it open).
+    pub mean_bytes: u64,
+    /// Seed of the background schedule and the simulation.
+    pub seed: u64,
+}
+
+impl Setup {
+    /// The paper's parameters at `link_bps`: thresholds 11 and 14, 1000-byte payloads, a 64-packet
+    /// buffer, 50 µs links, background flows of 1 s at the link rate on average.
+    pub fn paper(link_bps: u64, seconds: f64) -> Setup {
+        Setup {
+            link_bps,
+            delay_us: 50,
+            buffer: 64,
+            q_p4qcn: 11,
+            q_pfc: 14,
+            seconds,
+            size: 1000,
+            mean_bytes: (link_bps / 8).max(10_000),
+            seed: 1,
+        }
+    }
+
+    /// A rate of the paper's, scaled to this link rate.
+    pub fn scale(&self, paper_bps: u64) -> u64 {
+        u64::try_from(u128::from(paper_bps) * u128::from(self.link_bps) / 7_000_000)
+            .unwrap_or(u64::MAX)
+    }
+}
+
+/// The paper's topology with every switch running `c`'s program and thresholds.
+pub fn topology(s: &Setup, c: &Config) -> Topology {
+    let props = LinkProps {
+        rate_bps: s.link_bps,
+        delay_us: s.delay_us,
+        buffer: s.buffer,
+    };
+    let mut t = topo::p4qcn(
+        2,
+        GenProps {
+            host: props,
+            fabric: props,
+        },
+    );
+    for sw in &mut t.switches {
+        sw.program = c.program.into();
+        for k in ["q_min", "q_max"] {
+            sw.params.insert(k.into(), s.q_p4qcn.to_string());
+        }
+        if c.pfc {
+            sw.params.insert("q_pfc".into(), s.q_pfc.to_string());
+        }
+    }
+    t
+}
+
+/// One row of E10's table. `None`: not measured in this configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    /// Configuration.
+    pub config: String,
+    /// Background level (frame bits per second per host).
+    pub bg_bps: u64,
+    /// Packets of the measured flow sent.
+    pub sent: u64,
+    /// Its loss (for TCP: retransmitted segments over segments sent).
+    pub loss: f64,
+    /// One-way latency p50 and p99, µs (for TCP: the sender's mean RTT as p50).
+    pub latency_us: (Option<f64>, Option<f64>),
+    /// Its goodput, bits per second (frames received, or TCP's receiver rate).
+    pub goodput_bps: f64,
+    /// Feedback packets its sender took.
+    pub feedbacks: u64,
+    /// PFC frames sent by all switches.
+    pub pauses_sent: u64,
+    /// PFC frames received by switches and (pisa-sim) hosts.
+    pub pauses_received: u64,
+    /// Utilisation of host41's link while traffic lasted (pisa-sim: until the last packet
+    /// arrived; namespaces: the senders' time).
+    pub utilisation: f64,
+    /// Loss of the background traffic.
+    pub bg_loss: f64,
+}
+
+/// The background flows of a run as pisa-sim flow specs (`size` is the IP length).
+fn sim_specs(s: &Setup, c: &Config, t: &Topology, bg_bps: u64) -> Vec<String> {
+    let opts = |spec: String| -> String {
+        let mut spec = format!("{spec} size={} tos=2", s.size + 28);
+        if c.rp {
+            spec += " cc=qcn-rp";
+        }
+        if c.np {
+            spec += " np=on";
+        }
+        spec
+    };
+    let mut specs = vec![opts(format!(
+        "{}>{} rate={}",
+        MAIN.0,
+        MAIN.1,
+        s.scale(PAPER_FLOW_BPS)
+    ))];
+    let until = (s.seconds * 1e9) as u64;
+    for f in pipeline::traffic::background(t.hosts.len(), &[bg_bps], s.mean_bytes, until, s.seed) {
+        specs.push(opts(format!(
+            "{}>{} rate={} start_ms={} stop_ms={}",
+            t.hosts[f.src].name,
+            t.hosts[f.dst].name,
+            f.rate_bps,
+            f.start_ns as f64 / 1e6,
+            f.stop_ns as f64 / 1e6
+        )));
+    }
+    specs
+}
+
+fn u(v: &Value, path: &[&str]) -> u64 {
+    path.iter()
+        .try_fold(v, |v, k| v.get(*k))
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+}
+
+fn f64_at(v: &Value, path: &[&str]) -> Option<f64> {
+    path.iter().try_fold(v, |v, k| v.get(*k))?.as_f64()
+}
+
+/// E10 at one point in `pisa-sim`: the row and pisa-sim's report (the measured flow is
+/// `flows[0]`; its RP trace is `qcn_rp.trace_t_us_rc_rt_state`).
+pub fn sim(s: &Setup, c: &Config, bg_bps: u64) -> Result<(Row, Value), String> {
+    if c.tcp {
+        return Err("pisa-sim has no TCP congestion control: tcp runs in namespaces only".into());
+    }
+    let t = topology(s, c);
+    let mut opts = SimOptions::new((s.seconds * 1e9) as u64, s.seed);
+    // Loss is what never arrives: let paused queues drain (PFC's congestion spreading holds
+    // packets for seconds at 7 Mb/s) rather than count what is still queued as lost.
+    opts.drain_ns = DRAIN_NS;
+    for (i, spec) in sim_specs(s, c, &t, bg_bps).iter().enumerate() {
+        opts.flows.push(FlowSpec::parse(spec, i)?);
+    }
+    let r = Sim::new(&t, opts)?.run();
+    let r: Value = serde_json::from_str(&r.pretty()).map_err(|e| e.to_string())?;
+    let flows = r["flows"].as_array().cloned().unwrap_or_default();
+    let main = flows.first().cloned().unwrap_or(Value::Null);
+    let (mut bg_sent, mut bg_lost) = (0, 0);
+    for f in flows.iter().skip(1) {
+        bg_sent += u(f, &["sent"]);
+        bg_lost += u(f, &["lost"]);
+    }
+    let (mut sent_pfc, mut rx_pfc) = (0, 0);
+    for sw in r["switches"]
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.values())
+    {
+        for p in sw["ports"].as_object().into_iter().flat_map(|m| m.values()) {
+            sent_pfc += u(p, &["pfc_pauses_sent"]);
+            rx_pfc += u(p, &["pfc_pauses_received"]);
+        }
+    }
+    for h in r["hosts"].as_object().into_iter().flat_map(|m| m.values()) {
+        rx_pfc += u(h, &["pfc_pauses_received"]);
+    }
+    // host41 is port 1 of tor4. Over the time traffic lasted: the senders' time, or longer
+    // when PFC held packets past it (the run ends when the last one arrives).
+    let lasted = (u(&r, &["now_us"]) as f64 / 1e6).max(s.seconds);
+    let util = u(&r, &["switches", "tor4", "ports", "1", "tx_bytes"]) as f64 * 8.0
+        / (s.link_bps as f64 * lasted);
+    let frame_bits = ((s.size + 42) * 8) as f64;
+    let row = Row {
+        config: c.name.into(),
+        bg_bps,
+        sent: u(&main, &["sent"]),
+        loss: u(&main, &["lost"]) as f64 / u(&main, &["sent"]).max(1) as f64,
+        latency_us: (
+            f64_at(&main, &["latency_us", "p50"]),
+            f64_at(&main, &["latency_us", "p99"]),
+        ),
+        goodput_bps: u(&main, &["received"]) as f64 * frame_bits / lasted,
+        feedbacks: u(&main, &["qcn_rp", "feedbacks"]),
+        pauses_sent: sent_pfc,
+        pauses_received: rx_pfc,
+        utilisation: util,
+        bg_loss: bg_lost as f64 / bg_sent.max(1) as f64,
+    };
+    Ok((row, r))
+}
+
+/// E10 at one point in namespaces: brings the fabric up with `opts`, programs it, runs the hosts'
+/// tools (files in `dir`), and tears it down. Returns the row and the runner's report.
+pub fn netns(
+    s: &Setup,
+    c: &Config,
+    bg_bps: u64,
+    opts: &Options,
+    dir: &Path,
+    progress: impl FnMut(&str),
+) -> Result<(Row, Value), String> {
+    let t = topology(s, c);
+    let f = Fabric::up(&t, opts, progress)?;
+    f.program()?;
+    let plan = Plan {
+        senders: if c.tcp {
+            Vec::new()
+        } else {
+            vec![Sender {
+                src: MAIN.0.into(),
+                dst: MAIN.1.into(),
+                rate_bps: s.scale(PAPER_FLOW_BPS),
+            }]
+        },
+        background: Some(Background {
+            rates: vec![bg_bps],
+            mean_bytes: s.mean_bytes,
+            seed: s.seed,
+        }),
+        seconds: s.seconds,
+        size: s.size,
+        link_bps: s.link_bps,
+        rp: c.rp,
+        np: c.np,
+    };
+    let (r, tcp) = std::thread::scope(|sc| {
+        let tcp = c.tcp.then(|| sc.spawn(|| iperf3(&f, s, dir)));
+        let r = qcn::run(&f, &plan, dir);
+        (r, tcp.map(|j| j.join()))
+    });
+    let r = r?;
+    let tcp = match tcp {
+        Some(Ok(v)) => Some(v?),
+        Some(Err(_)) => return Err("the iperf3 thread panicked".into()),
+        None => None,
+    };
+    let (mut sent_pfc, mut rx_pfc) = (0, 0);
+    for sw in r["switches"]
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.values())
+    {
+        for p in sw.as_object().into_iter().flat_map(|m| m.values()) {
+            sent_pfc += u(p, &["pfc_tx"]);
+            rx_pfc += u(p, &["pfc_rx"]);
+        }
+    }
+    let util = f64_at(&r, &["utilisation", MAIN.1]).unwrap_or(0.0);
+    let bg_loss = f64_at(&r, &["background", "loss"]).unwrap_or(0.0);
+    let frame_bits = ((s.size + 42) * 8) as f64;
+    let row = match &tcp {
+        Some(j) => {
+            let snd = &j["end"]["streams"][0]["sender"];
+            let segs = u(snd, &["bytes"]) / 1448;
+            Row {
+                config: c.name.into(),
+                bg_bps,
+                sent: segs,
+                loss: u(snd, &["retransmits"]) as f64 / segs.max(1) as f64,
+                latency_us: (f64_at(snd, &["mean_rtt"]), None),
+                goodput_bps: f64_at(&j["end"]["sum_received"], &["bits_per_second"]).unwrap_or(0.0),
+                feedbacks: 0,
+                pauses_sent: sent_pfc,
+                pauses_received: rx_pfc,
+                utilisation: util,
+                bg_loss,
+            }
+        }
+        None => {
+            let m = &r["senders"][0];
+            Row {
+                config: c.name.into(),
+                bg_bps,
+                sent: u(m, &["sent"]),
+                loss: f64_at(m, &["loss"]).unwrap_or(0.0),
+                latency_us: (
+                    f64_at(m, &["latency_us", "p50"]),
+                    f64_at(m, &["latency_us", "p99"]),
+                ),
+                goodput_bps: u(m, &["received"]) as f64 * frame_bits / s.seconds,
+                feedbacks: u(m, &["feedbacks_received"]),
+                pauses_sent: sent_pfc,
+                pauses_received: rx_pfc,
+                utilisation: util,
+                bg_loss,
+            }
+        }
+    };
+    let mut report = r;
+    if let Some(j) = tcp {
+        report["tcp"] = j;
+    }
+    Ok((row, report))
+}
+
+/// The TCP configuration's flow: iperf3 (cubic) from host11 to host41 at the flow's rate, its
+/// JSON report.
+fn iperf3(f: &Fabric, s: &Setup, dir: &Path) -> Result<Value, String> {
+    let dst = f
+        .topo
+        .hosts
+        .iter()
+        .find(|h| h.name == MAIN.1)
+        .ok_or("no host41")?
+        .ipv4
+        .to_string();
+    let log = dir.join("iperf3-server.log");
+    let _server = crate::Process::spawn(f.ns(MAIN.1), "iperf3", &["-s", "-1", "-B", &dst], &log)
+        .map_err(|e| e.to_string())?;
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let out = f
+        .ns(MAIN.0)
+        .exec(
+            "iperf3",
+            &[
+                "-c",
+                &dst,
+                "-J",
+                "-C",
+                "cubic",
+                "-t",
+                &format!("{}", s.seconds.ceil() as u64),
+                "-b",
+                &s.scale(PAPER_FLOW_BPS).to_string(),
+            ],
+        )
+        .map_err(|e| e.to_string())?;
+    serde_json::from_slice(&out.stdout).map_err(|e| format!("iperf3 -J: {e}"))
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map_or("—".into(), |x| format!("{x:.0}"))
+}
+
+/// The rows as a Markdown table.
+pub fn table(rows: &[Row]) -> String {
+    let mut s = String::from(
+        "| config | background | sent | loss | latency p50 (µs) | p99 (µs) | goodput (Mb/s) | \
+         feedbacks | PFC sent | PFC received | host41 link use | background loss |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for r in rows {
+        s += &format!(
+            "| {} | {:.1} Mb/s | {} | {:.4} | {} | {} | {:.2} | {} | {} | {} | {:.3} | {:.4} |\n",
+            r.config,
+            r.bg_bps as f64 / 1e6,
+            r.sent,
+            r.loss,
+            opt(r.latency_us.0),
+            opt(r.latency_us.1),
+            r.goodput_bps / 1e6,
+            r.feedbacks,
+            r.pauses_sent,
+            r.pauses_received,
+            r.utilisation,
+            r.bg_loss
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_scale_with_the_link_and_configs_differ_only_in_programs() {
+        let s = Setup::paper(700_000_000, 1.0);
+        assert_eq!(s.scale(PAPER_FLOW_BPS), 400_000_000);
+        assert_eq!(s.scale(5_000_000), 500_000_000);
+        let t = topology(&s, &config_named("p4qcn+pfc").unwrap());
+        assert_eq!(t.switches.len(), 10);
+        assert_eq!(t.hosts.len(), 8);
+        for sw in &t.switches {
+            assert_eq!(sw.program, "p4qcn-pfc");
+            assert_eq!(sw.params["q_pfc"], "14");
+            assert_eq!(sw.params["q_min"], "11");
+        }
+        assert!(
+            !topology(&s, &CONFIGS[0]).switches[0]
+                .params
+                .contains_key("q_pfc")
+        );
+    }
+
+    #[test]
+    fn the_sim_runs_at_the_papers_rate_and_p4qcn_loses_less_than_udp() {
+        let s = Setup::paper(7_000_000, 2.0);
+        let (udp, _) = sim(&s, &CONFIGS[0], 5_000_000).unwrap();
+        let (qcn, r) = sim(&s, &config_named("p4qcn").unwrap(), 5_000_000).unwrap();
+        let trace = &r["flows"][0]["qcn_rp"]["trace_t_us_rc_rt_state"];
+        assert!(udp.sent > 500 && qcn.sent > 100, "{udp:?} {qcn:?}");
+        assert!(qcn.feedbacks > 0, "{qcn:?}");
+        assert!(qcn.loss < udp.loss, "{qcn:?} against {udp:?}");
+        assert!(trace.as_array().is_some_and(|t| !t.is_empty()));
+        assert!(
+            sim(&s, &CONFIGS[1], 5_000_000).is_err(),
+            "tcp is namespaces only"
+        );
+    }
+}
