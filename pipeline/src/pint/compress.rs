@@ -244,7 +244,8 @@ impl UtilEwma {
             .map_or(t, |last| (now_ns.saturating_sub(last) as f64).min(t));
         self.last_ns = Some(now_ns);
         let b = bytes_per_ns.max(f64::MIN_POSITIVE);
-        self.u = (t - tau) / t * self.u + qlen_bytes as f64 * tau / (b * t * t) + bytes as f64 / (b * t);
+        self.u =
+            (t - tau) / t * self.u + qlen_bytes as f64 * tau / (b * t * t) + bytes as f64 / (b * t);
         self.u
     }
 }

@@ -194,7 +194,8 @@ impl<'a> PathDecoder<'a> {
 
     fn hash(&self, value: u32, packet_id: u64, instance: u8) -> u32 {
         let cfg = self.cfg;
-        cfg.hashes.value(value, packet_id, instance, cfg.budget.bits())
+        cfg.hashes
+            .value(value, packet_id, instance, cfg.budget.bits())
     }
 
     fn xor_packet(&mut self, packet_id: u64, instance: u8, digest: u32, mask: HopMask) {
@@ -236,11 +237,15 @@ impl<'a> PathDecoder<'a> {
         }
         let cands = match self.hops[i].cands.take() {
             Some(mut c) => {
-                c.retain(|&ci| self.hash(self.candidates[ci as usize], packet_id, instance) == digest);
+                c.retain(|&ci| {
+                    self.hash(self.candidates[ci as usize], packet_id, instance) == digest
+                });
                 c
             }
             None => (0..self.candidates.len() as u32)
-                .filter(|&ci| self.hash(self.candidates[ci as usize], packet_id, instance) == digest)
+                .filter(|&ci| {
+                    self.hash(self.candidates[ci as usize], packet_id, instance) == digest
+                })
                 .collect(),
         };
         let h = &mut self.hops[i];
@@ -268,7 +273,8 @@ impl<'a> PathDecoder<'a> {
                 if !self.waiting[idx].unknown.contains(hop) {
                     continue;
                 }
-                let (packet_id, instance) = (self.waiting[idx].packet_id, self.waiting[idx].instance);
+                let (packet_id, instance) =
+                    (self.waiting[idx].packet_id, self.waiting[idx].instance);
                 let h = self.hash(v, packet_id, instance);
                 let w = &mut self.waiting[idx];
                 w.residual ^= h;

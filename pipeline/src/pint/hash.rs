@@ -68,7 +68,10 @@ impl Hashes {
 
     /// The start of a chain for `domain` and `instance`.
     fn start(self, domain: u64, instance: u8) -> u64 {
-        absorb(absorb(mix64(self.seed ^ GOLDEN), domain), u64::from(instance))
+        absorb(
+            absorb(mix64(self.seed ^ GOLDEN), domain),
+            u64::from(instance),
+        )
     }
 
     /// h(packet ID): 64 uniform bits that choose the packet's layer (Baseline or one of the XOR

@@ -29,14 +29,7 @@ pub use path::{Budget, Layer, LayerConfig, MAX_HOPS, PathTracing, XorLayer, enco
 /// The packet ID PINT hashes (seed-spec §4.2, [X]): invariant fields of the packet, here the
 /// flow's 5-tuple and a per-packet field that does not change along the path (the IPv4
 /// identification, or the TCP sequence number).
-pub fn packet_id(
-    src: u32,
-    dst: u32,
-    proto: u8,
-    sport: u16,
-    dport: u16,
-    per_packet: u32,
-) -> u64 {
+pub fn packet_id(src: u32, dst: u32, proto: u8, sport: u16, dport: u16, per_packet: u32) -> u64 {
     let a = u64::from(src) << 32 | u64::from(dst);
     let b = u64::from(proto) << 32 | u64::from(sport) << 16 | u64::from(dport);
     hash::mix64(hash::mix64(hash::mix64(a) ^ b) ^ u64::from(per_packet))

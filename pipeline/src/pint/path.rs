@@ -195,7 +195,8 @@ pub struct HopMask([u64; WORDS]);
 impl HopMask {
     /// Is `hop` in the set?
     pub fn contains(&self, hop: u32) -> bool {
-        (1..=MAX_HOPS).contains(&hop) && self.0[((hop - 1) / 64) as usize] >> ((hop - 1) % 64) & 1 == 1
+        (1..=MAX_HOPS).contains(&hop)
+            && self.0[((hop - 1) / 64) as usize] >> ((hop - 1) % 64) & 1 == 1
     }
 
     /// Adds `hop` (ignored outside 1..=[`MAX_HOPS`]).
