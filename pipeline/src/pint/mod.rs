@@ -19,6 +19,8 @@ pub mod hash;
 pub mod path;
 
 #[cfg(test)]
+mod compress_tests;
+#[cfg(test)]
 mod tests;
 
 pub use compress::{Additive, HpccUtil, Multiplicative, UtilEwma};
