@@ -2,6 +2,8 @@
 
 use super::decode::{PathDecoder, Record, Status, decode};
 use super::hash::{Hashes, mix64};
+use proptest::prelude::*;
+
 use super::path::{Budget, LayerConfig, PathTracing, XorLayer, baseline_writer, xor_mask};
 
 /// A tiny deterministic generator (splitmix64).
@@ -308,6 +310,40 @@ fn explore_layers() {
                     median_packets(budget, &layers, k as usize, 101)
                 );
             }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// For any seed, path length (1..=40, the encoder configured for a longer bound than the
+    /// path) and budget, the decoder reports exactly the true path.
+    #[test]
+    fn decodes_any_path(seed in any::<u64>(), k in 1usize..=40, split in any::<bool>()) {
+        let budget = if split { Budget::SPLIT_2X4 } else { Budget::SINGLE_8 };
+        let cfg = PathTracing::new(seed, budget, 64);
+        let mut rng = Rng(seed ^ 0xabc);
+        let fab = fabric(&mut rng, FABRIC);
+        let path = path_in(&mut rng, &fab, k);
+        let rep = run(&cfg, &cfg, &fab, &path, &mut rng);
+        prop_assert_eq!(rep.status, Status::Decoded);
+        prop_assert_eq!(rep.path, Some(path));
+    }
+
+    /// Hop 0 and hops past MAX_HOPS' vectors leave XOR digests alone; the digest never leaves
+    /// the budget's bits.
+    #[test]
+    fn encode_stays_in_budget(
+        seed in any::<u64>(), packet in any::<u64>(), hop in 0u32..300, id in any::<u32>(),
+        digest in any::<u8>(), split in any::<bool>(),
+    ) {
+        let budget = if split { Budget::SPLIT_2X4 } else { Budget::SINGLE_8 };
+        let cfg = PathTracing::new(seed, budget, 16);
+        let out = cfg.encode_hop(packet, hop, id, u32::from(digest));
+        prop_assert!(out < 256);
+        if hop == 0 {
+            prop_assert_eq!(out, u32::from(digest));
         }
     }
 }
