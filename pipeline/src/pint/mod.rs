@@ -13,6 +13,8 @@
 //! Nothing here touches packets: the caller supplies the packet ID, the hop number and the
 //! digest, and places the result wherever its header format puts it.
 
+#![warn(missing_docs)]
+
 pub mod compress;
 pub mod decode;
 pub mod hash;
