@@ -17,6 +17,7 @@ pub mod fabric;
 pub mod frame;
 pub mod metadata;
 pub mod p4info;
+pub mod pint;
 pub mod pktgen;
 pub mod pre;
 pub mod program;
