@@ -44,6 +44,9 @@ pub(super) struct E10Args {
     /// Seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Capture every switch port in namespaces (pcaps under OUT/<point>/run/<switch>-pcap).
+    #[arg(long)]
+    capture: bool,
     /// Port I/O of the switches in namespaces.
     #[arg(long, default_value = "af-xdp")]
     io: String,
@@ -79,7 +82,7 @@ fn point(
             io: a.io.clone(),
             dir: dir.join("run"),
             cancel: cancel.clone(),
-            capture: false,
+            capture: a.capture,
             links: fabric::Links::Veth,
         };
         let _g = BRINGUP

@@ -556,6 +556,9 @@ impl Sim {
     }
 
     fn schedule(&mut self, at: u64, event: Event) {
+        // Time never runs backwards: a source that was blocked asks for the send times it
+        // missed, which are now.
+        let at = at.max(self.now);
         self.seq += 1;
         self.events.push(Reverse(Scheduled {
             at,
