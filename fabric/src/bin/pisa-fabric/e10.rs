@@ -66,12 +66,15 @@ fn point(
     wh: &str,
     cancel: &Arc<AtomicBool>,
 ) -> Result<Row, String> {
-    let tag = format!(
+    let mut tag = format!(
         "{}-{wh}-{}-{:.0}M",
         c.name,
         s.link_bps / 1_000_000,
         bg as f64 / 1e6
     );
+    if !a.sweep.is_empty() {
+        tag += &format!("-q{}-{}", s.q_p4qcn, s.q_pfc);
+    }
     let dir = a.out.join(&tag);
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let (row, report) = if wh == "sim" {
