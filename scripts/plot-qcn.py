@@ -4,7 +4,7 @@
   plot-qcn.py trace TRACE.csv OUT.png [--title T] [--until-ms MS]
       Fig. 12: a reaction point's Rc and Rt over time (CSV t_us,rc_bps,rt_bps,state, as
       `pisa-host rp-send --trace` and `pisa-fabric e10` write it), the states shaded.
-  plot-qcn.py fbps PCAP [--limit N]
+  plot-qcn.py fbps PCAP [--limit N] [--write OUT.pcap]
       Lists the ECN = 11 UDP datagrams in a capture (`pisa-fabric e10 --capture`, a switch's
       port<N>-tx.pcap): the feedback packets, with their addresses, ports, length and TOS.
 
@@ -51,6 +51,7 @@ def trace(args):
 
 
 def packets(path):
+    """(file header, record header, frame) for each frame of a classic pcap."""
     with open(path, "rb") as f:
         head = f.read(24)
         if len(head) < 24:
@@ -62,13 +63,16 @@ def packets(path):
             if len(rec) < 16:
                 return
             _, _, incl, _ = struct.unpack(order + "IIII", rec)
-            yield f.read(incl)
+            yield head, rec, f.read(incl)
 
 
 def fbps(args):
     n = 0
     total = 0
-    for p in packets(args.pcap):
+    out = open(args.write, "wb") if args.write else None
+    for head, rec, p in packets(args.pcap):
+        if out is not None and total == 0:
+            out.write(head)
         total += 1
         if len(p) < 34 or p[12:14] != b"\x08\x00":
             continue
@@ -80,6 +84,8 @@ def fbps(args):
         src = ".".join(str(b) for b in ip[12:16])
         dst = ".".join(str(b) for b in ip[16:20])
         sport, dport, ulen = struct.unpack(">HHH", ip[ihl : ihl + 6])
+        if out is not None and n < args.limit:
+            out.write(rec + p)
         if n < args.limit:
             print(
                 f"{src}:{sport} -> {dst}:{dport} tos=0x{tos:02x} (ECN={tos & 3:02b}) "
@@ -87,6 +93,9 @@ def fbps(args):
             )
         n += 1
     print(f"{n} ECN=11 UDP datagrams among {total} frames in {args.pcap}")
+    if out is not None:
+        out.close()
+        print(f"wrote the first {min(n, args.limit)} of them to {args.write}")
 
 
 def main():
@@ -101,6 +110,7 @@ def main():
     b = sub.add_parser("fbps")
     b.add_argument("pcap")
     b.add_argument("--limit", type=int, default=10)
+    b.add_argument("--write", help="also write the first --limit of them to this pcap")
     b.set_defaults(run=fbps)
     a = ap.parse_args()
     a.run(a)
