@@ -148,6 +148,53 @@ fn chain_within_bound(k: usize) {
     }
 }
 
+/// The single-flow bound of docs/pint.md, sans-IO over many trials (the simulator runs too few
+/// to see the tail): for k = 5 among 5 or 20 switches and k = 16 among 16, both budgets, every
+/// one of 5000 trials (own seed, switch IDs and packet IDs) decodes its path within
+/// [`SINGLE_FLOW_FACTOR`] times the median bound, and the median stays within the bound.
+#[test]
+fn s4_2_single_flow_bound_holds_over_many_trials() {
+    use pipeline::pint::{Record, decode};
+    for (k, n) in [(5usize, 5usize), (5, 20), (16, 16)] {
+        for budget in [Budget::SINGLE_8, Budget::SPLIT_2X4] {
+            let mut used: Vec<usize> = (0..5000u64)
+                .map(|trial| {
+                    let cfg = PathTracing::new(mix(trial ^ 0x77), budget, k as u32);
+                    let ids = random_ids(trial, n);
+                    let path = &ids[..k];
+                    let records = (0..100_000u64).map(|i| {
+                        let id = mix(i ^ (trial << 20));
+                        let digest = path
+                            .iter()
+                            .enumerate()
+                            .fold(0, |d, (h, &s)| cfg.encode_hop(id, h as u32 + 1, s, d));
+                        Record {
+                            packet_id: id,
+                            hops: k as u32,
+                            digest,
+                        }
+                    });
+                    let r = decode(&cfg, &ids, records);
+                    assert_eq!(r.path.as_deref(), Some(path));
+                    r.packets_used
+                })
+                .collect();
+            used.sort_unstable();
+            let bound = median_bound(k, n, budget);
+            let (median, worst) = (used[used.len() / 2], used[used.len() - 1]);
+            println!(
+                "k={k} n={n} {budget:?}: median {median}, p99 {}, max {worst}; bound {bound:.1}",
+                used[used.len() * 99 / 100]
+            );
+            assert!(median as f64 <= bound);
+            assert!(
+                worst as f64 <= SINGLE_FLOW_FACTOR * bound,
+                "{worst} vs {bound:.1}"
+            );
+        }
+    }
+}
+
 #[test]
 fn s4_2_path_tracing_decodes_a_5_hop_chain_within_the_bound() {
     chain_within_bound(5);
