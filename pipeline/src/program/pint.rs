@@ -10,8 +10,8 @@
 //!   restores the header.
 //!
 //! **Where the digest rides [X].** In the high byte of the IPv4 Identification field: the packet
-//! keeps its length, and the ID of an *atomic* datagram (DF set, not a fragment) is not used for
-//! anything but reassembly (RFC 6864), which an atomic datagram never undergoes. Only atomic IPv4
+//! keeps its length, and the ID of an *atomic* datagram (DF set, not a fragment) has no meaning
+//! and may hold any value (RFC 6864 §4.1): it is never reassembled. Only atomic IPv4
 //! datagrams are traced; everything else passes untouched. Hop 1 starts the digest at 0, whatever
 //! the host put there; the sink writes the byte back to 0 (exactly what `pisa-sim`'s hosts and
 //! Linux's unconnected UDP sockets send). The IPv4 checksum is updated incrementally (RFC 1624).
