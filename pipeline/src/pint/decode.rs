@@ -18,6 +18,8 @@
 //! nonzero residual makes the flow **inconsistent** (wrong seed, wrong candidate set, or the path
 //! changed): decoding stops and reports no path.
 
+use std::borrow::Cow;
+
 use super::path::{HopMask, Layer, MAX_HOPS, PathTracing, baseline_writer, xor_mask};
 
 /// What the sink exports per packet: the collector's input.
@@ -75,7 +77,7 @@ struct Waiting {
 /// The streaming Inference Module for one flow of a known hop count `k`.
 #[derive(Debug)]
 pub struct PathDecoder<'a> {
-    cfg: &'a PathTracing,
+    cfg: Cow<'a, PathTracing>,
     candidates: Vec<u32>,
     k: u32,
     min_constraints: u32,
@@ -94,6 +96,15 @@ impl<'a> PathDecoder<'a> {
     /// A decoder for `k`-hop paths (1..=[`MAX_HOPS`]; clamped) whose switches are among
     /// `candidates` (the fabric's switch IDs; duplicates are removed).
     pub fn new(cfg: &'a PathTracing, k: u32, candidates: &[u32]) -> PathDecoder<'a> {
+        PathDecoder::with_cfg(Cow::Borrowed(cfg), k, candidates)
+    }
+
+    /// [`PathDecoder::new`] owning its configuration (a collector keeping one decoder per flow).
+    pub fn owned(cfg: PathTracing, k: u32, candidates: &[u32]) -> PathDecoder<'static> {
+        PathDecoder::with_cfg(Cow::Owned(cfg), k, candidates)
+    }
+
+    fn with_cfg(cfg: Cow<'a, PathTracing>, k: u32, candidates: &[u32]) -> PathDecoder<'a> {
         let k = k.clamp(1, MAX_HOPS);
         let mut candidates = candidates.to_vec();
         candidates.sort_unstable();
@@ -170,17 +181,16 @@ impl<'a> PathDecoder<'a> {
             self.ignored += 1;
             return self.status();
         }
-        let cfg = self.cfg;
-        let budget = cfg.budget;
+        let (hashes, budget) = (self.cfg.hashes, self.cfg.budget);
         for inst in 0..budget.instances() {
             let digest = budget.field(rec.digest, inst);
-            match cfg.layers.choose(cfg.hashes, rec.packet_id, inst) {
+            match self.cfg.layers.choose(hashes, rec.packet_id, inst) {
                 Layer::Baseline => {
-                    let hop = baseline_writer(cfg.hashes, rec.packet_id, inst, self.k);
+                    let hop = baseline_writer(hashes, rec.packet_id, inst, self.k);
                     self.constrain(hop, rec.packet_id, inst, digest);
                 }
                 Layer::Xor { index, log2_inv_p } => {
-                    let mask = xor_mask(cfg.hashes, rec.packet_id, inst, index, log2_inv_p, self.k);
+                    let mask = xor_mask(hashes, rec.packet_id, inst, index, log2_inv_p, self.k);
                     self.xor_packet(rec.packet_id, inst, digest, mask);
                 }
             }
@@ -193,7 +203,7 @@ impl<'a> PathDecoder<'a> {
     }
 
     fn hash(&self, value: u32, packet_id: u64, instance: u8) -> u32 {
-        let cfg = self.cfg;
+        let cfg = &self.cfg;
         cfg.hashes
             .value(value, packet_id, instance, cfg.budget.bits())
     }

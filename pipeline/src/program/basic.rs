@@ -74,6 +74,8 @@ struct Ids {
     dbb: Option<super::dbb::DbbIds>,
     /// P4QCN's congestion point, in programs that have it.
     qcn: Option<super::p4qcn::QcnIds>,
+    /// PINT's path tracing, in programs that have it.
+    pint: Option<super::pint::PintIds>,
 }
 
 /// The registers of flowlet switching.
@@ -102,6 +104,8 @@ pub(crate) struct Extensions {
     pub(crate) dbb: bool,
     /// P4QCN's congestion point and feedback packets ([`super::p4qcn`]).
     pub(crate) qcn: bool,
+    /// PINT's path-tracing encoder and sink ([`super::pint`]).
+    pub(crate) pint: bool,
 }
 
 /// What a program's own forwarding decided for a routed packet, before `basic`'s LPM.
@@ -284,6 +288,7 @@ fn schema(name: &'static str, version: &'static str, ext: Extensions) -> (Schema
     let spray = ext.spray.then(|| super::spray::declare(&mut b, no_action));
     let dbb = ext.dbb.then(|| super::dbb::declare(&mut b, no_action));
     let qcn = ext.qcn.then(|| super::p4qcn::declare(&mut b, no_action));
+    let pint = ext.pint.then(|| super::pint::declare(&mut b, no_action));
     b.controller_header("packet_in", &[("ingress_port", PORT_BITS), ("_pad", 7)]);
     b.controller_header("packet_out", &[("egress_port", PORT_BITS), ("_pad", 7)]);
     let schema = b
@@ -313,6 +318,7 @@ fn schema(name: &'static str, version: &'static str, ext: Extensions) -> (Schema
         spray,
         dbb,
         qcn,
+        pint,
     };
     (schema, ids)
 }
@@ -686,6 +692,9 @@ impl Program for Basic {
         }
         if let Some(q) = &self.ids.qcn {
             super::p4qcn::egress(cx, q, pkt, md);
+        }
+        if let Some(p) = &self.ids.pint {
+            super::pint::egress(cx, p, pkt, md);
         }
         cx.packet_len = u32::try_from(pkt.len()).unwrap_or(u32::MAX);
         cx.count(self.ids.port_tx, usize::from(port));

@@ -12,6 +12,7 @@ pub mod ecmp;
 pub mod hula;
 pub mod p4qcn;
 pub mod p4te;
+pub mod pint;
 pub mod spray;
 
 use std::collections::BTreeMap;
@@ -200,6 +201,13 @@ pub static REGISTRY: &[Entry] = &[
         about: "DBB with one circular counter per flow",
         build: dbb::build,
         plan: dbb::plan_independent,
+        agent: None,
+    },
+    Entry {
+        name: "pint",
+        about: "PINT path tracing: every hop encodes its switch ID into an 8-bit digest in the IPv4 ID, the last hop exports it",
+        build: pint::build,
+        plan: pint::plan,
         agent: None,
     },
 ];

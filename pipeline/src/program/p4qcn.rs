@@ -113,7 +113,7 @@ pub(crate) fn declare(b: &mut SchemaBuilder, no_action: usize) -> QcnIds {
 }
 
 /// The IPv4 header's offset, if `frame` is Ethernet (one optional VLAN tag) and IPv4.
-fn ipv4_at(frame: &[u8]) -> Option<usize> {
+pub(crate) fn ipv4_at(frame: &[u8]) -> Option<usize> {
     let eth = EthernetFrame::new_checked(frame).ok()?;
     let mut l3 = eth.header_len();
     let mut ethertype = eth.ethertype();

@@ -36,6 +36,7 @@ use crate::runtime::{Config, Pipeline, Worker};
 use crate::tm::{Dequeued, PortConfig, Queued, Setting, TrafficManager, TxState};
 
 mod hosts;
+mod pint;
 mod report;
 
 /// What to run.
@@ -269,6 +270,8 @@ pub struct Sim {
     /// `cc=qcn-rp` flows by (source host, destination address, source port, destination port):
     /// how a feedback packet finds its flow.
     rp_flows: BTreeMap<(usize, Ipv4Addr, u16, u16), usize>,
+    /// PINT's collector, when switches run `pint`.
+    pint: Option<pint::Collector>,
 }
 
 fn host_port_config(p: &LinkProps) -> PortConfig {
@@ -303,6 +306,7 @@ impl Sim {
             ));
         }
         let plans = fabric_plan(t)?;
+        let mut collector = pint::Collector::new(t)?;
         let index = t.switch_indices();
         let host_index = t.host_indices();
         let all_ports = t.ports();
@@ -374,6 +378,9 @@ impl Sim {
                     }
                 }
             }
+            if let Some(c) = &mut collector {
+                c.add_switch(i, &s.program, control);
+            }
             let seed = opts.seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
             let cpu_tx = tm.tx_state(pipeline.config.cpu_port);
             let loop_tx = tm.tx_state(pipeline.config.recirc_port);
@@ -441,6 +448,7 @@ impl Sim {
             hops: 0,
             scratch: Vec::new(),
             rp_flows: BTreeMap::new(),
+            pint: collector,
         };
         for (i, a) in agents {
             sim.attach(i, a);
@@ -729,6 +737,9 @@ impl Sim {
                 while let Some(m) = control.externs().agent_digests.pop() {
                     a.digest(control, now, &m);
                 }
+            }
+            if let Some(c) = &mut self.pint {
+                c.drain(sw, &s.pipeline.control);
             }
         }
         for (port, frame) in departures {

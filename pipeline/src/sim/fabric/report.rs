@@ -93,10 +93,14 @@ impl Sim {
                 flow
             })
             .collect();
-        Json::object()
+        let report = Json::object()
             .with("now_us", self.now / 1000)
             .with("switches", switches)
             .with("hosts", hosts)
-            .with("flows", flows)
+            .with("flows", flows);
+        match &self.pint {
+            Some(c) => report.with("pint", c.report()),
+            None => report,
+        }
     }
 }

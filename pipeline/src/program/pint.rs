@@ -1,0 +1,391 @@
+//! `pint`: PINT path tracing (seed 003, seed-spec §4; docs/pint.md) on `basic`'s routing.
+//!
+//! **Encoding (egress).** `egress.pint` (exact on the egress port) says what a port does; a miss
+//! does nothing. Both actions carry the fabric-wide configuration (switch ID, hash seed, budget,
+//! the fabric's longest path D, the hosts' initial TTL):
+//! - `pint_transit`: the switch runs the Encoding Module ([`crate::pint::encode_hop`]) on the
+//!   packet's digest with its switch ID and hop number and writes the digest back;
+//! - `pint_sink` (ports that face a host): the same, then the switch exports the record
+//!   ([`RECORD`]: packet ID, hop count, digest, 5-tuple) as a digest to the controller and
+//!   restores the header.
+//!
+//! **Where the digest rides [X].** In the high byte of the IPv4 Identification field: the packet
+//! keeps its length, and the ID of an *atomic* datagram (DF set, not a fragment) has no meaning
+//! and may hold any value (RFC 6864 §4.1): it is never reassembled. Only atomic IPv4
+//! datagrams are traced; everything else passes untouched. Hop 1 starts the digest at 0, whatever
+//! the host put there; the sink writes the byte back to 0 (exactly what `pisa-sim`'s hosts and
+//! Linux's unconnected UDP sockets send). The IPv4 checksum is updated incrementally (RFC 1624).
+//!
+//! **Packet ID [X].** [`crate::pint::packet_id`] of the 5-tuple and a per-packet word no switch
+//! changes: the ID's low byte, and the TCP sequence and acknowledgement numbers, or the UDP
+//! checksum and length ([`per_packet`]).
+//!
+//! **Hop number [X].** From the TTL, which `basic`'s ingress has already decremented when egress
+//! runs: hop `initial_ttl − ttl` ([`crate::pint::hops_from_ttl`]). At the sink that is also the
+//! path's length k.
+//!
+//! **Fabric plan**: `basic`'s routes and one `egress.pint` entry per port, `pint_sink` on ports
+//! that face a host. `pint_seed=`, `pint_bits=8|2x4`, `pint_max_hops=` (D; default the longest
+//! host-to-host path in switches) and `pint_ttl=` (default 64) must agree across the fabric; one
+//! switch's line sets them for all ([`fabric_config`]).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+
+use super::Program;
+use super::basic::{Basic, Extensions};
+use crate::fabric::plan::{SwitchPlan, routed};
+use crate::fabric::topo::{End, Switch, Topology};
+use crate::metadata::{InstanceType, PORT_BITS, StdMeta};
+use crate::pint::{Budget, Hashes, LayerConfig, MAX_HOPS, PathTracing, encode_hop};
+use crate::program::Ctx;
+use crate::schema::{ActionScope, DigestIx, SchemaBuilder, TableIx, TableSpec};
+use crate::table::MatchKind;
+use crate::wire::{IpProtocol, Ipv4Packet, TcpPacket, UdpPacket, checksum};
+
+/// The name of the sink's record digest.
+pub const RECORD: &str = "egress.pint_record";
+/// The record's fields, in order, with their widths.
+pub const RECORD_FIELDS: [(&str, u8); 8] = [
+    ("packet_id", 64),
+    ("hops", 16),
+    ("digest", 8),
+    ("src_addr", 32),
+    ("dst_addr", 32),
+    ("protocol", 8),
+    ("src_port", 16),
+    ("dst_port", 16),
+];
+/// The hash seed when no switch gives `pint_seed=`.
+pub const DEFAULT_SEED: u64 = 0x5049_4e54_5345_4544; // "PINTSEED"
+/// The hosts' initial TTL when no switch gives `pint_ttl=` (Linux's and `pisa-sim`'s).
+pub const DEFAULT_TTL: u8 = 64;
+
+/// The program.
+pub fn build() -> Arc<dyn Program> {
+    Arc::new(Basic::with(
+        "pint",
+        "0.1.0",
+        Extensions {
+            pint: true,
+            ..Extensions::default()
+        },
+    ))
+}
+
+/// The schema objects PINT adds to `basic`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PintIds {
+    transit: usize,
+    sink: usize,
+    table: TableIx,
+    record: DigestIx,
+}
+
+/// Declares the encoder's table and the sink's record digest.
+pub(crate) fn declare(b: &mut SchemaBuilder, no_action: usize) -> PintIds {
+    let params: &[(&'static str, u8)] = &[
+        ("switch_id", 32),
+        ("seed", 64),
+        ("bits", 8),
+        ("instances", 8),
+        ("max_hops", 16),
+        ("initial_ttl", 8),
+    ];
+    let transit = b.action("egress.pint_transit", params);
+    let sink = b.action("egress.pint_sink", params);
+    let table = b.table(TableSpec {
+        name: "egress.pint",
+        fields: vec![("standard_metadata.egress_port", PORT_BITS, MatchKind::Exact)],
+        actions: vec![
+            (transit, ActionScope::TableOnly),
+            (sink, ActionScope::TableOnly),
+            (no_action, ActionScope::TableAndDefault),
+        ],
+        default_action: (no_action, vec![]),
+        const_default: false,
+        size: 1 << PORT_BITS,
+        idle_timeout: false,
+    });
+    PintIds {
+        transit,
+        sink,
+        table,
+        record: b.digest(RECORD, &RECORD_FIELDS),
+    }
+}
+
+/// `LayerConfig::pint(D)` for every D up to [`MAX_HOPS`], built once (no allocation per packet).
+fn layers(max_hops: u32) -> &'static LayerConfig {
+    static LAYERS: OnceLock<Vec<LayerConfig>> = OnceLock::new();
+    let all = LAYERS.get_or_init(|| (0..=MAX_HOPS).map(LayerConfig::pint).collect());
+    &all[max_hops.min(MAX_HOPS) as usize]
+}
+
+/// What egress reads of a traced packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Traced {
+    /// Offset of the IPv4 header.
+    l3: usize,
+    ident: u16,
+    ttl: u8,
+    src: u32,
+    dst: u32,
+    proto: u8,
+    sport: u16,
+    dport: u16,
+    /// The per-packet word of the packet ID.
+    word: u32,
+}
+
+/// The packet ID's per-packet word [X]: the IPv4 ID's low byte (the byte the digest leaves
+/// alone) in the top bits, XOR the transport's invariant per-packet fields: for TCP the sequence
+/// number and the acknowledgement number (rotated; pure ACKs differ only there), for UDP the
+/// checksum and the length, otherwise nothing.
+pub fn per_packet(ident: u16, proto: u8, l4: &[u8]) -> u32 {
+    let transport = match IpProtocol(proto) {
+        IpProtocol::TCP => TcpPacket::new_checked(l4)
+            .map(|t| t.seq_number() ^ t.ack_number().rotate_left(16))
+            .unwrap_or(0),
+        IpProtocol::UDP => UdpPacket::new_checked(l4)
+            .map(|u| u32::from(u.checksum()) | (u32::from(u.len()) << 16))
+            .unwrap_or(0),
+        _ => 0,
+    };
+    transport ^ (u32::from(ident & 0xff) << 24)
+}
+
+/// The IPv4 fields of an atomic datagram (DF set, MF clear, offset 0); `None` for anything else.
+fn traced(d: &[u8]) -> Option<Traced> {
+    let l3 = super::p4qcn::ipv4_at(d)?;
+    let ip = Ipv4Packet::new_checked(d.get(l3..)?).ok()?;
+    if !ip.dont_frag() || ip.more_frags() || ip.frag_offset() != 0 {
+        return None;
+    }
+    let proto = ip.protocol().0;
+    let l4 = ip.payload();
+    let ports = match IpProtocol(proto) {
+        IpProtocol::TCP | IpProtocol::UDP if l4.len() >= 4 => (
+            u16::from_be_bytes([l4[0], l4[1]]),
+            u16::from_be_bytes([l4[2], l4[3]]),
+        ),
+        _ => (0, 0),
+    };
+    Some(Traced {
+        l3,
+        ident: ip.ident(),
+        ttl: ip.ttl(),
+        src: ip.src_addr().to_bits(),
+        dst: ip.dst_addr().to_bits(),
+        proto,
+        sport: ports.0,
+        dport: ports.1,
+        word: per_packet(ip.ident(), proto, l4),
+    })
+}
+
+/// The Encoding Module on a packet leaving by `md.egress_port`, and the sink's export.
+pub(crate) fn egress(
+    cx: &mut Ctx<'_>,
+    p: &PintIds,
+    pkt: &mut crate::frame::Frame<'_>,
+    md: &mut StdMeta,
+) {
+    if md.instance_type != InstanceType::Normal {
+        return;
+    }
+    let r = cx.apply(p.table, &[u128::from(md.egress_port)], 0);
+    let a = usize::from(r.action.action);
+    let sink = a == p.sink;
+    if !sink && a != p.transit {
+        return;
+    }
+    let switch_id = r.action.arg(0) as u32;
+    let hashes = Hashes::new(r.action.arg(1) as u64);
+    let budget = Budget::new(r.action.arg(2) as u8, r.action.arg(3) as u8);
+    let Some(budget) = budget.filter(|b| b.total_bits() <= 8) else {
+        return;
+    };
+    let max_hops = r.action.arg(4) as u32;
+    let initial_ttl = r.action.arg(5) as u8;
+    let Some(t) = traced(pkt.data()) else { return };
+    let hop = crate::pint::hops_from_ttl(initial_ttl, t.ttl).unwrap_or(0);
+    if hop == 0 {
+        return;
+    }
+    let packet_id = crate::pint::packet_id(t.src, t.dst, t.proto, t.sport, t.dport, t.word);
+    let carried = if hop == 1 { 0 } else { u32::from(t.ident >> 8) };
+    let digest = encode_hop(
+        hashes,
+        layers(max_hops),
+        budget,
+        packet_id,
+        hop,
+        switch_id,
+        carried,
+    ) & 0xff;
+    let ident = if sink {
+        cx.digest(
+            p.record,
+            &[
+                u128::from(packet_id),
+                u128::from(hop),
+                u128::from(digest),
+                u128::from(t.src),
+                u128::from(t.dst),
+                u128::from(t.proto),
+                u128::from(t.sport),
+                u128::from(t.dport),
+            ],
+        );
+        t.ident & 0x00ff
+    } else {
+        ((digest as u16) << 8) | (t.ident & 0x00ff)
+    };
+    cx.trace(|| format!("pint hop={hop} digest={digest:#04x} sink={sink}"));
+    if let Some(h) = pkt.data_mut().get_mut(t.l3..) {
+        let mut ip = Ipv4Packet::new_unchecked(h);
+        let c = checksum::update16(ip.checksum(), t.ident, ident);
+        ip.set_ident(ident);
+        ip.set_checksum(c);
+    }
+}
+
+/// The fabric's path-tracing parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FabricConfig {
+    /// The seed of the global hashes g and h.
+    pub seed: u64,
+    /// The digest's budget (8 bits or 2 × 4 bits).
+    pub budget: Budget,
+    /// D, the longest path the layers are set for.
+    pub max_hops: u32,
+    /// The hosts' initial TTL.
+    pub initial_ttl: u8,
+}
+
+impl FabricConfig {
+    /// The configuration switches and collector share.
+    pub fn path_tracing(&self) -> PathTracing {
+        PathTracing::new(self.seed, self.budget, self.max_hops)
+    }
+}
+
+/// `pint_bits=`: `8` (one 8-bit hash) or `2x4` (two 4-bit hashes).
+pub fn parse_bits(v: &str) -> Option<Budget> {
+    match v {
+        "8" => Some(Budget::SINGLE_8),
+        "2x4" => Some(Budget::SPLIT_2X4),
+        _ => None,
+    }
+}
+
+fn parse_u64(v: &str) -> Option<u64> {
+    match v.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => v.parse().ok(),
+    }
+}
+
+/// The one value of `key` the switches running `pint` give (`None`: none gives it); an error if
+/// two give different values or one is malformed.
+fn agreed<T: PartialEq + Copy>(
+    switches: &[&Switch],
+    key: &str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<Option<T>, String> {
+    let mut found: Option<(T, &str)> = None;
+    for s in switches {
+        let Some(v) = s.params.get(key) else { continue };
+        let x = parse(v).ok_or_else(|| format!("switch {}: bad {key}={v}", s.name))?;
+        match found {
+            Some((y, other)) if y != x => {
+                return Err(format!(
+                    "switch {}: {key}={v} differs from switch {other}'s: PINT needs one value \
+                     across the fabric",
+                    s.name
+                ));
+            }
+            Some(_) => {}
+            None => found = Some((x, s.name.as_str())),
+        }
+    }
+    Ok(found.map(|(x, _)| x))
+}
+
+/// The path-tracing parameters of the switches of `t` that run `pint` (`None` if none does):
+/// the values their lines give, which must agree, or the defaults.
+pub fn fabric_config(t: &Topology) -> Result<Option<FabricConfig>, String> {
+    let only: Vec<&Switch> = t.switches.iter().filter(|s| s.program == "pint").collect();
+    if only.is_empty() {
+        return Ok(None);
+    }
+    config_of(t, &only).map(Some)
+}
+
+fn config_of(t: &Topology, only: &[&Switch]) -> Result<FabricConfig, String> {
+    let seed = agreed(only, "pint_seed", parse_u64)?.unwrap_or(DEFAULT_SEED);
+    let budget = agreed(only, "pint_bits", parse_bits)?.unwrap_or(Budget::SINGLE_8);
+    let max_hops = agreed(only, "pint_max_hops", |v| {
+        v.parse().ok().filter(|d| (1..=MAX_HOPS).contains(d))
+    })?;
+    let max_hops = max_hops
+        .unwrap_or_else(|| (crate::fabric::plan::host_path_switches(t) as u32).clamp(1, MAX_HOPS));
+    let initial_ttl = agreed(only, "pint_ttl", |v| v.parse().ok().filter(|&x| x > 0))?;
+    Ok(FabricConfig {
+        seed,
+        budget,
+        max_hops,
+        initial_ttl: initial_ttl.unwrap_or(DEFAULT_TTL),
+    })
+}
+
+/// The fabric plan of `pint`: `basic`'s routes and, per port, a `pint_transit` entry, or
+/// `pint_sink` where the port faces a host.
+pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, String> {
+    let mut plans = routed(t, only)?;
+    let c = config_of(t, only)?;
+    let ports = t.ports();
+    for s in only {
+        let Some(plan) = plans.get_mut(&s.name) else {
+            continue;
+        };
+        for (port, (far, _)) in ports.get(s.name.as_str()).into_iter().flatten() {
+            let action = match far {
+                End::Host(_) => "pint_sink",
+                End::Switch(..) => "pint_transit",
+            };
+            plan.routes.push(format!(
+                "table_add pint {action} {port} => {} {} {} {} {} {}",
+                s.switch_id,
+                c.seed,
+                c.budget.bits(),
+                c.budget.instances(),
+                c.max_hops,
+                c.initial_ttl
+            ));
+        }
+    }
+    Ok(plans)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any bytes: the egress parser returns or declines, never panics.
+        #[test]
+        fn traced_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..120)) {
+            let _ = traced(&bytes);
+        }
+    }
+
+    #[test]
+    fn layers_match_the_decoders() {
+        for d in [1, 5, 16, 64, 256, 1000] {
+            assert_eq!(layers(d), &LayerConfig::pint(d.min(MAX_HOPS)));
+        }
+    }
+}
