@@ -182,6 +182,22 @@ impl Rp {
         true
     }
 
+    /// Its parameters and state as the JSON that `pisa-sim` and `pisa-host` report.
+    pub fn report(&self) -> crate::sim::json::Json {
+        let c = &self.cfg;
+        crate::sim::json::Json::object()
+            .with("feedbacks", self.feedbacks)
+            .with("rate_bps", self.rate_bps())
+            .with("target_bps", self.target_bps())
+            .with("state", self.state.name())
+            .with("r_ai_bps", c.r_ai_bps)
+            .with("byte_counter", c.byte_counter)
+            .with("min_rate_bps", c.min_rate_bps)
+            .with("max_rate_bps", c.max_rate_bps)
+            .with("fast_recovery_cycles", u64::from(c.fast_recovery_cycles))
+            .with("beta", c.beta)
+    }
+
     /// The gap after a frame of `bits` at the current rate, ns.
     pub fn gap_ns(&self, bits: u64) -> u64 {
         ((bits as f64) * 1e9 / self.rc.max(1.0)).ceil() as u64

@@ -13,8 +13,13 @@ use common::{num, sim_flows as flows, sim_run as run};
 /// Two senders and one receiver on one switch, every link at 100 Mb/s with a 64-packet buffer:
 /// h1 and h2 sending at line rate to h3 offer twice the bottleneck (s1 port 3).
 fn incast(program: &str, params: &str) -> Topology {
+    incast_at("100M", 10, program, params)
+}
+
+/// The same incast at link rate `rate` with `delay_us` links.
+fn incast_at(rate: &str, delay_us: u32, program: &str, params: &str) -> Topology {
     Topology::parse(&format!(
-        "defaults rate=100M delay=10us buffer=64\n\
+        "defaults rate={rate} delay={delay_us}us buffer=64\n\
          switch s1 program={program} {params}\n\
          host h1 ipv4=10.0.1.1 ipv6=fd00::1:1\n\
          host h2 ipv4=10.0.1.2 ipv6=fd00::1:2\n\
@@ -202,15 +207,7 @@ fn s4_1_the_papers_topology_at_7_mbps_feedback_crosses_the_fabric_and_the_rate_r
 fn s3_2_an_xon_resumes_a_paused_host_at_once_not_when_its_pause_would_end() {
     // At 7 Mb/s a PAUSE of 65535 quanta lasts 4.8 s: a host that waited for it to run out
     // (rather than for the switch's XON) would hold its packets for seconds.
-    let t = Topology::parse(
-        "defaults rate=7M delay=50us buffer=64\n\
-         switch s1 program=pfc q_pfc=14\n\
-         host h1 ipv4=10.0.1.1 ipv6=fd00::1:1\n\
-         host h2 ipv4=10.0.1.2 ipv6=fd00::1:2\n\
-         host h3 ipv4=10.0.1.3 ipv6=fd00::1:3\n\
-         link s1:1 h1\nlink s1:2 h2\nlink s1:3 h3\n",
-    )
-    .unwrap();
+    let t = incast_at("7M", 50, "pfc", "q_pfc=14");
     let r = run(
         &t,
         2000,
@@ -239,15 +236,7 @@ fn s3_2_paused_sources_resume_in_time_order_so_pfc_holds_packets_for_millisecond
     // Two hosts at 500 Mb/s into one 700 Mb/s link with PFC: the hosts are paused and their
     // sources block; a blocked source's missed send times must become "now", not times in the
     // past (which once ran the simulator's clock backwards: p99 78 ms, 40x slower).
-    let t = Topology::parse(
-        "defaults rate=700M delay=50us buffer=64\n\
-         switch s1 program=pfc q_pfc=14\n\
-         host h1 ipv4=10.0.1.1 ipv6=fd00::1:1\n\
-         host h2 ipv4=10.0.1.2 ipv6=fd00::1:2\n\
-         host h3 ipv4=10.0.1.3 ipv6=fd00::1:3\n\
-         link s1:1 h1\nlink s1:2 h2\nlink s1:3 h3\n",
-    )
-    .unwrap();
+    let t = incast_at("700M", 50, "pfc", "q_pfc=14");
     let r = run(
         &t,
         100,

@@ -216,7 +216,7 @@ fn run(c: Command) -> Result<(), String> {
                 &s,
             );
             if !no_rp {
-                j = j.with("qcn_rp", host::rp_json(&rp));
+                j = j.with("qcn_rp", rp.report());
             }
             if let Some(p) = trace {
                 std::fs::write(&p, host::trace_csv(&rows))

@@ -484,13 +484,17 @@ mod tests {
 
     #[test]
     fn the_sim_runs_at_the_papers_rate_and_p4qcn_loses_less_than_udp() {
+        // Over 2 s one flow's loss is noisy (UDP's measured flow may be lucky); the claim is
+        // about the traffic: the background, most of it, loses far less, and the measured flow
+        // little.
         let s = Setup::paper(7_000_000, 2.0);
         let (udp, _) = sim(&s, &CONFIGS[0], 5_000_000).unwrap();
         let (qcn, r) = sim(&s, &config_named("p4qcn").unwrap(), 5_000_000).unwrap();
         let trace = &r["flows"][0]["qcn_rp"]["trace_t_us_rc_rt_state"];
         assert!(udp.sent > 500 && qcn.sent > 100, "{udp:?} {qcn:?}");
         assert!(qcn.feedbacks > 0, "{qcn:?}");
-        assert!(qcn.loss < udp.loss, "{qcn:?} against {udp:?}");
+        assert!(qcn.bg_loss * 2.0 < udp.bg_loss, "{qcn:?} against {udp:?}");
+        assert!(qcn.loss < 0.05, "{qcn:?}");
         assert!(trace.as_array().is_some_and(|t| !t.is_empty()));
         assert!(
             sim(&s, &CONFIGS[1], 5_000_000).is_err(),

@@ -259,22 +259,6 @@ pub fn rp_config(
     c
 }
 
-/// The JSON of a reaction point's parameters and final state.
-pub fn rp_json(rp: &Rp) -> Json {
-    let c = rp.config();
-    Json::object()
-        .with("feedbacks", rp.feedbacks())
-        .with("rate_bps", rp.rate_bps())
-        .with("target_bps", rp.target_bps())
-        .with("state", rp.state().name())
-        .with("r_ai_bps", c.r_ai_bps)
-        .with("byte_counter", c.byte_counter)
-        .with("min_rate_bps", c.min_rate_bps)
-        .with("max_rate_bps", c.max_rate_bps)
-        .with("fast_recovery_cycles", u64::from(c.fast_recovery_cycles))
-        .with("beta", c.beta)
-}
-
 /// The JSON of one sent flow.
 pub fn sent_json(obj: Json, s: &Sent) -> Json {
     obj.with("sent", s.sent)
@@ -443,7 +427,7 @@ pub fn background(o: &BackgroundOpts) -> io::Result<Json> {
             &s,
         );
         if let Some(rp) = &rp {
-            j = j.with("qcn_rp", rp_json(rp));
+            j = j.with("qcn_rp", rp.report());
         }
         flows.push(j);
     }

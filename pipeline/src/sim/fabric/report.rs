@@ -65,7 +65,6 @@ impl Sim {
                     flow = flow.with("np_feedbacks_sent", f.np_sent);
                 }
                 if let Some((rp, trace)) = &f.rp {
-                    let c = rp.config();
                     let rows: Vec<Json> = trace
                         .iter()
                         .map(|&(t, rc, rt, st)| {
@@ -77,18 +76,7 @@ impl Sim {
                             ])
                         })
                         .collect();
-                    flow = flow.with(
-                        "qcn_rp",
-                        Json::object()
-                            .with("feedbacks", rp.feedbacks())
-                            .with("rate_bps", rp.rate_bps())
-                            .with("target_bps", rp.target_bps())
-                            .with("state", rp.state().name())
-                            .with("r_ai_bps", c.r_ai_bps)
-                            .with("byte_counter", c.byte_counter)
-                            .with("min_rate_bps", c.min_rate_bps)
-                            .with("trace_t_us_rc_rt_state", rows),
-                    );
+                    flow = flow.with("qcn_rp", rp.report().with("trace_t_us_rc_rt_state", rows));
                 }
                 flow
             })
