@@ -185,6 +185,7 @@ fn traced(d: &[u8]) -> Option<Traced> {
 }
 
 /// The Encoding Module on a packet leaving by `md.egress_port`, and the sink's export.
+#[inline(never)]
 pub(crate) fn egress(
     cx: &mut Ctx<'_>,
     p: &PintIds,
