@@ -21,7 +21,7 @@ use pipeline::sim::fabric::{Options as SimOptions, Sim};
 use pipeline::sim::flow::FlowSpec;
 use serde_json::Value;
 
-use super::qcn::{self, Background, Plan, Sender};
+use super::qcn::{self, Background, Plan, Sender, f64_at, u};
 use crate::fabric::{Fabric, Options};
 
 /// One of the six configurations.
@@ -213,17 +213,6 @@ fn sim_specs(s: &Setup, c: &Config, t: &Topology, bg_bps: u64) -> Vec<String> {
         )));
     }
     specs
-}
-
-fn u(v: &Value, path: &[&str]) -> u64 {
-    path.iter()
-        .try_fold(v, |v, k| v.get(*k))
-        .and_then(Value::as_u64)
-        .unwrap_or(0)
-}
-
-fn f64_at(v: &Value, path: &[&str]) -> Option<f64> {
-    path.iter().try_fold(v, |v, k| v.get(*k))?.as_f64()
 }
 
 /// E10 at one point in `pisa-sim`: the row and pisa-sim's report (the measured flow is

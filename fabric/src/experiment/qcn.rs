@@ -72,8 +72,17 @@ fn parse(path: &Path) -> Result<Value, String> {
     serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-fn u(v: &Value, k: &str) -> u64 {
-    v.get(k).and_then(Value::as_u64).unwrap_or(0)
+/// The integer at `path` in `v`, 0 if there is none.
+pub(super) fn u(v: &Value, path: &[&str]) -> u64 {
+    path.iter()
+        .try_fold(v, |v, k| v.get(*k))
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+}
+
+/// The number at `path` in `v`.
+pub(super) fn f64_at(v: &Value, path: &[&str]) -> Option<f64> {
+    path.iter().try_fold(v, |v, k| v.get(*k))?.as_f64()
 }
 
 /// (switch, port) -> (PFC frames received, sent).
@@ -260,7 +269,7 @@ fn summarise(
         for fl in j["flows"].as_array().into_iter().flatten() {
             let src = fl["src"].as_str().unwrap_or("");
             let src_ip = src.split(':').next().unwrap_or("").to_string();
-            sink_flows.insert((src_ip, u(fl, "flow")), fl.clone());
+            sink_flows.insert((src_ip, u(fl, &["flow"])), fl.clone());
         }
     }
     let mut senders = Vec::new();
@@ -274,8 +283,8 @@ fn summarise(
             .map(|h| h.ipv4.to_string())
             .unwrap_or_default();
         let rx = sink_flows.get(&(src_ip, k as u64 + 1));
-        let received = rx.map_or(0, |r| u(r, "received"));
-        let sent = u(&j, "sent");
+        let received = rx.map_or(0, |r| u(r, &["received"]));
+        let sent = u(&j, &["sent"]);
         j["src"] = s.src.clone().into();
         j["dst"] = s.dst.clone().into();
         j["received"] = received.into();
@@ -294,12 +303,12 @@ fn summarise(
         for h in &f.topo.hosts {
             let j = parse(&dir.join(format!("bg-{}.json", h.name)))?;
             for fl in j["flows"].as_array().into_iter().flatten() {
-                sent += u(fl, "sent");
+                sent += u(fl, &["sent"]);
             }
         }
         for ((_, id), fl) in &sink_flows {
             if *id >= u64::from(crate::host::BACKGROUND_ID) {
-                received += u(fl, "received");
+                received += u(fl, &["received"]);
             }
         }
         bg = serde_json::json!({

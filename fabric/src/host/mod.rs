@@ -35,6 +35,8 @@ pub const CE: u8 = 3;
 const MAX_LAG: Duration = Duration::from_millis(1);
 /// Sends due within this are sent now rather than waited for (the timer's resolution).
 const SLACK: Duration = Duration::from_micros(20);
+/// How long the sink waits for a datagram before it looks at the clock.
+const SINK_POLL: Duration = Duration::from_millis(100);
 /// Rows of a rate trace kept at most.
 const TRACE_MAX: usize = 1 << 20;
 
@@ -50,6 +52,8 @@ pub fn now_ns() -> u64 {
 pub struct TosSocket {
     sock: UdpSocket,
     cmsg: Vec<u8>,
+    /// The receive timeout last set (set again only when a caller asks for another).
+    timeout: Option<Duration>,
 }
 
 impl TosSocket {
@@ -60,6 +64,7 @@ impl TosSocket {
         Ok(TosSocket {
             sock,
             cmsg: nix::cmsg_space!(u8),
+            timeout: None,
         })
     }
 
@@ -94,8 +99,11 @@ impl TosSocket {
         let flags = match wait {
             None => MsgFlags::MSG_DONTWAIT,
             Some(d) => {
-                self.sock
-                    .set_read_timeout(Some(d.max(Duration::from_micros(1))))?;
+                let d = d.max(Duration::from_micros(1));
+                if self.timeout != Some(d) {
+                    self.sock.set_read_timeout(Some(d))?;
+                    self.timeout = Some(d);
+                }
                 MsgFlags::empty()
             }
         };
@@ -315,8 +323,9 @@ pub fn sink(o: &SinkOpts) -> io::Result<Json> {
         if now >= until {
             break;
         }
-        let wait = (until - now).min(Duration::from_millis(100));
-        let Some((n, from, tos)) = sock.recv(&mut buf, Some(wait))? else {
+        // One fixed timeout (a socket option set once, not per datagram): the sink may
+        // overstay its time by up to this.
+        let Some((n, from, tos)) = sock.recv(&mut buf, Some(SINK_POLL))? else {
             continue;
         };
         let at = now_ns();

@@ -35,18 +35,26 @@ impl RxStats {
 
     /// The latency quantile `q` (0 < q <= 1; nearest rank), µs; 0 with no packets.
     pub fn latency_us(&self, q: f64) -> f64 {
+        self.latencies_us(&[q])[0]
+    }
+
+    /// Several latency quantiles at once (one sort), µs.
+    pub fn latencies_us<const N: usize>(&self, qs: &[f64; N]) -> [f64; N] {
         let mut l = self.latencies.clone();
         l.sort_unstable();
-        if l.is_empty() {
-            return 0.0;
-        }
-        let i = ((l.len() as f64 * q).ceil() as usize).clamp(1, l.len()) - 1;
-        l[i] as f64 / 1000.0
+        qs.map(|q| {
+            if l.is_empty() {
+                return 0.0;
+            }
+            let i = ((l.len() as f64 * q).ceil() as usize).clamp(1, l.len()) - 1;
+            l[i] as f64 / 1000.0
+        })
     }
 
     /// `received`, `lost` (of `sent`), `reordered` and `latency_us {p50, p99, max}`, added to
     /// `obj`.
     pub fn report(&self, obj: Json, sent: u64) -> Json {
+        let [p50, p99, max] = self.latencies_us(&[0.5, 0.99, 1.0]);
         obj.with("sent", sent)
             .with("received", self.received)
             .with("lost", sent.saturating_sub(self.received))
@@ -54,9 +62,9 @@ impl RxStats {
             .with(
                 "latency_us",
                 Json::object()
-                    .with("p50", self.latency_us(0.5))
-                    .with("p99", self.latency_us(0.99))
-                    .with("max", self.latency_us(1.0)),
+                    .with("p50", p50)
+                    .with("p99", p99)
+                    .with("max", max),
             )
     }
 }
