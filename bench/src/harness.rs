@@ -79,7 +79,7 @@ pub fn topo() -> Topo {
 }
 
 /// Compiles the XDP program `src` to `obj` with clang (extra `-D` flags in `defines`).
-fn compile_bpf(src: &str, obj: &Path, defines: &[&str]) {
+pub(crate) fn compile_bpf(src: &str, obj: &Path, defines: &[&str]) {
     let mut args = vec!["-O2", "-g0", "-target", "bpf"];
     args.extend_from_slice(defines);
     args.extend(["-I/usr/include/x86_64-linux-gnu", "-c", src, "-o"]);

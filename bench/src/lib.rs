@@ -3,6 +3,8 @@
 #![forbid(unsafe_code)]
 
 pub mod harness;
+pub mod latency;
+pub mod trace;
 
 use std::sync::Arc;
 

@@ -20,6 +20,7 @@
 
 mod capture;
 mod cpu;
+mod idle;
 pub(crate) mod sys;
 mod worker;
 
@@ -114,11 +115,11 @@ pub struct SwitchConfig {
     pub workers: usize,
     /// Spin instead of sleeping when idle (benchmarks).
     pub busy_poll: bool,
-    /// After traffic, keep polling this long before sleeping (ns; 0 = sleep at once). With a
-    /// window longer than the gaps between packets the worker never sleeps while traffic flows
-    /// (busy-poll latency, a core's worth of CPU) and still sleeps when the switch is idle.
-    /// Adaptive: after a lull longer than the window, the next lull sleeps at once, so sparse
-    /// frames (probes, pings) cost no polling.
+    /// The longest an idle worker polls before it sleeps (ns; 0 = sleep at once). The window
+    /// adapts ([`idle`]): it grows while the worker keeps sleeping through gaps shorter than
+    /// this, so regular traffic with such gaps is polled through (busy-poll latency, the CPU
+    /// it costs), and shrinks to 0 when the lulls are longer, so an idle switch or sparse
+    /// frames (probes, pings every 10 ms) cost no polling.
     pub poll_window_ns: u64,
     /// Within the poll window, yield the CPU between loops (`sched_yield`): other runnable
     /// threads on the CPU go first, and the worker stays off every wait queue.
@@ -144,7 +145,7 @@ impl Default for SwitchConfig {
         SwitchConfig {
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             busy_poll: false,
-            poll_window_ns: 0,
+            poll_window_ns: 2_000_000,
             yield_in_window: false,
             pin: Vec::new(),
             pcap_dir: None,

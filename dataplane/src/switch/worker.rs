@@ -2,6 +2,7 @@
 //! [`DpEnv`], the data plane's side of it), transmits on its ports, and sleeps in ppoll() when
 //! there is nothing to do.
 
+use super::idle::{Idle, PollWindow};
 use super::*;
 
 /// A port as a worker holds it: its I/O and its transmit side on the packet path.
@@ -137,12 +138,7 @@ impl WorkerLoop {
         // cloning the Arc (an atomic on a line every worker shares) per packet.
         let shared = self.sh.clone();
         let sh = &*shared;
-        let mut last_active = 0u64;
-        // Whether polling is worth it: traffic came back within the poll window after the last
-        // lull. A switch that sees a frame every few milliseconds (probes, pings) sleeps at
-        // once instead of polling a window per frame.
-        let mut poll = true;
-        let mut lull = false;
+        let mut window = PollWindow::new(if sh.busy_poll { 0 } else { sh.poll_window_ns });
         while !sh.stop.load(Ordering::Acquire) {
             let now = sh.now();
             self.driver.begin_batch();
@@ -197,19 +193,13 @@ impl WorkerLoop {
             }
             self.driver.end_batch();
             if busy || self.driver.pending() {
-                if std::mem::take(&mut lull) {
-                    poll = now.saturating_sub(last_active) < sh.poll_window_ns;
-                }
-                last_active = now;
+                window.active(now);
             } else if !sh.busy_poll {
-                lull = true;
-                if poll && now.saturating_sub(last_active) < sh.poll_window_ns {
+                match window.idle(now) {
                     // Poll, letting whatever else is runnable on this CPU go first.
-                    if sh.yield_in_window {
-                        std::thread::yield_now();
-                    }
-                } else {
-                    self.sleep(now, next);
+                    Idle::Poll if sh.yield_in_window => std::thread::yield_now(),
+                    Idle::Poll => {}
+                    Idle::Sleep => self.sleep(now, next),
                 }
             }
         }

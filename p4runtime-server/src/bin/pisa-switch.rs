@@ -72,11 +72,12 @@ struct Args {
     /// Spin instead of sleeping when idle (benchmarks).
     #[arg(long)]
     busy_poll: bool,
-    /// After traffic, keep polling this many microseconds before sleeping (0: sleep at once).
-    /// Above the gaps between packets it gives busy-poll latency while traffic flows, at the cost
-    /// of a core, and the switch still sleeps when idle. After a lull longer than the window the
-    /// next lull sleeps at once, so sparse frames cost no polling.
-    #[arg(long, default_value_t = 0)]
+    /// The longest an idle worker polls before it sleeps, microseconds (0: sleep at once). The
+    /// window adapts: it grows while the worker keeps sleeping through gaps shorter than this,
+    /// so traffic with such gaps is polled through (busy-poll latency, at the CPU it costs), and
+    /// shrinks to nothing when the gaps are longer, so an idle switch, or one that sees a frame
+    /// every few milliseconds, costs no polling (docs/performance.md, "Per-hop latency").
+    #[arg(long, default_value_t = 2000)]
     poll_window_us: u64,
     /// Yield the CPU (sched_yield) between loops within the poll window instead of spinning:
     /// other runnable threads on the CPU (other switches of a fabric) go first, and a polling
