@@ -3,7 +3,8 @@
 //!
 //! 1. One switch ([`bench::latency::OneSwitch`]): at each idle gap between pings (default 1 ms,
 //!    10 ms, 50 ms and 1 s), a direct veth pair, a Linux router, and pisa-switch with its
-//!    default wait, sleeping at once (`--poll-window-us 0`), the fabric tooling's wait, and
+//!    default wait (an adaptive window of up to 2 ms, yielding), spinning in that window
+//!    (`--poll-spin`), sleeping at once (`--poll-window-us 0`), the fabric tooling's wait, and
 //!    `--busy-poll`, in turn within each run.
 //! 2. Under load: the switch's capacity (64-byte frames flat out from a second host pair through
 //!    the same switch), then pings 10 ms apart at 50% and 90% of it.
@@ -225,6 +226,10 @@ fn main() {
     let switches: Vec<(String, Vec<String>)> = vec![
         ("pisa-switch, default".into(), vec![]),
         (
+            "pisa-switch, spinning in the window (--poll-spin)".into(),
+            vec!["--poll-spin".into()],
+        ),
+        (
             "pisa-switch, sleeps at once (--poll-window-us 0)".into(),
             vec!["--poll-window-us".into(), "0".into()],
         ),
@@ -372,12 +377,21 @@ fn main() {
             rows.push((name.to_string(), per_gap));
         }
         report += &table(
-            "3-hop leaf-spine path (h1 - leaf - spine - leaf - h2; six traversals per probe), as the \
-             fabric tooling brings it up",
+            "3-hop leaf-spine path (h1 - leaf - spine - leaf - h2; six traversals per probe), as \
+             the fabric tooling brings it up",
             &args.gaps,
             &rows,
             0,
         );
+        let p50 = |r: &Vec<[f64; 3]>| median(r.iter().map(|x| x[0]).collect());
+        report += "\nWhat a pisa-switch traversal adds over a Linux router's, p50 (us): ";
+        for (g, name) in args.gaps.iter().enumerate() {
+            report += &format!(
+                "{name} {:.1}; ",
+                (p50(&rows[1].1[g]) - p50(&rows[0].1[g])) / 6.0
+            );
+        }
+        report += "\n";
     }
     println!("{report}");
     if let Some(out) = &args.out {

@@ -146,7 +146,7 @@ impl Default for SwitchConfig {
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             busy_poll: false,
             poll_window_ns: 2_000_000,
-            yield_in_window: false,
+            yield_in_window: true,
             pin: Vec::new(),
             pcap_dir: None,
             trace: false,

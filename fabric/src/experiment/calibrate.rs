@@ -16,7 +16,9 @@
 //!   sweep (docs/experiments.md) found 1 ms reordering about 25 times per flow and 3 ms about
 //!   once.
 //!
-//! Both go to `DIR/calibration` so that a resumed experiment uses the same values.
+//! Both go to `DIR/calibration` so that a resumed experiment uses the same values, with the
+//! number of switches the timed path crosses and the RTT per traversal (`path_switches`,
+//! `per_hop_us`: an upper bound on what each switch adds, the hosts' stacks included).
 //! `--set rtt_us=N` or `--set flowlet_gap_us=N` replaces the measured value.
 
 use super::*;
@@ -75,14 +77,15 @@ impl Calibration {
 
 /// Full frames' worth of standing queue per port: the DCTCP marking threshold K of the port's
 /// rate, in 1514-byte frames, as time at that rate (µs), summed over the switch egress ports on
-/// one shortest path from host `from` to host `to` (indices into `t.hosts`).
-pub(super) fn standing_queues_us(t: &Topology, from: usize, to: usize) -> u64 {
+/// one shortest path from host `from` to host `to` (indices into `t.hosts`); and how many
+/// switches that path crosses.
+pub(super) fn standing_queues_us(t: &Topology, from: usize, to: usize) -> (u64, usize) {
     let hops = crate::fabric::plan::next_hops(t);
     let ports = t.ports();
     let Some((mut at, _)) = t.host_attachment(&t.hosts[from].name) else {
-        return 0;
+        return (0, 0);
     };
-    let mut total = 0u64;
+    let (mut total, mut switches) = (0u64, 0);
     for _ in 0..t.switches.len() {
         let Some(port) = hops.get(at).and_then(|h| {
             h.iter()
@@ -94,6 +97,7 @@ pub(super) fn standing_queues_us(t: &Topology, from: usize, to: usize) -> u64 {
         let Some((end, props)) = ports.get(at).and_then(|p| p.get(&port)) else {
             break;
         };
+        switches += 1;
         if props.rate_bps > 0 {
             let k = pipeline::program::ecmp::dctcp_k(props.rate_bps);
             total += k * 1514 * 8 * 1_000_000 / props.rate_bps;
@@ -103,7 +107,7 @@ pub(super) fn standing_queues_us(t: &Topology, from: usize, to: usize) -> u64 {
             crate::fabric::topo::End::Host(_) => break,
         }
     }
-    total
+    (total, switches)
 }
 
 /// The calibration of `e`: `DIR/calibration` if a run stored one, else measured (and stored).
@@ -165,14 +169,19 @@ pub(super) fn calibrate(
     let (lo, hi) = times
         .iter()
         .fold((f64::MAX, 0.0f64), |(a, b), &t| (a.min(t), b.max(t)));
-    let queues_us = standing_queues_us(&topo, first_index, other_index);
+    let (queues_us, switches) = standing_queues_us(&topo, first_index, other_index);
     let c = Calibration::from_times(times, queues_us);
+    // What each switch adds, at most: the RTT crosses the path's switches twice (the hosts'
+    // stacks are in it too; pisa-latency separates them, docs/performance.md).
+    let per_hop_us = c.rtt_us / (2 * switches.max(1) as u64);
     eprintln!(
-        "experiment: base RTT {} us (median; min {lo:.0} us, max {hi:.0} us); standing queues of \
-         the path {queues_us} us; calibrated flowlet gap {} us",
+        "experiment: base RTT {} us (median; min {lo:.0} us, max {hi:.0} us) across {switches} \
+         switches, at most {per_hop_us} us per traversal; standing queues of the path \
+         {queues_us} us; calibrated flowlet gap {} us",
         c.rtt_us, c.gap_us
     );
-    std::fs::write(&stored, c.text()).map_err(|err| err.to_string())?;
+    let text = c.text() + &format!("path_switches {switches}\nper_hop_us {per_hop_us}\n");
+    std::fs::write(&stored, text).map_err(|err| err.to_string())?;
     Ok(c)
 }
 
@@ -207,10 +216,10 @@ mod tests {
         assert_eq!((k50, k100), (4, 6));
         let want =
             2 * (4 * 1514 * 8 * 1_000_000 / 50_000_000) + 6 * 1514 * 8 * 1_000_000 / 100_000_000;
-        assert_eq!(standing_queues_us(&t, 0, 15), want);
+        assert_eq!(standing_queues_us(&t, 0, 15), (want, 3));
         assert_eq!(want, 2662);
         // Two hosts of one leaf: the host port only.
-        assert_eq!(standing_queues_us(&t, 0, 1), 726);
+        assert_eq!(standing_queues_us(&t, 0, 1), (726, 1));
     }
 
     #[test]

@@ -30,12 +30,14 @@ use topo::{End, Topology};
 /// The P4Runtime port every switch serves on its management address.
 pub const GRPC_PORT: u16 = 9559;
 
-/// How a fabric's switch workers wait: after traffic, poll for up to 200 us, yielding the CPU
-/// between loops, before sleeping (adaptive: a switch whose traffic is sparse sleeps at once).
-/// A fabric runs many switches on few CPUs: a yielding worker lets the other switches on its CPU
-/// run, and a worker on no wait queue costs its neighbours no wake-up per frame.
-/// docs/performance.md, "Fabric capacity", measures it.
-pub const SWITCH_WAIT: [&str; 3] = ["--poll-window-us", "200", "--poll-yield"];
+/// How a fabric's switch workers wait: after traffic, poll for up to 200 us (adaptive, as every
+/// switch's window: regular gaps below it are polled through, longer lulls sleep at once),
+/// yielding the CPU between loops, as by default. A fabric runs many switches on few CPUs: a
+/// yielding worker lets the other switches on its CPU run, and a worker on no wait queue costs
+/// its neighbours no wake-up per frame; a window shorter than the default's 2 ms keeps lightly
+/// loaded switches from polling. docs/performance.md, "Fabric capacity" and "Per-hop latency",
+/// measure it.
+pub const SWITCH_WAIT: [&str; 2] = ["--poll-window-us", "200"];
 
 /// The namespace of `node` in fabric `fabric`.
 pub fn ns_name(fabric: &str, node: &str) -> String {

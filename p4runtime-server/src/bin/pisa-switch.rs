@@ -79,11 +79,12 @@ struct Args {
     /// every few milliseconds, costs no polling (docs/performance.md, "Per-hop latency").
     #[arg(long, default_value_t = 2000)]
     poll_window_us: u64,
-    /// Yield the CPU (sched_yield) between loops within the poll window instead of spinning:
-    /// other runnable threads on the CPU (other switches of a fabric) go first, and a polling
-    /// worker is on no wait queue, so its neighbours' transmits need not wake it.
+    /// Spin within the poll window instead of yielding the CPU (sched_yield) between loops. A
+    /// yielding worker lets other runnable threads on its CPU go first (a traffic generator,
+    /// another worker, the other switches of a fabric); a spinning one answers a few µs sooner
+    /// but takes the CPU from them.
     #[arg(long)]
-    poll_yield: bool,
+    poll_spin: bool,
     /// Pin the workers: `--pin` puts worker i on CPU i; `--pin 1,3` puts them on CPUs 1 and 3
     /// in turn (the P4Runtime and admin threads stay unpinned).
     #[arg(long, num_args = 0.., value_delimiter = ',')]
@@ -284,7 +285,7 @@ fn run(args: Args) -> Result<(), String> {
         workers,
         busy_poll: args.busy_poll,
         poll_window_ns: args.poll_window_us * 1000,
-        yield_in_window: args.poll_yield,
+        yield_in_window: !args.poll_spin,
         pin: match &args.pin {
             Some(cpus) if cpus.is_empty() => (0..workers).collect(),
             Some(cpus) => cpus.clone(),
