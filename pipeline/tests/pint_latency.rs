@@ -163,3 +163,71 @@ fn s4_1_latency_parameters_must_agree() {
         );
     }
 }
+
+/// The records `pisa-sim --pint-records` dumps, written out as lines, read back and fed to a
+/// collector configured from the topology alone (what `pisa-pint decode` does), give the same
+/// paths, packets used and quantiles as the simulator's own collector.
+#[test]
+fn s4_1_records_replayed_offline_give_the_same_report() {
+    use pipeline::pint::collector::{Collector, CollectorConfig, SKETCH_K, SinkRecord};
+    let t = chain("pint_latency=1/4 pint_bits=2x4");
+    let mut opts = pipeline::sim::fabric::Options::new(200_000_000, 11);
+    for (i, f) in [
+        "h1>h2 rate=11000pps size=500 pattern=poisson",
+        "h2>h1 rate=2000pps size=200",
+    ]
+    .iter()
+    .enumerate()
+    {
+        opts.flows
+            .push(pipeline::sim::flow::FlowSpec::parse(f, i).unwrap());
+    }
+    let mut sim = pipeline::sim::fabric::Sim::new(&t, opts).unwrap();
+    sim.keep_pint_records();
+    let r = sim.run();
+    let text: String = sim
+        .pint_records()
+        .iter()
+        .map(|r| r.to_line() + "\n")
+        .collect();
+    let c = pipeline::program::pint::fabric_config(&t).unwrap().unwrap();
+    let l = pipeline::program::pint_latency::fabric_config(&t).unwrap();
+    let mut col = Collector::new(CollectorConfig {
+        path: c.path_tracing(),
+        latency: l.config,
+        candidates: t.switches.iter().map(|s| s.switch_id).collect(),
+        sketch_k: SKETCH_K,
+    });
+    for line in text.lines() {
+        col.push(SinkRecord::parse_line(line).unwrap());
+    }
+    let offline = col.flows();
+    let online = array(r.get("pint").unwrap(), "flows");
+    assert_eq!(offline.len(), 2);
+    assert_eq!(online.len(), 2);
+    for (a, b) in offline.iter().zip(online) {
+        assert_eq!(a.records, num(b, &["records"]));
+        assert_eq!(a.path.packets_used as u64, num(b, &["packets_used"]));
+        let path: Vec<u64> = array(b, "decoded_path")
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect();
+        let want: Vec<u64> = a
+            .path
+            .path
+            .clone()
+            .unwrap()
+            .into_iter()
+            .map(u64::from)
+            .collect();
+        assert_eq!(path, want);
+        assert_eq!(want.len(), 5);
+        let lat = array(b, "latency");
+        assert_eq!(a.latency.len(), lat.len());
+        for (q, j) in a.latency.iter().zip(lat) {
+            assert_eq!(q.samples as u64, num(j, &["samples"]));
+            assert_eq!((q.p50, q.p99), (field(j, "p50_ns"), field(j, "p99_ns")));
+            assert_eq!(q.p99_sketch, field(j, "p99_ns_sketch"));
+        }
+    }
+}

@@ -272,3 +272,49 @@ impl Collector {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pint::Budget;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The record file's line and the digest's values round-trip every record.
+        #[test]
+        fn records_round_trip(pid in any::<u64>(), hops in 0u32..=u32::from(u16::MAX),
+                              digest in 0u32..256, q in 0u8..=255, s in any::<u32>(),
+                              d in any::<u32>(), p in any::<u8>(), sp in any::<u16>(),
+                              dp in any::<u16>()) {
+            let r = SinkRecord { packet_id: pid, hops, digest, flow: (s, d, p, sp, dp), query: q };
+            prop_assert_eq!(SinkRecord::parse_line(&r.to_line()), Some(r));
+            prop_assert_eq!(SinkRecord::from_values(&r.values()), Some(r));
+        }
+    }
+
+    #[test]
+    fn malformed_lines_and_unknown_queries_are_set_aside() {
+        assert_eq!(SinkRecord::parse_line("1 2 3"), None);
+        assert_eq!(SinkRecord::parse_line("1 2 3 4 5 6 7 8 9"), None);
+        assert_eq!(SinkRecord::parse_line("1 2 x 4 5 6 7 8"), None);
+        let mut c = Collector::new(CollectorConfig {
+            path: PathTracing::new(1, Budget::SINGLE_8, 4),
+            latency: LatencyConfig::DEFAULT,
+            candidates: vec![1, 2, 3, 4],
+            sketch_k: SKETCH_K,
+        });
+        let mut r = SinkRecord::parse_line("5 4 7 1 2 17 3 4").unwrap();
+        r.query = 9;
+        c.push(r);
+        assert_eq!(c.unknown_query(), 1);
+        assert!(c.flows().is_empty());
+        // A latency record of another path length is counted, not sampled.
+        r.query = Query::Latency as u8;
+        c.push(r);
+        r.hops = 3;
+        c.push(r);
+        let f = &c.flows()[0];
+        assert_eq!((f.latency_records, f.latency_ignored), (2, 1));
+        assert_eq!(f.latency.iter().map(|h| h.samples).sum::<usize>(), 1);
+    }
+}

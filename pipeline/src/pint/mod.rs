@@ -21,6 +21,7 @@
 pub mod collector;
 pub mod compress;
 pub mod decode;
+pub mod eval;
 pub mod hash;
 pub mod kll;
 pub mod latency;
