@@ -100,9 +100,10 @@ pub struct CollectorConfig {
     pub sketch_k: usize,
 }
 
-/// The sketch's k [X]: at most about 100 items held (PINT §6.2's "100 digests"),
-/// `Kll::max_retained` reports the measured peak.
+/// The sketch's k [X]: its levels hold about 3k ≈ 100 items.
 pub const SKETCH_K: usize = 34;
+/// The sketch's hard cap [X]: PINT §6.2's "100 digests", whatever the number of samples.
+pub const SKETCH_ITEMS: usize = 100;
 
 /// One hop's latency samples.
 #[derive(Clone, Debug)]
@@ -225,7 +226,7 @@ impl Collector {
                     let k = cfg.sketch_k;
                     flow.hops.resize_with(hop as usize, || HopLatency {
                         samples: Vec::new(),
-                        sketch: Kll::new(k, seed),
+                        sketch: Kll::with_cap(k, SKETCH_ITEMS, seed),
                     });
                 }
                 let v = self.codec.decode(r.digest);

@@ -374,4 +374,6 @@ pub fn e12(hops: u32, packets: &[usize], trials: usize, seed: u64) -> Vec<E12Row
 }
 
 /// E12's checkpoints (packets received).
-pub const E12_PACKETS: [usize; 9] = [25, 50, 100, 200, 500, 1000, 2000, 5000, 10_000];
+pub const E12_PACKETS: [usize; 11] = [
+    25, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000,
+];

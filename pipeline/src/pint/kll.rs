@@ -8,6 +8,11 @@
 //! every other item (odd or even positions, by a fair coin) moves up a level; an odd item out
 //! stays. The total weight is always the number of samples; a rank query errs by O(1/k) of it
 //! with high probability.
+//!
+//! The levels' capacities grow by at least 2 items per level, i.e. with log n. An optional hard
+//! cap ([`Kll::with_cap`]) keeps the sketch at a fixed size whatever n ("keeps 100 identifiers
+//! regardless of the number of samples", PINT §6.2): while the sketch holds more than the cap,
+//! the lowest level with two or more items is compacted as well.
 
 use super::hash::mix64;
 
@@ -22,6 +27,7 @@ pub struct Kll {
     n: u64,
     rng: u64,
     max_retained: usize,
+    cap: usize,
 }
 
 impl Kll {
@@ -33,6 +39,15 @@ impl Kll {
             n: 0,
             rng: mix64(seed ^ 0x4b4c_4c53_4b45_5443),
             max_retained: 0,
+            cap: usize::MAX,
+        }
+    }
+
+    /// The same, holding at most `cap` items (≥ 2) at any time.
+    pub fn with_cap(k: usize, cap: usize, seed: u64) -> Kll {
+        Kll {
+            cap: cap.max(2),
+            ..Kll::new(k, seed)
         }
     }
 
@@ -73,15 +88,25 @@ impl Kll {
         self.levels[0].push(v);
         self.n += 1;
         if self.retained() > self.total_capacity() {
-            self.compact();
+            self.compact(false);
+        }
+        while self.retained() > self.cap {
+            if !self.compact(true) {
+                break;
+            }
         }
         self.max_retained = self.max_retained.max(self.retained());
     }
 
-    fn compact(&mut self) {
-        let Some(h) = (0..self.levels.len()).find(|&h| self.levels[h].len() >= self.capacity(h))
-        else {
-            return;
+    /// Compacts the lowest level at its capacity or, if `any`, with two or more items; false
+    /// if there is none.
+    fn compact(&mut self, any: bool) -> bool {
+        let full = (0..self.levels.len()).find(|&h| self.levels[h].len() >= self.capacity(h));
+        let Some(h) = full.or_else(|| {
+            any.then(|| (0..self.levels.len()).find(|&h| self.levels[h].len() >= 2))
+                .flatten()
+        }) else {
+            return false;
         };
         if h + 1 == self.levels.len() {
             self.levels.push(Vec::new());
@@ -95,6 +120,7 @@ impl Kll {
         let offset = usize::from(self.coin());
         let up: Vec<f64> = items.iter().skip(offset).step_by(2).copied().collect();
         self.levels[h + 1].extend(up);
+        true
     }
 
     /// The q-quantile (0 ≤ q ≤ 1) of the samples: the smallest retained item whose weighted rank
@@ -169,6 +195,23 @@ mod tests {
                 let rank = v.partition_point(|&x| x < est) as f64 / n as f64;
                 assert!((rank - q).abs() < 0.06, "seed {seed} q {q}: rank {rank}");
             }
+        }
+    }
+
+    /// With a cap the sketch never holds more, however many samples, and stays accurate.
+    #[test]
+    fn capped_sketch_stays_within_its_cap() {
+        let mut s = Kll::with_cap(34, 100, 9);
+        let n = 300_000u64;
+        let mut v: Vec<f64> = (0..n).map(sample).collect();
+        v.iter().for_each(|&x| s.update(x));
+        assert!(s.max_retained() <= 100, "{}", s.max_retained());
+        assert!(s.max_retained() >= 90, "{}", s.max_retained());
+        v.sort_by(f64::total_cmp);
+        for q in [0.1, 0.5, 0.9] {
+            let est = s.quantile(q).unwrap();
+            let rank = v.partition_point(|&x| x < est) as f64 / n as f64;
+            assert!((rank - q).abs() < 0.06, "q {q}: rank {rank}");
         }
     }
 
