@@ -9,6 +9,10 @@
 //!   ([`RECORD`]: packet ID, hop count, digest, 5-tuple) as a digest to the controller and
 //!   restores the header.
 //!
+//! **Queries.** The digest carries path tracing or, on a fabric-wide share of the packets chosen
+//! by a hash of the packet ID, the latency query ([`super::pint_latency`]); the record's
+//! `query_digest` field says which.
+//!
 //! **Where the digest rides [X].** In the high byte of the IPv4 Identification field: the packet
 //! keeps its length, and the ID of an *atomic* datagram (DF set, not a fragment) has no meaning
 //! and may hold any value (RFC 6864 §4.1): it is never reassembled. Only atomic IPv4
