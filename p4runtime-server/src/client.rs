@@ -606,6 +606,42 @@ impl Client {
         self.stream_send(msg).await
     }
 
+    /// Enables the digest `name` of the switch's program: inserts its `DigestEntry` (lists of up
+    /// to `max_list_size` entries, sent at the latest `max_timeout_ns` after the first, the next
+    /// one `ack_timeout_ns` after an unacked list) and returns the digest's id.
+    pub async fn enable_digest(
+        &mut self,
+        name: &str,
+        max_list_size: i32,
+        max_timeout_ns: i64,
+        ack_timeout_ns: i64,
+    ) -> Result<u32> {
+        let schema = self.schema().await?;
+        let id = schema
+            .digests
+            .iter()
+            .find(|d| d.name == name)
+            .map(|d| d.id)
+            .ok_or_else(|| ClientError::Usage(format!("the program has no digest {name:?}")))?;
+        let entry = p4::DigestEntry {
+            digest_id: id,
+            config: Some(p4::digest_entry::Config {
+                max_timeout_ns,
+                max_list_size,
+                ack_timeout_ns,
+            }),
+        };
+        let update = p4::Update {
+            r#type: p4::update::Type::Insert as i32,
+            entity: Some(p4::Entity {
+                entity: Some(p4::entity::Entity::DigestEntry(entry)),
+            }),
+        };
+        self.write(vec![update], p4::write_request::Atomicity::ContinueOnError)
+            .await?;
+        Ok(id)
+    }
+
     /// Acknowledges a digest list.
     pub async fn ack_digest(&self, digest_id: u32, list_id: u64) -> Result<()> {
         let msg = p4::StreamMessageRequest {
@@ -631,5 +667,22 @@ impl Client {
     /// Ends the session: half-closes the stream (the server then ends its side).
     pub fn close(self) {
         drop(self);
+    }
+}
+
+/// The field values of one digest entry (a struct of bitstrings, as the server sends them);
+/// `None` for any other shape.
+pub fn digest_values(d: &p4::P4Data) -> Option<Vec<u128>> {
+    use p4::p4_data::Data;
+    match &d.data {
+        Some(Data::Struct(s)) => s
+            .members
+            .iter()
+            .map(|m| match &m.data {
+                Some(Data::Bitstring(b)) => crate::bytestring::to_u128(b, 128).ok(),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
     }
 }

@@ -8,6 +8,7 @@
 //! pisa-ctl counters port_rx           # non-zero cells of a counter (or all counters)
 //! pisa-ctl registers flow_last_seen 3
 //! pisa-ctl watch 10                   # packet-ins, digests, idle timeouts for 10 s
+//! pisa-ctl digests egress.pint_record 60   # enables a digest, prints its entries' values
 //! pisa-ctl packet-out 2 ffffffffffff0200000000010806...
 //! pisa-ctl health                     # grpc.health.v1 check: does the switch answer at all
 //! ```
@@ -18,7 +19,7 @@
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use p4runtime_server::client::{Client, ClientError, Deadlines, health_check};
+use p4runtime_server::client::{self, Client, ClientError, Deadlines, health_check};
 use p4runtime_server::convert;
 use p4runtime_server::proto::p4::v1 as p4;
 use pipeline::control::{TableAction, TableEntry};
@@ -87,6 +88,15 @@ enum Command {
     },
     /// Prints stream messages (packet-ins, digests, idle timeouts) for a while.
     Watch {
+        /// Seconds (0 = until interrupted).
+        #[arg(default_value_t = 0)]
+        seconds: u64,
+    },
+    /// Enables digest NAME and prints each entry it delivers as one line of its field values in
+    /// decimal (for `egress.pint_record`: the input of `pisa-pint decode`), acking every list.
+    Digests {
+        /// The digest's name (e.g. `egress.pint_record`).
+        name: String,
         /// Seconds (0 = until interrupted).
         #[arg(default_value_t = 0)]
         seconds: u64,
@@ -366,6 +376,42 @@ async fn run(args: Args) -> Result<(), ClientError> {
                         }
                         _ => {}
                     },
+                }
+            }
+        }
+        Command::Digests { name, seconds } => {
+            use std::io::Write;
+            let id = c
+                .enable_digest(&name, 1024, 1_000_000, 1_000_000_000)
+                .await?;
+            let deadline =
+                (seconds > 0).then(|| std::time::Instant::now() + Duration::from_secs(seconds));
+            let mut out = std::io::stdout().lock();
+            loop {
+                let left = deadline.map_or(Duration::from_secs(3600), |d| {
+                    d.saturating_duration_since(std::time::Instant::now())
+                });
+                if left.is_zero() {
+                    break;
+                }
+                use p4::stream_message_response::Update as U;
+                match c.next_event(left.min(Duration::from_millis(100))).await {
+                    None => continue,
+                    Some(Err(s)) => return Err(ClientError::Rpc(s)),
+                    Some(Ok(p4::StreamMessageResponse {
+                        update: Some(U::Digest(d)),
+                    })) if d.digest_id == id => {
+                        for v in d.data.iter().filter_map(client::digest_values) {
+                            let line: Vec<String> = v.iter().map(u128::to_string).collect();
+                            // A closed stdout (the reader stopped) ends the watch.
+                            if writeln!(out, "{}", line.join(" ")).is_err() {
+                                return Ok(());
+                            }
+                        }
+                        let _ = out.flush();
+                        c.ack_digest(d.digest_id, d.list_id).await?;
+                    }
+                    Some(Ok(_)) => {}
                 }
             }
         }

@@ -30,7 +30,12 @@ pub(crate) struct Fixture {
 
 impl Fixture {
     pub(crate) fn new(election: Election, device_id: u64) -> Fixture {
-        let program = pipeline::program::by_name("basic").unwrap();
+        Fixture::with_program("basic", election, device_id)
+    }
+
+    /// The same, running program `name`.
+    pub(crate) fn with_program(name: &str, election: Election, device_id: u64) -> Fixture {
+        let program = pipeline::program::by_name(name).unwrap();
         let pipe = Pipeline::new(program, 1, Config::default());
         let control = pipe.control.clone();
         let (out_tx, packet_outs) = crossbeam::channel::unbounded();

@@ -1,7 +1,7 @@
 //! `pisa-sim`: a whole fabric in virtual time (see `pipeline::sim::fabric`).
 //!
 //! ```text
-//! pisa-sim TOPOLOGY --duration-ms T --seed N [--flow SPEC]... [--out FILE]
+//! pisa-sim TOPOLOGY --duration-ms T --seed N [--flow SPEC]... [--out FILE] [--pint-records FILE]
 //! ```
 //!
 //! Prints the JSON report (or writes it to `--out`); the same seed gives the same bytes. The
@@ -36,6 +36,9 @@ struct Args {
     /// Write the report here instead of standard output.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Write every PINT record the sinks export here, one per line (`pisa-pint decode` reads it).
+    #[arg(long)]
+    pint_records: Option<PathBuf>,
 }
 
 fn main() {
@@ -59,7 +62,18 @@ fn run(a: Args) -> Result<(), String> {
     }
     let started = Instant::now();
     let mut sim = Sim::new(&topo, opts)?;
+    if a.pint_records.is_some() {
+        sim.keep_pint_records();
+    }
     let report = sim.run().pretty();
+    if let Some(path) = &a.pint_records {
+        let mut text = String::new();
+        for r in sim.pint_records() {
+            text.push_str(&r.to_line());
+            text.push('\n');
+        }
+        std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
     let wall = started.elapsed().as_secs_f64();
     eprintln!(
         "pisa-sim: {} packet-hops in {wall:.2} s of wall time: {:.2} M packet-hops/s",

@@ -8,16 +8,23 @@
 //! - [`path`]: path tracing's per-hop Encoding Module (Baseline and XOR layers, split budgets);
 //! - [`decode`]: the collector's Inference Module for path tracing (peeling, fast k-bit vectors);
 //! - [`compress`]: multiplicative and additive value compression, and HPCC's path-maximum
-//!   utilisation digest.
+//!   utilisation digest;
+//! - [`latency`]: the latency query's Encoding and Recording Modules, and the Query Engine;
+//! - [`kll`]: a seeded KLL quantile sketch;
+//! - [`collector`]: the collector (per-flow path decoding and latency quantiles).
 //!
 //! Nothing here touches packets: the caller supplies the packet ID, the hop number and the
 //! digest, and places the result wherever its header format puts it.
 
 #![warn(missing_docs)]
 
+pub mod collector;
 pub mod compress;
 pub mod decode;
+pub mod eval;
 pub mod hash;
+pub mod kll;
+pub mod latency;
 pub mod path;
 
 #[cfg(test)]
@@ -28,6 +35,7 @@ mod tests;
 pub use compress::{Additive, HpccUtil, Multiplicative, UtilEwma};
 pub use decode::{DecodeReport, PathDecoder, Record, Status, decode};
 pub use hash::Hashes;
+pub use latency::{LatencyCodec, LatencyConfig, Query};
 pub use path::{Budget, Layer, LayerConfig, MAX_HOPS, PathTracing, XorLayer, encode_hop};
 
 /// The packet ID PINT hashes (seed-spec §4.2, [X]): invariant fields of the packet, here the

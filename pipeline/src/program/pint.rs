@@ -9,6 +9,10 @@
 //!   ([`RECORD`]: packet ID, hop count, digest, 5-tuple) as a digest to the controller and
 //!   restores the header.
 //!
+//! **Queries.** The digest carries path tracing or, on a fabric-wide share of the packets chosen
+//! by a hash of the packet ID, the latency query ([`super::pint_latency`]); the record's
+//! `query_digest` field says which.
+//!
 //! **Where the digest rides [X].** In the high byte of the IPv4 Identification field: the packet
 //! keeps its length, and the ID of an *atomic* datagram (DF set, not a fragment) has no meaning
 //! and may hold any value (RFC 6864 §4.1): it is never reassembled. Only atomic IPv4
@@ -49,7 +53,9 @@ pub const RECORD: &str = "egress.pint_record";
 pub const RECORD_FIELDS: [(&str, u8); 8] = [
     ("packet_id", 64),
     ("hops", 16),
-    ("digest", 8),
+    // The digest in the low byte, the query it answers (`crate::pint::Query`: 0 path, 1 latency)
+    // in the high byte: one field, as a digest message holds at most 8.
+    ("query_digest", 16),
     ("src_addr", 32),
     ("dst_addr", 32),
     ("protocol", 8),
@@ -80,6 +86,7 @@ pub(crate) struct PintIds {
     sink: usize,
     table: TableIx,
     record: DigestIx,
+    latency: super::pint_latency::LatencyIds,
 }
 
 /// Declares the encoder's table and the sink's record digest.
@@ -112,6 +119,7 @@ pub(crate) fn declare(b: &mut SchemaBuilder, no_action: usize) -> PintIds {
         sink,
         table,
         record: b.digest(RECORD, &RECORD_FIELDS),
+        latency: super::pint_latency::declare(b, no_action),
     }
 }
 
@@ -216,22 +224,22 @@ pub(crate) fn egress(
     }
     let packet_id = crate::pint::packet_id(t.src, t.dst, t.proto, t.sport, t.dport, t.word);
     let carried = if hop == 1 { 0 } else { u32::from(t.ident >> 8) };
-    let digest = encode_hop(
-        hashes,
-        layers(max_hops),
-        budget,
-        packet_id,
-        hop,
-        switch_id,
-        carried,
-    ) & 0xff;
+    let (query, digest) =
+        match super::pint_latency::encode(cx, &p.latency, md, hashes, packet_id, hop, carried) {
+            Some(d) => (crate::pint::Query::Latency, d & 0xff),
+            None => {
+                let layers = layers(max_hops);
+                let d = encode_hop(hashes, layers, budget, packet_id, hop, switch_id, carried);
+                (crate::pint::Query::Path, d & 0xff)
+            }
+        };
     let ident = if sink {
         cx.digest(
             p.record,
             &[
                 u128::from(packet_id),
                 u128::from(hop),
-                u128::from(digest),
+                (query as u128) << 8 | u128::from(digest),
                 u128::from(t.src),
                 u128::from(t.dst),
                 u128::from(t.proto),
@@ -243,7 +251,7 @@ pub(crate) fn egress(
     } else {
         ((digest as u16) << 8) | (t.ident & 0x00ff)
     };
-    cx.trace(|| format!("pint hop={hop} digest={digest:#04x} sink={sink}"));
+    cx.trace(|| format!("pint hop={hop} query={query:?} digest={digest:#04x} sink={sink}"));
     if let Some(h) = pkt.data_mut().get_mut(t.l3..) {
         let mut ip = Ipv4Packet::new_unchecked(h);
         let c = checksum::update16(ip.checksum(), t.ident, ident);
@@ -290,7 +298,7 @@ fn parse_u64(v: &str) -> Option<u64> {
 
 /// The one value of `key` the switches running `pint` give (`None`: none gives it); an error if
 /// two give different values or one is malformed.
-fn agreed<T: PartialEq + Copy>(
+pub(super) fn agreed<T: PartialEq + Copy>(
     switches: &[&Switch],
     key: &str,
     parse: impl Fn(&str) -> Option<T>,
@@ -346,6 +354,7 @@ fn config_of(t: &Topology, only: &[&Switch]) -> Result<FabricConfig, String> {
 pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, String> {
     let mut plans = routed(t, only)?;
     let c = config_of(t, only)?;
+    let latency = super::pint_latency::config_of(only)?;
     let ports = t.ports();
     for s in only {
         let Some(plan) = plans.get_mut(&s.name) else {
@@ -365,6 +374,8 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
                 c.max_hops,
                 c.initial_ttl
             ));
+            plan.routes
+                .extend(super::pint_latency::plan_line(&latency, port));
         }
     }
     Ok(plans)

@@ -657,6 +657,18 @@ impl Sim {
         self.hops
     }
 
+    /// Keeps every PINT record the sinks export from now on (no-op without `pint` switches).
+    pub fn keep_pint_records(&mut self) {
+        if let Some(c) = &mut self.pint {
+            c.keep_records();
+        }
+    }
+
+    /// The PINT records kept since [`Sim::keep_pint_records`], in arrival order.
+    pub fn pint_records(&self) -> &[crate::pint::collector::SinkRecord] {
+        self.pint.as_ref().map_or(&[], |c| c.records())
+    }
+
     fn arrive_at_switch(&mut self, sw: usize, port: PortId, frame: Frame) {
         self.hops += 1;
         if let Some(st) = self.switches[sw].stats.get_mut(usize::from(port)) {
