@@ -13,6 +13,7 @@ pub mod hula;
 pub mod p4qcn;
 pub mod p4te;
 pub mod pint;
+pub mod pint_hpcc;
 pub mod spray;
 
 use std::collections::BTreeMap;

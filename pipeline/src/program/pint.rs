@@ -80,6 +80,7 @@ pub(crate) struct PintIds {
     sink: usize,
     table: TableIx,
     record: DigestIx,
+    hpcc: super::pint_hpcc::HpccIds,
 }
 
 /// Declares the encoder's table and the sink's record digest.
@@ -112,6 +113,7 @@ pub(crate) fn declare(b: &mut SchemaBuilder, no_action: usize) -> PintIds {
         sink,
         table,
         record: b.digest(RECORD, &RECORD_FIELDS),
+        hpcc: super::pint_hpcc::declare(b, no_action),
     }
 }
 
@@ -195,6 +197,7 @@ pub(crate) fn egress(
     if md.instance_type != InstanceType::Normal {
         return;
     }
+    super::pint_hpcc::egress(cx, &p.hpcc, pkt, md);
     let r = cx.apply(p.table, &[u128::from(md.egress_port)], 0);
     let a = usize::from(r.action.action);
     let sink = a == p.sink;
@@ -290,7 +293,7 @@ fn parse_u64(v: &str) -> Option<u64> {
 
 /// The one value of `key` the switches running `pint` give (`None`: none gives it); an error if
 /// two give different values or one is malformed.
-fn agreed<T: PartialEq + Copy>(
+pub(super) fn agreed<T: PartialEq + Copy>(
     switches: &[&Switch],
     key: &str,
     parse: impl Fn(&str) -> Option<T>,
@@ -367,6 +370,7 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
             ));
         }
     }
+    super::pint_hpcc::plan(t, only, c.seed, &mut plans)?;
     Ok(plans)
 }
 

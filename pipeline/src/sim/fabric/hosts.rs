@@ -28,6 +28,11 @@ impl Sim {
             }
             return;
         }
+        if self.hpcc_arrive(host, bytes) {
+            self.bufs.free(frame.buf);
+            return;
+        }
+        let h = &mut self.hosts[host];
         let seen = flow::inspect(bytes);
         if seen.ce {
             h.rx_ce += 1;
@@ -125,6 +130,9 @@ impl Sim {
     }
 
     pub(super) fn send(&mut self, k: usize) {
+        if self.flows[k].hpcc.is_some() {
+            return self.hpcc_send(k);
+        }
         let now = self.now;
         let f = &mut self.flows[k];
         // A full NIC queue (a paused link, or a source above its link's rate) blocks the
@@ -195,7 +203,7 @@ impl Sim {
     }
 
     /// Queues `bytes` on host `host`'s link (tail drop at its buffer) and serves the link.
-    fn host_send(&mut self, host: usize, bytes: &[u8]) {
+    pub(super) fn host_send(&mut self, host: usize, bytes: &[u8]) {
         let now = self.now;
         let frame = self.bufs.frame(bytes);
         let h = &mut self.hosts[host];
