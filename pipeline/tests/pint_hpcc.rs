@@ -247,3 +247,95 @@ fn s4_4c_int_appends_one_record_per_hop_and_pint_keeps_the_path_max() {
         "digest {got}, bottleneck U {want}"
     );
 }
+
+/// E11, short (the full run is `scripts/e11-sim.py`, docs/pint.md): the k = 4 fat-tree of the
+/// experiment, 1 Gb/s hosts and 4 Gb/s between switches, 50 µs links, PFC on; 80 ms of web
+/// search flows at 50% load to random hosts; every scheme on the same flows.
+fn e11_short(cc: &str, sample: u64) -> Vec<(u64, f64)> {
+    use pipeline::fabric::topo::{GenProps, LinkProps, fat_tree};
+    use pipeline::traffic::{Layout, Pattern, PoissonSpec, Tagging, poisson};
+    let link = |rate| LinkProps {
+        rate_bps: rate,
+        delay_us: 50,
+        buffer: 1000,
+    };
+    let mut t = fat_tree(
+        4,
+        GenProps {
+            host: link(1_000_000_000),
+            fabric: link(4_000_000_000),
+        },
+    );
+    for s in &mut t.switches {
+        s.program = "pint".into();
+        s.params.insert("pint_pfc_xoff".into(), "500".into());
+        s.params
+            .insert("pint_hpcc_sample".into(), sample.to_string());
+    }
+    let cdf = pipeline::workload::Cdf::named("websearch").unwrap();
+    let layout = Layout {
+        groups: 8,
+        per_group: 2,
+    };
+    let spec = PoissonSpec {
+        cdf: &cdf,
+        load: 0.5,
+        capacity_bps: 1e9,
+        window_ns: 80_000_000,
+        pattern: Pattern::Random,
+        tagging: Tagging::for_workload(&cdf),
+        seed: 3,
+    };
+    let specs: Vec<String> = poisson(&layout, &spec)
+        .unwrap()
+        .iter()
+        .map(|f| {
+            format!(
+                "{}>{} bytes={} size=1000 cc={cc} start_ms={}",
+                t.hosts[f.src].name,
+                t.hosts[f.dst].name,
+                f.size,
+                f.start_ns as f64 / 1e6
+            )
+        })
+        .collect();
+    let refs: Vec<&str> = specs.iter().map(String::as_str).collect();
+    let r = run(&t, 80, 1, &refs);
+    let mut drops = 0;
+    for s in t.switches.iter().map(|s| s.name.as_str()) {
+        if let Some(Json::O(ports)) = r.get("switches").and_then(|x| x.get(s)?.get("ports")) {
+            drops += ports.iter().map(|(_, p)| num(p, &["drops"])).sum::<u64>();
+        }
+    }
+    assert_eq!(drops, 0, "{cc} 1/{sample}: PFC keeps the fabric lossless");
+    flows(&r)
+        .iter()
+        .map(|f| {
+            assert_eq!(hpcc(f, "completed"), 1, "{cc} 1/{sample}");
+            let s = match f.get("hpcc").and_then(|h| h.get("slowdown")) {
+                Some(Json::F(x)) => *x,
+                _ => panic!("no slowdown"),
+            };
+            (hpcc(f, "bytes"), s)
+        })
+        .collect()
+}
+
+fn p95(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[((xs.len() as f64 * 0.95).ceil() as usize).max(1) - 1]
+}
+
+#[test]
+fn s6_1_e11_short_pint_8_bits_slowdown_similar_to_int() {
+    let int = e11_short("hpcc-int", 1);
+    let pint = e11_short("hpcc-pint", 1);
+    let pint16 = e11_short("hpcc-pint", 16);
+    assert!(int.len() >= 20, "{} flows", int.len());
+    let all = |v: &[(u64, f64)]| p95(v.iter().map(|x| x.1).collect());
+    let (i, p, p16) = (all(&int), all(&pint), all(&pint16));
+    println!("p95 slowdown: INT {i:.3}, PINT p=1 {p:.3}, PINT p=1/16 {p16:.3}");
+    // "Similar slowdown with 8 bits" and "p = 1/16 ≈ p = 1": within 25%.
+    assert!((p - i).abs() / i < 0.25, "INT {i} PINT {p}");
+    assert!((p16 - p).abs() / p < 0.25, "p=1 {p} p=1/16 {p16}");
+}

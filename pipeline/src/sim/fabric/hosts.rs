@@ -204,6 +204,11 @@ impl Sim {
 
     /// Queues `bytes` on host `host`'s link (tail drop at its buffer) and serves the link.
     pub(super) fn host_send(&mut self, host: usize, bytes: &[u8]) {
+        self.host_send_queue(host, bytes, 0);
+    }
+
+    /// The same into queue `qid` of the host's port (strict priority: the highest first).
+    pub(super) fn host_send_queue(&mut self, host: usize, bytes: &[u8], qid: u8) {
         let now = self.now;
         let frame = self.bufs.frame(bytes);
         let h = &mut self.hosts[host];
@@ -211,7 +216,10 @@ impl Sim {
         let q = Queued {
             buf: frame,
             len,
-            meta: StdMeta::new(0, len as usize, now),
+            meta: StdMeta {
+                qid,
+                ..StdMeta::new(0, len as usize, now)
+            },
         };
         if let Err((q, _)) = h.tm.enqueue(0, q, now) {
             self.bufs.free(q.buf.buf);

@@ -14,6 +14,9 @@ use super::*;
 use crate::hpcc::{Feedback, Hpcc, HpccConfig};
 use crate::program::pint_hpcc::{self, FLAG_SAMPLED, KIND_INT, KIND_PINT, Shim};
 
+/// The host queue of ACKs (the highest of the traffic manager's strict priorities).
+const ACK_QUEUE: u8 = 7;
+
 /// The state of one HPCC flow.
 #[derive(Debug)]
 pub(super) struct HpccFlow {
@@ -257,7 +260,9 @@ impl Sim {
                 len,
                 &echo,
             );
-            self.host_send(host, &scratch);
+            // The NIC sends ACKs ahead of data (HPCC's NICs: ACKs in the highest priority), so
+            // a host that sends at line rate still acknowledges what it receives.
+            self.host_send_queue(host, &scratch, ACK_QUEUE);
             self.scratch = scratch;
             return true;
         }
