@@ -11,6 +11,7 @@
 //! fabric (PFC), and a flow that loses a packet never completes (reported as such).
 
 use super::*;
+use crate::fabric::topo::LinkProps;
 use crate::hpcc::{Feedback, Hpcc, HpccConfig};
 use crate::program::pint_hpcc::{self, FLAG_SAMPLED, KIND_INT, KIND_PINT, Shim};
 
@@ -39,23 +40,31 @@ pub(super) struct HpccFlow {
     min_window: f64,
 }
 
-/// Links between two hosts (switch hops + 1), by breadth-first search.
-fn links_between(t: &Topology, a: &str, b: &str) -> Option<u64> {
-    let (sa, _) = t.host_attachment(a)?;
-    let (sb, _) = t.host_attachment(b)?;
+/// The links from host `a` to host `b` on a shortest path, in order (breadth-first search).
+fn path_links(t: &Topology, a: &str, b: &str) -> Option<Vec<LinkProps>> {
+    let (sa, pa) = t.host_attachment(a)?;
+    let (sb, pb) = t.host_attachment(b)?;
     let ports = t.ports();
-    let mut dist: BTreeMap<&str, u64> = BTreeMap::from([(sa, 1)]);
+    let props = |s: &str, p: u16| ports.get(s).and_then(|m| m.get(&p)).map(|x| *x.1);
+    let mut parent: BTreeMap<&str, Option<(&str, LinkProps)>> = BTreeMap::from([(sa, None)]);
     let mut queue = std::collections::VecDeque::from([sa]);
     while let Some(s) = queue.pop_front() {
-        let d = dist[s];
         if s == sb {
-            return Some(d + 1);
+            let mut links = vec![props(sb, pb)?];
+            let mut at = s;
+            while let Some(Some((prev, l))) = parent.get(at) {
+                links.push(*l);
+                at = prev;
+            }
+            links.push(props(sa, pa)?);
+            links.reverse();
+            return Some(links);
         }
-        for (far, _) in ports.get(s).into_iter().flat_map(|m| m.values()) {
+        for (far, l) in ports.get(s).into_iter().flat_map(|m| m.values()) {
             if let End::Switch(n, _) = far
-                && !dist.contains_key(n.as_str())
+                && !parent.contains_key(n.as_str())
             {
-                dist.insert(n.as_str(), d + 1);
+                parent.insert(n.as_str(), Some((s, **l)));
                 queue.push_back(n.as_str());
             }
         }
@@ -104,18 +113,27 @@ impl Sim {
             .max(1);
         let ctl = Hpcc::new(HpccConfig::scaled(line, f.base_rtt_ns));
         let size = spec.bytes.unwrap_or(1);
-        // FCT alone: every frame serialised at line rate, the last one stored and forwarded
-        // over each further link, propagation both ways, and the last ACK's serialisation.
-        let links = links_between(t, &self.hosts[src].name, &self.hosts[dst].name).unwrap_or(1);
-        let delay = self.hosts[src].delay_ns;
-        let ns = |bytes: u64| bytes * 8 * 1_000_000_000 / line;
+        // FCT alone: every frame serialised at the path's slowest rate, the last one stored and
+        // forwarded over each further link at that link's rate, propagation both ways, and the
+        // last ACK's serialisation on every link.
+        let links = path_links(t, &self.hosts[src].name, &self.hosts[dst].name)
+            .ok_or_else(|| format!("flow {}: no path", k + 1))?;
+        let ns = |bytes: u64, rate: u64| bytes * 8 * 1_000_000_000 / rate.max(1);
+        let slowest = links.iter().map(|l| l.rate_bps).min().unwrap_or(line);
         let packets = size.div_ceil(per_packet);
         let last = size - (packets - 1) * per_packet;
         let frame = |app: u64| 14 + 28 + shim + app.max(flow::STAMP_LEN as u64);
         let wire = (packets - 1) * frame(per_packet) + frame(last);
         let ack = 14 + 28 + shim + flow::STAMP_LEN as u64;
-        let ideal_ns =
-            ns(wire) + (links - 1) * ns(frame(last)) + 2 * links * delay + links * ns(ack);
+        let ideal_ns = ns(wire, slowest)
+            + links[1..]
+                .iter()
+                .map(|l| ns(frame(last), l.rate_bps))
+                .sum::<u64>()
+            + links
+                .iter()
+                .map(|l| 2 * l.delay_us * 1000 + ns(ack, l.rate_bps))
+                .sum::<u64>();
         let key = (src, self.hosts[dst].ipv4, spec.sport, spec.dport);
         self.hpcc_flows.insert(key, k);
         let min_window = ctl.window();
