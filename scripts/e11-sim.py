@@ -27,8 +27,10 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 K = 4
 HOST_BPS = 1e9
+# "PINT p=1, INT-sized shim" pads PINT's shim to INT's length: PINT's signal at INT's overhead.
 SCHEMES = [("INT", "hpcc-int", 1), ("PINT p=1", "hpcc-pint", 1),
-           ("PINT p=1/16", "hpcc-pint", 16), ("PINT p=1/256", "hpcc-pint", 256)]
+           ("PINT p=1/16", "hpcc-pint", 16), ("PINT p=1/256", "hpcc-pint", 256),
+           ("PINT p=1, INT-sized shim", "hpcc-pint-pad", 1)]
 BUCKETS = [(0, 10e3, "<10K"), (10e3, 100e3, "10K-100K"), (100e3, 1e6, "100K-1M"),
            (1e6, 10e6, "1M-10M"), (10e6, math.inf, ">=10M")]
 LARGE = 10e6

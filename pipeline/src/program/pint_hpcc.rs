@@ -57,7 +57,7 @@ const SAMPLE_INSTANCE: u8 = 0x48;
 /// | 1 | kind: [`KIND_PINT`] or [`KIND_INT`] |
 /// | 2 | flags: [`FLAG_SAMPLED`], [`FLAG_OVERFLOW`] |
 /// | 3 | PINT: the digest; INT: records written |
-/// | 4 | INT: slots reserved (the sender's choice) |
+/// | 4 | slots reserved (the sender's choice; PINT: padding, normally 0) |
 /// | 5–7 | 0 |
 /// | 8–11 | the sender's packet number (part of the packet ID) |
 /// | 12… | INT: the slots, [`INT_HOP_LEN`] bytes each: switch id (32), egress timestamp ns mod 2^32 (32), port tx bytes mod 2^32 (32), queue at dequeue in 80-byte cells (16, saturating), port rate Mb/s (16, saturating) |
@@ -76,14 +76,10 @@ pub struct Shim {
 }
 
 impl Shim {
-    /// Bytes of a shim of `kind` with `capacity` INT slots.
-    pub fn len_of(kind: u8, capacity: u8) -> usize {
-        SHIM_LEN
-            + if kind == KIND_INT {
-                usize::from(capacity) * INT_HOP_LEN
-            } else {
-                0
-            }
+    /// Bytes of a shim of `kind` with `capacity` slots (INT's records; a PINT shim with slots
+    /// only pads, to compare PINT and INT at equal overhead).
+    pub fn len_of(_kind: u8, capacity: u8) -> usize {
+        SHIM_LEN + usize::from(capacity) * INT_HOP_LEN
     }
 
     /// A sender's shim, slots zeroed.
@@ -91,7 +87,7 @@ impl Shim {
         let mut v = vec![0u8; Shim::len_of(kind, capacity)];
         v[0] = MAGIC;
         v[1] = kind;
-        v[4] = if kind == KIND_INT { capacity } else { 0 };
+        v[4] = capacity;
         v[8..12].copy_from_slice(&nonce.to_be_bytes());
         v
     }
@@ -417,8 +413,12 @@ mod tests {
         assert_eq!((s.kind, s.value, s.capacity, s.nonce), (KIND_INT, 0, 3, 77));
         assert!(Shim::parse(&b[..b.len() - 1]).is_none());
         assert!(Shim::parse(b"PSIM0000000000000000").is_none());
-        let p = Shim::bytes(KIND_PINT, 9, 1);
+        let p = Shim::bytes(KIND_PINT, 0, 1);
         assert_eq!(Shim::parse(&p).unwrap().len(), SHIM_LEN);
+        // PINT with slots: padding only, no records.
+        let p = Shim::bytes(KIND_PINT, 2, 1);
+        let s = Shim::parse(&p).unwrap();
+        assert_eq!((s.len(), s.hops(&p).len()), (SHIM_LEN + 2 * INT_HOP_LEN, 0));
     }
 
     #[test]

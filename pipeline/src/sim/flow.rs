@@ -25,7 +25,8 @@
 //! the flow a window-based HPCC sender ([`crate::hpcc::Hpcc`]) of a finite flow of `bytes=`
 //! application bytes to the fabric's designated HPCC port, carrying the `pint` program's shim
 //! (PINT's 8-bit digest, or an INT stack) before its stamp; the receiver acknowledges every
-//! packet, echoing the shim (`sim/fabric/hpcc.rs`, docs/pint.md).
+//! packet, echoing the shim (`sim/fabric/hpcc.rs`, docs/pint.md). `cc=hpcc-pint-pad` is PINT
+//! with a shim padded to INT's length, to compare the two at equal overhead.
 
 use std::net::Ipv4Addr;
 
@@ -118,6 +119,8 @@ pub enum Cc {
     Hpcc {
         /// The INT baseline.
         int: bool,
+        /// PINT with a shim as long as INT's (`cc=hpcc-pint-pad`): equal overhead.
+        pad: bool,
     },
 }
 
@@ -206,9 +209,23 @@ impl FlowSpec {
                             r_ai_bps: None,
                             byte_counter: None,
                         },
-                        "hpcc-pint" => Cc::Hpcc { int: false },
-                        "hpcc-int" => Cc::Hpcc { int: true },
-                        _ => return Err(format!("cc={v}: none, qcn-rp, hpcc-pint or hpcc-int")),
+                        "hpcc-pint" => Cc::Hpcc {
+                            int: false,
+                            pad: false,
+                        },
+                        "hpcc-pint-pad" => Cc::Hpcc {
+                            int: false,
+                            pad: true,
+                        },
+                        "hpcc-int" => Cc::Hpcc {
+                            int: true,
+                            pad: false,
+                        },
+                        _ => {
+                            return Err(format!(
+                                "cc={v}: none, qcn-rp, hpcc-pint, hpcc-pint-pad or hpcc-int"
+                            ));
+                        }
                     }
                 }
                 "bytes" => f.bytes = Some(num::<u64>("bytes", v)?.max(1)),

@@ -82,7 +82,7 @@ impl Sim {
         spec: &mut FlowSpec,
         (src, dst): (usize, usize),
     ) -> Result<Option<Box<HpccFlow>>, String> {
-        let flow::Cc::Hpcc { int } = spec.cc else {
+        let flow::Cc::Hpcc { int, pad } = spec.cc else {
             return Ok(None);
         };
         let f = pint_hpcc::fabric_of(t)?.ok_or_else(|| {
@@ -93,7 +93,8 @@ impl Sim {
         })?;
         self.hpcc_port = Some(f.udp_port);
         spec.dport = f.udp_port;
-        let capacity = (crate::fabric::plan::host_path_switches(t) as u64).clamp(1, 255) as u8;
+        let path = (crate::fabric::plan::host_path_switches(t) as u64).clamp(1, 255) as u8;
+        let capacity = if int || pad { path } else { 0 };
         let kind = if int { KIND_INT } else { KIND_PINT };
         let shim = Shim::len_of(kind, capacity) as u64;
         let per_packet = u64::from(spec.size)
