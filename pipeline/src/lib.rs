@@ -15,6 +15,7 @@ pub mod ecn;
 pub mod externs;
 pub mod fabric;
 pub mod frame;
+pub mod hpcc;
 pub mod metadata;
 pub mod p4info;
 pub mod pint;

@@ -227,6 +227,16 @@ impl UtilEwma {
         self.u
     }
 
+    /// A port's state as a switch's registers hold it: U and the time of its last packet.
+    pub fn from_parts(u: f64, last_ns: Option<u64>) -> UtilEwma {
+        UtilEwma { u, last_ns }
+    }
+
+    /// The time of the port's last packet, ns.
+    pub fn last_ns(&self) -> Option<u64> {
+        self.last_ns
+    }
+
     /// Updates with a packet of `bytes` dequeued at `now_ns` with `qlen_bytes` queued, on a link
     /// of `bytes_per_ns` (B) with base RTT `base_rtt_ns` (T). Returns the new U. The first packet
     /// of a port counts as τ = T.

@@ -14,6 +14,7 @@ pub mod p4qcn;
 pub mod p4te;
 pub mod pint;
 pub mod pint_latency;
+pub mod pint_hpcc;
 pub mod spray;
 
 use std::collections::BTreeMap;

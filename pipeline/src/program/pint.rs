@@ -87,6 +87,7 @@ pub(crate) struct PintIds {
     table: TableIx,
     record: DigestIx,
     latency: super::pint_latency::LatencyIds,
+    hpcc: super::pint_hpcc::HpccIds,
 }
 
 /// Declares the encoder's table and the sink's record digest.
@@ -120,6 +121,7 @@ pub(crate) fn declare(b: &mut SchemaBuilder, no_action: usize) -> PintIds {
         table,
         record: b.digest(RECORD, &RECORD_FIELDS),
         latency: super::pint_latency::declare(b, no_action),
+        hpcc: super::pint_hpcc::declare(b, no_action),
     }
 }
 
@@ -203,6 +205,7 @@ pub(crate) fn egress(
     if md.instance_type != InstanceType::Normal {
         return;
     }
+    super::pint_hpcc::egress(cx, &p.hpcc, pkt, md);
     let r = cx.apply(p.table, &[u128::from(md.egress_port)], 0);
     let a = usize::from(r.action.action);
     let sink = a == p.sink;
@@ -378,6 +381,7 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
                 .extend(super::pint_latency::plan_line(&latency, port));
         }
     }
+    super::pint_hpcc::plan(t, only, c.seed, &mut plans)?;
     Ok(plans)
 }
 

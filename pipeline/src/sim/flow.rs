@@ -4,7 +4,7 @@
 //! ```text
 //! SRC>DST rate=RATE [size=BYTES] [start_ms=X] [stop_ms=Y] [proto=udp|tcp] [sport=P] [dport=P]
 //!         [tos=T] [pattern=constant|poisson|onoff] [cc=none|qcn-rp] [r_ai=RATE] [bc=BYTES]
-//!         [np=on|off]
+//!         [np=on|off] [bytes=N]
 //! RATE = bits/s with K/M/G suffixes (frame bits), or Npps
 //! ```
 //!
@@ -20,6 +20,13 @@
 //! with ECN = 11 from the flow's destination address and port to its source's. `np=on` makes the
 //! receiver the notification point of QCN's three-point baseline: it answers every CE-marked
 //! packet of the flow with such a feedback packet.
+//!
+//! `cc=hpcc-pint` and `cc=hpcc-int` (UDP; `rate=` optional, the NIC's line rate is the cap) make
+//! the flow a window-based HPCC sender ([`crate::hpcc::Hpcc`]) of a finite flow of `bytes=`
+//! application bytes to the fabric's designated HPCC port, carrying the `pint` program's shim
+//! (PINT's 8-bit digest, or an INT stack) before its stamp; the receiver acknowledges every
+//! packet, echoing the shim (`sim/fabric/hpcc.rs`, docs/pint.md). `cc=hpcc-pint-pad` is PINT
+//! with a shim padded to INT's length, to compare the two at equal overhead.
 
 use std::net::Ipv4Addr;
 
@@ -92,6 +99,8 @@ pub struct FlowSpec {
     pub cc: Cc,
     /// The receiver answers CE marks with feedback packets (QCN's NP).
     pub np: bool,
+    /// Application bytes of a finite flow (`bytes=`; HPCC flows).
+    pub bytes: Option<u64>,
 }
 
 /// A sender's congestion control.
@@ -105,6 +114,13 @@ pub enum Cc {
         r_ai_bps: Option<u64>,
         /// Byte counter, bytes.
         byte_counter: Option<u64>,
+    },
+    /// HPCC's window controller, fed by PINT's digest (`int: false`) or by INT (`int: true`).
+    Hpcc {
+        /// The INT baseline.
+        int: bool,
+        /// PINT with a shim as long as INT's (`cc=hpcc-pint-pad`): equal overhead.
+        pad: bool,
     },
 }
 
@@ -150,6 +166,7 @@ impl FlowSpec {
             pattern: Pattern::Constant,
             cc: Cc::None,
             np: false,
+            bytes: None,
         };
         let mut rate = None;
         let (mut r_ai_bps, mut byte_counter) = (None, None);
@@ -192,9 +209,26 @@ impl FlowSpec {
                             r_ai_bps: None,
                             byte_counter: None,
                         },
-                        _ => return Err(format!("cc={v}: none or qcn-rp")),
+                        "hpcc-pint" => Cc::Hpcc {
+                            int: false,
+                            pad: false,
+                        },
+                        "hpcc-pint-pad" => Cc::Hpcc {
+                            int: false,
+                            pad: true,
+                        },
+                        "hpcc-int" => Cc::Hpcc {
+                            int: true,
+                            pad: false,
+                        },
+                        _ => {
+                            return Err(format!(
+                                "cc={v}: none, qcn-rp, hpcc-pint, hpcc-pint-pad or hpcc-int"
+                            ));
+                        }
                     }
                 }
+                "bytes" => f.bytes = Some(num::<u64>("bytes", v)?.max(1)),
                 "r_ai" => r_ai_bps = Some(parse_rate(v)?),
                 "bc" => byte_counter = Some(num::<u64>("bc", v)?.max(1)),
                 "np" => {
@@ -206,6 +240,15 @@ impl FlowSpec {
                 }
                 _ => return Err(format!("unknown flow option {k}")),
             }
+        }
+        if let Cc::Hpcc { .. } = f.cc {
+            if f.bytes.is_none() || f.proto != Proto::Udp {
+                return Err("cc=hpcc-*: a UDP flow with bytes=".into());
+            }
+            // The window paces the flow; the line rate caps it.
+            rate = rate.or(Some(Rate::Bps(u64::MAX)));
+        } else if f.bytes.is_some() {
+            return Err("bytes= belongs to cc=hpcc-pint and cc=hpcc-int".into());
         }
         f.rate = rate.ok_or("a flow needs rate=")?;
         match &mut f.cc {
@@ -223,10 +266,10 @@ impl FlowSpec {
                 }
                 (*r, *b) = (r_ai_bps, byte_counter);
             }
-            Cc::None if r_ai_bps.is_some() || byte_counter.is_some() => {
+            Cc::None | Cc::Hpcc { .. } if r_ai_bps.is_some() || byte_counter.is_some() => {
                 return Err("r_ai= and bc= belong to cc=qcn-rp".into());
             }
-            Cc::None => {}
+            Cc::None | Cc::Hpcc { .. } => {}
         }
         if matches!(f.rate, Rate::Bps(0) | Rate::Pps(0)) {
             return Err("rate must be > 0".into());
@@ -580,6 +623,9 @@ mod tests {
             "a>b rate=1M np=yes",
             "a>b rate=0",
             "a>b rate=1M colour=red",
+            "a>b cc=hpcc-pint",
+            "a>b bytes=1000 cc=hpcc-int proto=tcp",
+            "a>b rate=1M bytes=1000",
         ] {
             assert!(FlowSpec::parse(bad, 0).is_err(), "{bad}");
         }

@@ -28,6 +28,11 @@ impl Sim {
             }
             return;
         }
+        if self.hpcc_arrive(host, bytes) {
+            self.bufs.free(frame.buf);
+            return;
+        }
+        let h = &mut self.hosts[host];
         let seen = flow::inspect(bytes);
         if seen.ce {
             h.rx_ce += 1;
@@ -125,6 +130,9 @@ impl Sim {
     }
 
     pub(super) fn send(&mut self, k: usize) {
+        if self.flows[k].hpcc.is_some() {
+            return self.hpcc_send(k);
+        }
         let now = self.now;
         let f = &mut self.flows[k];
         // A full NIC queue (a paused link, or a source above its link's rate) blocks the
@@ -195,7 +203,12 @@ impl Sim {
     }
 
     /// Queues `bytes` on host `host`'s link (tail drop at its buffer) and serves the link.
-    fn host_send(&mut self, host: usize, bytes: &[u8]) {
+    pub(super) fn host_send(&mut self, host: usize, bytes: &[u8]) {
+        self.host_send_queue(host, bytes, 0);
+    }
+
+    /// The same into queue `qid` of the host's port (strict priority: the highest first).
+    pub(super) fn host_send_queue(&mut self, host: usize, bytes: &[u8], qid: u8) {
         let now = self.now;
         let frame = self.bufs.frame(bytes);
         let h = &mut self.hosts[host];
@@ -203,7 +216,10 @@ impl Sim {
         let q = Queued {
             buf: frame,
             len,
-            meta: StdMeta::new(0, len as usize, now),
+            meta: StdMeta {
+                qid,
+                ..StdMeta::new(0, len as usize, now)
+            },
         };
         if let Err((q, _)) = h.tm.enqueue(0, q, now) {
             self.bufs.free(q.buf.buf);

@@ -36,6 +36,7 @@ use crate::runtime::{Config, Pipeline, Worker};
 use crate::tm::{Dequeued, PortConfig, Queued, Setting, TrafficManager, TxState};
 
 mod hosts;
+mod hpcc;
 mod pint;
 mod report;
 
@@ -194,6 +195,8 @@ struct FlowState {
     rp: Option<(crate::qcn::Rp, Vec<RpRow>)>,
     /// Feedback packets its receiver sent as the NP (`np=on`).
     np_sent: u64,
+    /// The sender of a `cc=hpcc-*` flow.
+    hpcc: Option<Box<hpcc::HpccFlow>>,
 }
 
 /// The environment of one switch's packet path during an event.
@@ -272,6 +275,11 @@ pub struct Sim {
     rp_flows: BTreeMap<(usize, Ipv4Addr, u16, u16), usize>,
     /// PINT's collector, when switches run `pint`.
     pint: Option<pint::Collector>,
+    /// `cc=hpcc-*` flows by (source host, destination address, source port, destination port):
+    /// how an ACK finds its flow.
+    hpcc_flows: BTreeMap<(usize, Ipv4Addr, u16, u16), usize>,
+    /// The fabric's HPCC port, when a flow uses it.
+    hpcc_port: Option<u16>,
 }
 
 fn host_port_config(p: &LinkProps) -> PortConfig {
@@ -449,6 +457,8 @@ impl Sim {
             scratch: Vec::new(),
             rp_flows: BTreeMap::new(),
             pint: collector,
+            hpcc_flows: BTreeMap::new(),
+            hpcc_port: None,
         };
         for (i, a) in agents {
             sim.attach(i, a);
@@ -464,7 +474,7 @@ impl Sim {
                 }
             }
         }
-        for (k, f) in opts.flows.into_iter().enumerate() {
+        for (k, mut f) in opts.flows.into_iter().enumerate() {
             let src = *host_index
                 .get(f.src.as_str())
                 .ok_or_else(|| format!("flow {}: no host {}", k + 1, f.src))?;
@@ -498,8 +508,11 @@ impl Sim {
                 }
                 _ => None,
             };
+            let hpcc = sim.hpcc_setup(t, k, &mut f, (src, dst))?;
             let mut source = Source::new(f, opts.duration_ns, seed);
-            if let Some(at) = source.next_send() {
+            if hpcc.is_some() {
+                sim.schedule(source.spec().start_ns, Event::Send { flow: k });
+            } else if let Some(at) = source.next_send() {
                 sim.schedule(at, Event::Send { flow: k });
             }
             sim.flows.push(FlowState {
@@ -511,6 +524,7 @@ impl Sim {
                 tcp_seq: 1,
                 rp,
                 np_sent: 0,
+                hpcc,
             });
         }
         Ok(sim)

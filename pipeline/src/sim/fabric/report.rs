@@ -61,6 +61,9 @@ impl Sim {
                         .with("dst", self.hosts[f.dst].name.as_str()),
                     f.sent,
                 );
+                if let Some(h) = &f.hpcc {
+                    flow = flow.with("hpcc", h.report());
+                }
                 if f.source.spec().np {
                     flow = flow.with("np_feedbacks_sent", f.np_sent);
                 }
