@@ -13,8 +13,8 @@ pub mod hula;
 pub mod p4qcn;
 pub mod p4te;
 pub mod pint;
-pub mod pint_latency;
 pub mod pint_hpcc;
+pub mod pint_latency;
 pub mod spray;
 
 use std::collections::BTreeMap;
