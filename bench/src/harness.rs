@@ -108,9 +108,13 @@ pub fn bin(name: &str) -> String {
 
 /// Frames the sink has dropped so far (its native XDP program's counter).
 pub fn sink_count(t: &Topo) -> u64 {
-    let out =
-        t.h2.exec("ethtool", &["-S", &t.sink_if])
-            .expect("ethtool -S");
+    xdp_drops(&t.h2, &t.sink_if)
+}
+
+/// Frames a native XDP program on `iface` (in `ns`) has dropped so far, as the kernel counts
+/// them (`ethtool -S`).
+pub fn xdp_drops(ns: &pisa_fabric::Netns, iface: &str) -> u64 {
+    let out = ns.exec("ethtool", &["-S", iface]).expect("ethtool -S");
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .find_map(|l| {

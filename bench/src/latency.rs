@@ -19,9 +19,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use pisa_fabric::experiment::ping_times_us;
 use pisa_fabric::{Netns, Process, veth};
 
-use crate::harness::{ROUTER, bin, compile_bpf};
+use crate::harness::{ROUTER, bin, compile_bpf, xdp_drops};
 
 /// One switch's namespaces and interfaces.
 #[derive(Debug)]
@@ -232,20 +233,7 @@ impl OneSwitch {
 
     /// Frames the background sink has dropped so far.
     pub fn sink_count(&self) -> u64 {
-        let out = self
-            .g2
-            .exec("ethtool", &["-S", &self.sink_if])
-            .expect("ethtool -S");
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .find_map(|l| {
-                l.trim()
-                    .strip_prefix("rx_queue_0_xdp_drops:")?
-                    .trim()
-                    .parse()
-                    .ok()
-            })
-            .unwrap_or(0)
+        xdp_drops(&self.g2, &self.sink_if)
     }
 
     /// Starts the background: 64-byte UDP frames g1 -> g2 at `pps` (0: flat out) for `secs`,
@@ -303,13 +291,7 @@ pub fn ping(ns: &Netns, dst: &str, gap: Duration, count: usize) -> Vec<f64> {
         .exec("ping", &["-n", "-W", "1", "-i", &gap, "-c", &count, dst])
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_default();
-    out.lines()
-        .filter_map(|l| {
-            let t = l.split("time=").nth(1)?;
-            let ms: f64 = t.split_whitespace().next()?.parse().ok()?;
-            Some(ms * 1000.0)
-        })
-        .collect()
+    ping_times_us(&out)
 }
 
 /// p50, p99 and max of `v` (nearest rank), or zeros when empty.
