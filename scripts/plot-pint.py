@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""PINT's figures from `pisa-pint e13|e12 --json FILE` (issue 15, docs/pint.md).
+"""PINT's figures from `pisa-pint e13|e12 --json FILE` and `scripts/e11-sim.py --json FILE`
+(issue 15, docs/pint.md).
 
   plot-pint.py e13 E13.json OUT.png
       Median packets to decode a k-hop path (8 bits and 2 x 4 bits, fat-tree and chain paths,
@@ -9,6 +10,10 @@
       Per-hop p50 and p99 relative error against packets received, b = 4 and 8, with the KLL
       sketch and with all samples; dotted lines at each codec's bound epsilon (if given with
       --eps4/--eps8).
+  plot-pint.py e11 E11.json OUT.png
+      From `scripts/e11-sim.py --json`: the p95 slowdown per flow-size bucket at one load (the
+      middle one the JSON has), per scheme; and the goodput of flows >= 10 MB against load, as
+      the gain over HPCC(INT) (the paper's Fig. 7a).
 """
 
 import argparse
@@ -89,6 +94,47 @@ def e12(args):
     print(f"wrote {args.out} ({len(rows)} rows)")
 
 
+def e11(args):
+    plt = plt_setup()
+    rows = json.load(open(args.json))
+    loads = sorted({r["load"] for r in rows})
+    schemes = list(dict.fromkeys(r["scheme"] for r in rows))
+    mid = loads[len(loads) // 2]
+    fig, (ax, ag) = plt.subplots(1, 2, figsize=(11, 3.8))
+    at_mid = [r for r in rows if r["load"] == mid]
+    buckets = list(at_mid[0]["buckets"].keys())
+    width = 0.8 / len(schemes)
+    for i, name in enumerate(schemes):
+        r = next(x for x in at_mid if x["scheme"] == name)
+        ys = [r["buckets"][b]["p95_slowdown"] or 0 for b in buckets]
+        ax.bar([j + i * width for j in range(len(buckets))], ys, width, label=name,
+               color=f"C{i}")
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(buckets))])
+    ax.set_xticklabels(buckets)
+    ax.set_xlabel("flow size (bytes)")
+    ax.set_ylabel("p95 slowdown")
+    ax.set_title(f"{at_mid[0]['workload']}, load {mid:.0%}")
+    ax.legend(fontsize=7, loc="upper right")
+    for i, name in enumerate(schemes):
+        if name == "INT":
+            continue
+        xs, ys = [], []
+        for load in loads:
+            base = next(x for x in rows if x["load"] == load and x["scheme"] == "INT")
+            r = next(x for x in rows if x["load"] == load and x["scheme"] == name)
+            if base["large_goodput_mbps"] and r["large_goodput_mbps"]:
+                xs.append(load * 100)
+                ys.append(100 * (r["large_goodput_mbps"] / base["large_goodput_mbps"] - 1))
+        ag.plot(xs, ys, marker="o", label=name, color=f"C{i}")
+    ag.axhline(0, color="grey", linewidth=0.5)
+    ag.set_xlabel("load (%)")
+    ag.set_ylabel("goodput gain over INT, flows >= 10 MB (%)")
+    ag.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=120)
+    print(f"wrote {args.out} ({len(rows)} rows)")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -102,6 +148,10 @@ def main():
     b.add_argument("--eps4", type=float)
     b.add_argument("--eps8", type=float)
     b.set_defaults(func=e12)
+    c = sub.add_parser("e11")
+    c.add_argument("json")
+    c.add_argument("out")
+    c.set_defaults(func=e11)
     args = p.parse_args()
     args.func(args)
 
