@@ -44,28 +44,7 @@ pub fn topo() -> Topo {
         .unwrap();
     let dir = std::env::temp_dir().join(sw.name());
     std::fs::create_dir_all(&dir).unwrap();
-    // The sink: a native XDP drop program counted by the kernel.
-    let obj = dir.join("xdp_drop.o");
-    compile_bpf(
-        concat!(env!("CARGO_MANIFEST_DIR"), "/bpf/xdp_drop.c"),
-        &obj,
-        &[],
-    );
-    h2.exec(
-        "ip",
-        &[
-            "link",
-            "set",
-            "dev",
-            &sink_if,
-            "xdp",
-            "obj",
-            obj.to_str().unwrap(),
-            "sec",
-            "xdp",
-        ],
-    )
-    .expect("attach the sink");
+    attach_drop_sink(&h2, &sink_if, &dir);
     Topo {
         h1,
         sw,
@@ -78,8 +57,25 @@ pub fn topo() -> Topo {
     }
 }
 
+/// Attaches the sink, a native XDP program that drops every frame (`bpf/xdp_drop.c`, compiled
+/// into `dir`), to `iface` in `ns`; [`xdp_drops`] reads its count.
+pub fn attach_drop_sink(ns: &pisa_fabric::Netns, iface: &str, dir: &Path) {
+    let obj = dir.join("xdp_drop.o");
+    compile_bpf(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/bpf/xdp_drop.c"),
+        &obj,
+        &[],
+    );
+    let obj = obj.to_str().expect("utf-8 path");
+    ns.exec(
+        "ip",
+        &["link", "set", "dev", iface, "xdp", "obj", obj, "sec", "xdp"],
+    )
+    .expect("attach the sink");
+}
+
 /// Compiles the XDP program `src` to `obj` with clang (extra `-D` flags in `defines`).
-pub(crate) fn compile_bpf(src: &str, obj: &Path, defines: &[&str]) {
+fn compile_bpf(src: &str, obj: &Path, defines: &[&str]) {
     let mut args = vec!["-O2", "-g0", "-target", "bpf"];
     args.extend_from_slice(defines);
     args.extend(["-I/usr/include/x86_64-linux-gnu", "-c", src, "-o"]);
@@ -197,10 +193,10 @@ pub fn wait_for(log: &Path, word: &str) {
     );
 }
 
-/// The median of `v`.
+/// The median of `v` (the upper one of an even count; 0 when empty).
 pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
 /// What forwards between p1 and p2.

@@ -22,7 +22,7 @@ use std::time::Duration;
 use pisa_fabric::experiment::ping_times_us;
 use pisa_fabric::{Netns, Process, veth};
 
-use crate::harness::{ROUTER, bin, compile_bpf, xdp_drops};
+use crate::harness::{ROUTER, attach_drop_sink, bin, xdp_drops};
 
 /// One switch's namespaces and interfaces.
 #[derive(Debug)]
@@ -109,28 +109,8 @@ impl OneSwitch {
             .expect("ip");
         let dir = std::env::temp_dir().join(x.name());
         std::fs::create_dir_all(&dir).expect("dir");
-        let obj = dir.join("xdp_drop.o");
-        compile_bpf(
-            concat!(env!("CARGO_MANIFEST_DIR"), "/bpf/xdp_drop.c"),
-            &obj,
-            &[],
-        );
         let [h1_if, _, gen_if, sink_if] = host_if;
-        g2.exec(
-            "ip",
-            &[
-                "link",
-                "set",
-                "dev",
-                &sink_if,
-                "xdp",
-                "obj",
-                obj.to_str().expect("utf-8"),
-                "sec",
-                "xdp",
-            ],
-        )
-        .expect("attach the sink");
+        attach_drop_sink(&g2, &sink_if, &dir);
         OneSwitch {
             h1,
             x,
@@ -285,13 +265,19 @@ impl Default for OneSwitch {
 /// Round-trip times, µs, of `count` pings `gap` apart from `ns` to `dst` (after 3 unmeasured
 /// ones, which fill the neighbour and route caches). A lost probe is left out.
 pub fn ping(ns: &Netns, dst: &str, gap: Duration, count: usize) -> Vec<f64> {
-    let _ = ns.exec("ping", &["-q", "-n", "-c", "3", "-i", "0.01", dst]);
+    warm_up(ns, dst);
     let (gap, count) = (format!("{:.6}", gap.as_secs_f64()), count.to_string());
     let out = ns
         .exec("ping", &["-n", "-W", "1", "-i", &gap, "-c", &count, dst])
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_default();
     ping_times_us(&out)
+}
+
+/// Three unmeasured pings from `ns` to `dst`, 10 ms apart: they fill the neighbour and route
+/// caches before a measurement.
+pub fn warm_up(ns: &Netns, dst: &str) {
+    let _ = ns.exec("ping", &["-q", "-n", "-c", "3", "-i", "0.01", dst]);
 }
 
 /// p50, p99 and max of `v` (nearest rank), or zeros when empty.

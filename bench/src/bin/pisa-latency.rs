@@ -16,7 +16,8 @@
 
 use std::time::Duration;
 
-use bench::latency::{OneSwitch, ping, summary};
+use bench::harness::median;
+use bench::latency::{OneSwitch, ping, summary, warm_up};
 use clap::Parser;
 use pisa_fabric::fabric::topo::Topology;
 use pisa_fabric::fabric::{Fabric, Options, SWITCH_WAIT};
@@ -70,11 +71,6 @@ fn parse_gap(s: &str) -> Duration {
 
 /// Rows of (name, per gap: per run [p50, p99, max]).
 type Rows = Vec<(String, Vec<Vec<[f64; 3]>>)>;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() { 0.0 } else { v[v.len() / 2] }
-}
 
 fn table(title: &str, gaps: &[String], rows: &Rows, base: usize) -> String {
     let mut s = format!("\n{title}\n\n| forwarder |");
@@ -133,8 +129,7 @@ fn trace_report(t: &OneSwitch, names: &[String], gaps: &[Duration], count: usize
             let data = t.dir.join("perf.data");
             let gap_s = format!("{:.6}", gap.as_secs_f64());
             let n = count.to_string();
-            let _ =
-                t.h1.exec("ping", &["-q", "-c", "3", "-i", "0.01", "10.0.2.1"]);
+            warm_up(&t.h1, "10.0.2.1");
             let script = bench::trace::record(
                 &data,
                 &[

@@ -193,22 +193,22 @@ fn main() {
         ],
     )
     .unwrap();
-    // Side by side, `runs` times: direct veth; the switch sleeping when idle (the default), on
-    // CPU 1 as in the throughput runs and unpinned; polling for 20 ms after traffic (longer than
-    // the 10 ms between pings); busy-polling.
+    // Side by side, `runs` times: direct veth; the switch with its default wait, on
+    // CPU 1 as in the throughput runs and unpinned (its adaptive window, up to 2 ms, does not
+    // cover 10 ms gaps); a window of up to 20 ms, which grows to cover them; busy-polling.
     let switches: [(&str, &str, &[&str]); 4] = [
         (
-            "pisa-switch, default (sleeps when idle), on CPU 1",
+            "pisa-switch, default (adaptive window up to 2 ms: sleeps at 10 ms gaps), on CPU 1",
             "1",
             &[],
         ),
         (
-            "pisa-switch, default (sleeps when idle), unpinned",
+            "pisa-switch, default (adaptive window up to 2 ms: sleeps at 10 ms gaps), unpinned",
             "0,1",
             &[],
         ),
         (
-            "pisa-switch, --poll-window-us 20000 (polls 20 ms after traffic, then sleeps), on CPU 1",
+            "pisa-switch, --poll-window-us 20000 (adaptive window up to 20 ms: grows to cover 10 ms gaps), on CPU 1",
             "1",
             &["--poll-window-us", "20000"],
         ),

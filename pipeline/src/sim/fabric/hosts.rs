@@ -86,13 +86,7 @@ impl Sim {
         self.bufs.free(frame.buf);
         if let Some((src, ports)) = np {
             // The NP's feedback packet: to the source's address and port, ECN = 11.
-            let h = &self.hosts[host];
-            let a = Addrs {
-                dmac: h.gateway,
-                smac: h.mac,
-                src: h.ipv4,
-                dst: self.hosts[src].ipv4,
-            };
+            let a = self.hosts[host].addrs_to(self.hosts[src].ipv4);
             let mut scratch = std::mem::take(&mut self.scratch);
             let empty = TcpFields::default();
             flow::write_frame(&mut scratch, a, Proto::Udp, 3, ports, empty, 28, &[]);
@@ -144,13 +138,7 @@ impl Sim {
             return;
         }
         let spec = f.source.spec().clone();
-        let (src, dst) = (&self.hosts[f.src], &self.hosts[f.dst]);
-        let a = Addrs {
-            dmac: src.gateway,
-            smac: src.mac,
-            src: src.ipv4,
-            dst: dst.ipv4,
-        };
+        let a = self.hosts[f.src].addrs_to(self.hosts[f.dst].ipv4);
         let payload_len = u32::from(spec.size)
             - 20
             - match spec.proto {

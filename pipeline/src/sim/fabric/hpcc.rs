@@ -203,13 +203,7 @@ impl Sim {
         let next = h.next_at;
         f.sent += 1;
         let spec = f.source.spec();
-        let (src, dst) = (&self.hosts[f.src], &self.hosts[f.dst]);
-        let a = Addrs {
-            dmac: src.gateway,
-            smac: src.mac,
-            src: src.ipv4,
-            dst: dst.ipv4,
-        };
+        let a = self.hosts[f.src].addrs_to(self.hosts[f.dst].ipv4);
         let (ports, tos, from) = ((spec.sport, spec.dport), spec.tos, f.src);
         let mut scratch = std::mem::take(&mut self.scratch);
         let empty = TcpFields::default();
@@ -259,13 +253,7 @@ impl Sim {
             }
             f.rx.on_packet(nonce, now.saturating_sub(sent_at));
             let echo = payload[..shim.len() + flow::STAMP_LEN].to_vec();
-            let h = &self.hosts[host];
-            let a = Addrs {
-                dmac: h.gateway,
-                smac: h.mac,
-                src: h.ipv4,
-                dst: peer,
-            };
+            let a = self.hosts[host].addrs_to(peer);
             let mut scratch = std::mem::take(&mut self.scratch);
             let empty = TcpFields::default();
             let len = (28 + echo.len()) as u16;

@@ -180,6 +180,18 @@ struct Host {
     tcp_rx: BTreeMap<u32, (u32, BTreeMap<u32, u32>)>,
 }
 
+impl Host {
+    /// The addresses of a frame this host sends to `dst`, through its gateway.
+    fn addrs_to(&self, dst: Ipv4Addr) -> Addrs {
+        Addrs {
+            dmac: self.gateway,
+            smac: self.mac,
+            src: self.ipv4,
+            dst,
+        }
+    }
+}
+
 /// A reaction point's state after a change: (time ns, Rc, Rt, state).
 type RpRow = (u64, u64, u64, crate::qcn::RpState);
 
