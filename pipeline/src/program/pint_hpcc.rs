@@ -206,6 +206,9 @@ fn udp_to(d: &[u8], udp_port: u16) -> Option<(usize, usize)> {
     (u16::from_be_bytes([udp[2], udp[3]]) == udp_port).then_some((l4, l4 + 8))
 }
 
+/// The paper's utilisation codec, built once (its logarithms are not per-packet work).
+static PAPER_UTIL: std::sync::LazyLock<HpccUtil> = std::sync::LazyLock::new(HpccUtil::paper);
+
 /// The per-port update and, on a shim packet, the query.
 #[inline(never)]
 pub(crate) fn egress(
@@ -278,7 +281,7 @@ pub(crate) fn egress(
             let coin = hashes.coin(packet_id, switch_id);
             let s = &mut d[at..];
             s[2] |= FLAG_SAMPLED;
-            s[3] = HpccUtil::paper().encode_max(s[3], u, coin);
+            s[3] = PAPER_UTIL.encode_max(s[3], u, coin);
             cx.trace(|| format!("pint_hpcc u={u:.4} digest={}", d[at + 3]));
         }
         _ => {
