@@ -21,14 +21,26 @@ pub struct Cdf {
 pub const NAMES: &[&str] = &["websearch", "datamining", "hadoop"];
 
 impl Cdf {
-    /// A shipped workload: `websearch`, `datamining` or `hadoop`.
+    /// A shipped workload: `websearch`, `datamining` or `hadoop`; or `fixed:SIZE` (every flow
+    /// SIZE bytes, e.g. `fixed:8Mi`: long flows for spraying and throughput experiments).
     pub fn named(name: &str) -> Result<Cdf, String> {
+        if let Some(size) = name.strip_prefix("fixed:") {
+            let b =
+                crate::traffic::parse_size(size).map_err(|e| format!("workload {name}: {e}"))?;
+            return Ok(Cdf {
+                name: name.to_string(),
+                points: vec![(b as f64, 0.0), (b as f64, 1.0)],
+            });
+        }
         let text = match name {
             "websearch" => include_str!("../workloads/websearch.txt"),
             "datamining" => include_str!("../workloads/datamining.txt"),
             "hadoop" => include_str!("../workloads/hadoop.txt"),
             _ => {
-                return Err(format!("no workload {name} (have: {})", NAMES.join(", ")));
+                return Err(format!(
+                    "no workload {name} (have: {}, fixed:SIZE)",
+                    NAMES.join(", ")
+                ));
             }
         };
         Cdf::parse(name, text)
@@ -126,6 +138,17 @@ impl Cdf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fixed_workload_gives_every_flow_its_size() {
+        let cdf = Cdf::named("fixed:8Mi").unwrap();
+        let mut rng = Rng::new(3);
+        assert!((0..100).all(|_| cdf.sample(&mut rng) == 8 << 20));
+        assert_eq!(cdf.mean(), (8u64 << 20) as f64);
+        assert_eq!(cdf.quantile(0.9), (8u64 << 20) as f64);
+        assert!(Cdf::named("fixed:0").is_err());
+        assert!(Cdf::named("fixed:lots").is_err());
+    }
 
     #[test]
     fn the_shipped_cdfs_have_the_published_means_and_p90s() {

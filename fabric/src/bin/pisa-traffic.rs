@@ -2,9 +2,9 @@
 //!
 //! ```text
 //! pisa-traffic sample --workload websearch|datamining|hadoop --n N [--seed S]
-//! pisa-traffic serve [--port 5201] [--cc cubic] [--ecn 2]
+//! pisa-traffic serve [--port 5201] [--cc cubic] [--ecn 2] [--tcp-reordering N]
 //! pisa-traffic client --schedule FILE --src NAME --out flows.csv [--paced-out paced.csv]
-//!     [--cc cubic] [--ecn 1] [--epoch-ns NS] [--drain SECS]
+//!     [--cc cubic] [--ecn 1] [--tcp-reordering N] [--epoch-ns NS] [--drain SECS]
 //! ```
 //!
 //! `sample` prints N flow sizes (bytes), one per line, drawn from the workload's published CDF by
@@ -13,7 +13,9 @@
 //! `serve` and `client` run inside host namespaces: every flow of the client's schedule is a
 //! kernel TCP connection to a `serve` on the destination, with the run's congestion control (both
 //! ends; `dctcp` is our BPF DCTCP, registered by whichever runs first, see
-//! `pisa_fabric::dctcp`) and the namespace's ECN setting (`net.ipv4.tcp_ecn`, which both set in their own namespace). The
+//! `pisa_fabric::dctcp`) and the namespace's ECN setting (`net.ipv4.tcp_ecn`, which both set in
+//! their own namespace; likewise `net.ipv4.tcp_reordering` when given, and the client's log ends
+//! with the namespace's reordering sysctls). The
 //! client starts each flow at the epoch (Unix ns, shared by all hosts so that their schedules line
 //! up) plus its start, records every flow as a CSV row (see `pisa_fabric::traffic` for the FCT
 //! definition and the `TCP_INFO` fields), and gives up on flows still running `--drain` seconds
@@ -44,6 +46,9 @@ struct TransportArgs {
     /// net.ipv4.tcp_ecn for this namespace: 0 off, 1 on (request and accept), 2 accept only.
     #[arg(long, default_value_t = 2)]
     ecn: u8,
+    /// net.ipv4.tcp_reordering for this namespace (the kernel's default is 3).
+    #[arg(long)]
+    tcp_reordering: Option<u32>,
 }
 
 impl TransportArgs {
@@ -51,6 +56,7 @@ impl TransportArgs {
         Transport {
             cc: self.cc.clone(),
             ecn: self.ecn,
+            reordering: self.tcp_reordering,
         }
     }
 }
@@ -175,10 +181,11 @@ fn client(
     let done = r.flows.iter().filter(|f| f.finished).count()
         + r.paced.iter().filter(|f| f.finished).count();
     eprintln!(
-        "pisa-traffic client {src}: {done}/{} flows finished (cc {}, ecn {})",
+        "pisa-traffic client {src}: {done}/{} flows finished (cc {}, ecn {}; {})",
         r.flows.len() + r.paced.len(),
         t.cc,
-        t.ecn
+        t.ecn,
+        traffic::reordering_settings()
     );
     Ok(())
 }

@@ -462,20 +462,20 @@ fn run_point(
     let hosts: Vec<String> = topo.hosts.iter().map(|h| h.name.clone()).collect();
     let bin = workspace_bin("pisa-traffic");
     let bin = bin.to_str().unwrap_or_default();
-    let ecn = transport.ecn.to_string();
+    let targs = transport.args();
+    let targs: Vec<&str> = targs.iter().map(String::as_str).collect();
     let mut servers = Vec::new();
     for h in &hosts {
-        servers.push(
-            Process::spawn(
-                f.ns(h),
-                bin,
-                &["serve", "--cc", &transport.cc, "--ecn", &ecn],
-                &dir.join(format!("serve-{h}.log")),
-            )
-            .map_err(|err| err.to_string())?,
-        );
+        let args = [&["serve"], &targs[..]].concat();
+        let log = dir.join(format!("serve-{h}.log"));
+        servers.push(Process::spawn(f.ns(h), bin, &args, &log).map_err(|err| err.to_string())?);
     }
     wait_listening(&f, &hosts)?;
+    // How the hosts' TCP takes reordering (the servers have set the namespaces' sysctls).
+    if let Some(h) = hosts.first() {
+        let line = crate::traffic::reordering_settings_of(f.ns(h))?;
+        std::fs::write(dir.join("reordering.txt"), line + "\n").map_err(|err| err.to_string())?;
+    }
     let before = port_tx_packets(&f)?;
     // Each host's schedule, to the destinations' IPv4 addresses.
     let mut per_host: Vec<String> = vec![String::new(); hosts.len()];
@@ -508,15 +508,12 @@ fn run_point(
             h,
             "--out",
             out.to_str().unwrap_or_default(),
-            "--cc",
-            &transport.cc,
-            "--ecn",
-            &ecn,
             "--epoch-ns",
             &epoch_s,
             "--drain",
             &drain,
         ];
+        let args = [&args[..], &targs[..]].concat();
         clients.push(
             Process::spawn(f.ns(h), bin, &args, &dir.join(format!("client-{h}.log")))
                 .map_err(|err| err.to_string())?,
@@ -726,6 +723,7 @@ mod tests {
             transport: Transport {
                 cc: "cubic".into(),
                 ecn: 1,
+                reordering: None,
             },
             short_tos: 8,
             large_tos: 16,

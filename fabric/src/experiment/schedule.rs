@@ -69,6 +69,10 @@ pub fn schedule(e: &Experiment, t: &Topology, p: &Point) -> Result<Vec<Flow>, St
     let mut tagging = Tagging::for_workload(&cdf);
     tagging.short_tos = e.short_tos;
     tagging.large_tos = e.large_tos;
+    if let Some(path) = e.pattern.strip_prefix("flows:") {
+        let text = std::fs::read_to_string(path).map_err(|err| format!("{path}: {err}"))?;
+        return explicit(&text, t, &tagging).map_err(|err| format!("{path}: {err}"));
+    }
     let (order, layout) = host_groups(t);
     let n = order.len();
     let seed = e
@@ -143,18 +147,133 @@ pub fn schedule(e: &Experiment, t: &Topology, p: &Point) -> Result<Vec<Flow>, St
         .collect())
 }
 
-/// The leaf-to-spine (or ToR-to-aggregation) links: (switch, port, the switch at the other end).
-pub fn uplinks(t: &Topology) -> Vec<(String, u16, String)> {
-    let mut v = Vec::new();
-    for (sw, ports) in t.ports() {
-        if !matches!(t.role_of(sw), Some(Role::Leaf | Role::Tor)) {
+/// The flows of a `flows:FILE` pattern: one `SRC DST SIZE START` line each (host names, a size
+/// as [`traffic::parse_size`] reads it, seconds from the epoch; `#` comments). Their class and
+/// tag follow the workload's threshold; loads do not apply.
+pub fn explicit(text: &str, t: &Topology, tagging: &Tagging) -> Result<Vec<Flow>, String> {
+    let host = |name: &str| {
+        t.hosts
+            .iter()
+            .position(|h| h.name == name)
+            .ok_or(format!("no host {name}"))
+    };
+    let mut flows = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
             continue;
         }
+        let at = |err: String| format!("line {}: {err}", n + 1);
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let [src, dst, size, start] = w[..] else {
+            return Err(at("expected `SRC DST SIZE START`".into()));
+        };
+        let (src, dst) = (host(src).map_err(at)?, host(dst).map_err(at)?);
+        if src == dst {
+            return Err(at("a flow needs two hosts".into()));
+        }
+        let size = traffic::parse_size(size).map_err(at)?;
+        let start: f64 = start
+            .parse()
+            .ok()
+            .filter(|s: &f64| s.is_finite() && *s >= 0.0)
+            .ok_or_else(|| at(format!("start {start}: seconds, at least 0")))?;
+        let class = tagging.class_of(size);
+        flows.push(Flow {
+            id: 0,
+            src,
+            dst,
+            start_ns: (start * 1e9) as u64,
+            size,
+            class,
+            tos: tagging.tos(class),
+        });
+    }
+    if flows.is_empty() {
+        return Err("no flows".into());
+    }
+    flows.sort_by_key(|f| (f.start_ns, f.src, f.dst));
+    for (i, f) in flows.iter_mut().enumerate() {
+        f.id = i as u64;
+    }
+    Ok(flows)
+}
+
+/// The upward links (leaf to spine; ToR to aggregation and aggregation to core): (switch, port,
+/// the switch at the other end). Packet spraying and flowlet routing choose among these.
+pub fn uplinks(t: &Topology) -> Vec<(String, u16, String)> {
+    let tier = |sw: &str| match t.role_of(sw) {
+        Some(Role::Tor) => 0,
+        Some(Role::Leaf | Role::Agg) => 1,
+        Some(Role::Spine | Role::Core) => 2,
+        None => 3,
+    };
+    let mut v = Vec::new();
+    for (sw, ports) in t.ports() {
         for (p, (other, _)) in ports {
-            if let End::Switch(o, _) = other {
+            if let End::Switch(o, _) = other
+                && tier(o) > tier(sw)
+            {
                 v.push((sw.to_string(), p, o.clone()));
             }
         }
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use pipeline::fabric::topo::{GenProps, LinkProps, fat_tree};
+
+    use super::*;
+
+    #[test]
+    fn a_fat_trees_uplinks_are_tor_to_agg_and_agg_to_core() {
+        let l = LinkProps::default();
+        let t = fat_tree(4, GenProps { host: l, fabric: l });
+        let up = uplinks(&t);
+        let role = |s: &str| t.role_of(s);
+        // k=4: 8 ToRs and 8 aggregation switches, each with k/2 = 2 links upward.
+        assert_eq!(up.len(), 32);
+        let tor_agg = up
+            .iter()
+            .filter(|(a, _, b)| role(a) == Some(Role::Tor) && role(b) == Some(Role::Agg))
+            .count();
+        let agg_core = up
+            .iter()
+            .filter(|(a, _, b)| role(a) == Some(Role::Agg) && role(b) == Some(Role::Core))
+            .count();
+        assert_eq!((tor_agg, agg_core), (16, 16));
+    }
+
+    #[test]
+    fn explicit_flows_are_read_by_host_name_and_bad_lines_are_refused() {
+        let l = LinkProps::default();
+        let t = fat_tree(4, GenProps { host: l, fabric: l });
+        let tag = Tagging::for_workload(&Cdf::named("websearch").unwrap());
+        let f = explicit("h2 h3 8Mi 0.5 # B\nh1 h5 8Mi 0\n\nh4 h6 4K 0.5\n", &t, &tag).unwrap();
+        let names = |i: usize| t.hosts[i].name.as_str();
+        let got: Vec<_> = f
+            .iter()
+            .map(|f| (f.id, names(f.src), names(f.dst), f.start_ns, f.class))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0, "h1", "h5", 0, Class::Large),
+                (1, "h2", "h3", 500_000_000, Class::Large),
+                (2, "h4", "h6", 500_000_000, Class::Short),
+            ]
+        );
+        for bad in [
+            "h1 h99 1K 0",
+            "h1 h1 1K 0",
+            "h1 h2 0 0",
+            "h1 h2 1K -1",
+            "h1 h2 1K",
+            "",
+        ] {
+            assert!(explicit(bad, &t, &tag).is_err(), "{bad}");
+        }
+    }
 }

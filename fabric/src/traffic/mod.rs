@@ -200,6 +200,52 @@ pub struct Transport {
     pub cc: String,
     /// `net.ipv4.tcp_ecn` of the namespace (0 off, 1 on, 2 only when asked).
     pub ecn: u8,
+    /// `net.ipv4.tcp_reordering` of the namespace (the DUPACKs before a fast retransmit, and
+    /// the reordering degree TCP starts from); `None` keeps the kernel's (3).
+    pub reordering: Option<u32>,
+}
+
+/// The sysctls that decide how TCP takes reordering, recorded with every run that sprays.
+pub const REORDERING_SYSCTLS: &[&str] = &[
+    "tcp_reordering",
+    "tcp_max_reordering",
+    "tcp_recovery",
+    "tcp_sack",
+    "tcp_dsack",
+    "tcp_early_retrans",
+];
+
+/// [`reordering_settings`] of another namespace (read there with `sysctl`).
+pub fn reordering_settings_of(ns: &crate::Netns) -> Result<String, String> {
+    let names: Vec<String> = REORDERING_SYSCTLS
+        .iter()
+        .map(|n| format!("net.ipv4.{n}"))
+        .collect();
+    let args: Vec<&str> = std::iter::once("-n")
+        .chain(names.iter().map(String::as_str))
+        .collect();
+    let out = ns.exec("sysctl", &args).map_err(|e| e.to_string())?;
+    let vals = String::from_utf8_lossy(&out.stdout);
+    let words: Vec<String> = REORDERING_SYSCTLS
+        .iter()
+        .zip(vals.lines())
+        .map(|(n, v)| format!("{n}={}", v.trim()))
+        .collect();
+    Ok(words.join(" "))
+}
+
+/// This namespace's [`REORDERING_SYSCTLS`], as `name=value` words on one line.
+pub fn reordering_settings() -> String {
+    REORDERING_SYSCTLS
+        .iter()
+        .map(|n| {
+            let v = std::fs::read_to_string(format!("/proc/sys/net/ipv4/{n}"))
+                .map(|v| v.trim().to_string())
+                .unwrap_or_else(|_| "?".into());
+            format!("{n}={v}")
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The congestion controls this kernel offers.
@@ -226,6 +272,7 @@ impl Transport {
                 Transport {
                     cc: dctcp::NAME.into(),
                     ecn: 1,
+                    reordering: self.reordering,
                 },
                 Some(guard),
             ),
@@ -239,6 +286,7 @@ impl Transport {
                     Transport {
                         cc: "cubic".into(),
                         ecn: 1,
+                        reordering: self.reordering,
                     },
                     None,
                 )
@@ -246,7 +294,22 @@ impl Transport {
         }
     }
 
-    /// Checks that the congestion control exists here and sets this namespace's ECN sysctl.
+    /// The `pisa-traffic` options that ask for this transport.
+    pub fn args(&self) -> Vec<String> {
+        let mut a = vec![
+            "--cc".to_string(),
+            self.cc.clone(),
+            "--ecn".into(),
+            self.ecn.to_string(),
+        ];
+        if let Some(r) = self.reordering {
+            a.extend(["--tcp-reordering".into(), r.to_string()]);
+        }
+        a
+    }
+
+    /// Checks that the congestion control exists here and sets this namespace's ECN (and
+    /// reordering) sysctls.
     pub fn apply(&self) -> Result<(), String> {
         let have = available_congestion_controls();
         if !have.contains(&self.cc) {
@@ -261,7 +324,13 @@ impl Transport {
             return Err(format!("ecn {}: 0, 1 or 2", self.ecn));
         }
         std::fs::write("/proc/sys/net/ipv4/tcp_ecn", format!("{}\n", self.ecn))
-            .map_err(|e| format!("setting net.ipv4.tcp_ecn: {e}"))
+            .map_err(|e| format!("setting net.ipv4.tcp_ecn: {e}"))?;
+        match self.reordering {
+            Some(0) => Err("tcp_reordering: at least 1".into()),
+            Some(r) => std::fs::write("/proc/sys/net/ipv4/tcp_reordering", format!("{r}\n"))
+                .map_err(|e| format!("setting net.ipv4.tcp_reordering: {e}")),
+            None => Ok(()),
+        }
     }
 }
 
@@ -714,6 +783,7 @@ mod tests {
         let t = Transport {
             cc: "reno".into(),
             ecn: 2,
+            reordering: None,
         };
         let jobs = vec![
             Job::Sized {
@@ -771,6 +841,7 @@ mod tests {
         let t = Transport {
             cc: "cubic".into(),
             ecn: 0,
+            reordering: None,
         };
         let jobs = vec![Job::Sized {
             id: 7,

@@ -196,7 +196,8 @@ struct ExperimentArgs {
     /// uplinks shared by its hosts, CONGA).
     #[arg(long, default_value = "host")]
     load_of: String,
-    /// stride, random, permutation, all-to-all or incast.
+    /// stride, random, permutation, all-to-all, incast, or flows:FILE (explicit `SRC DST SIZE
+    /// START` lines: host names, bytes, seconds; loads then only label the points).
     #[arg(long, default_value = "random")]
     pattern: String,
     /// Incast groups (COUNTxSIZE[:CLASS],...): one synchronised incast per second.
@@ -221,6 +222,10 @@ struct ExperimentArgs {
     /// net.ipv4.tcp_ecn of every host: 0, 1 or 2.
     #[arg(long, default_value_t = 1)]
     ecn: u8,
+    /// net.ipv4.tcp_reordering of every host (the kernel's default is 3): how much reordering
+    /// TCP tolerates before a fast retransmit, for the spraying schemes.
+    #[arg(long)]
+    tcp_reordering: Option<u32>,
     /// ToS of short flows (at most the workload's p90).
     #[arg(long, default_value = "0x08", value_parser = parse_tos)]
     short_tos: u8,
@@ -290,6 +295,7 @@ fn experiment(a: &ExperimentArgs, cancel: Arc<AtomicBool>) -> Result<(), String>
         transport: pisa_fabric::traffic::Transport {
             cc: a.cc.clone(),
             ecn: a.ecn,
+            reordering: a.tcp_reordering,
         },
         short_tos: a.short_tos,
         large_tos: a.large_tos,
