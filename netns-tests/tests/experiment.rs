@@ -1,7 +1,8 @@
 //! A CI-sized `pisa-fabric experiment`: a 2x2 leaf-spine with two hosts per leaf, `basic` and
 //! `ecmp`, Hadoop flows at one load for 2 s. The CSVs are well-formed, every flow finished, both
-//! schemes ran the same flows, the uplinks carried them, a rerun resumes without running a point
-//! again, and no namespace is left. Needs root, iproute2, ethtool and the workspace binaries
+//! schemes ran the same flows, the uplinks carried them, the hosts' `tcp_reordering` is the one
+//! asked for and recorded, a rerun resumes without running a point again, and no namespace is
+//! left. Needs root, iproute2, ethtool and the workspace binaries
 //! (pisa-switch, pisa-fabric, pisa-traffic).
 
 use std::collections::BTreeSet;
@@ -38,6 +39,8 @@ fn a_small_experiment_writes_well_formed_results_and_resumes() {
         "2",
         "--drain",
         "20",
+        "--tcp-reordering",
+        "10",
         "--out",
         out.to_str().unwrap(),
         "--name",
@@ -118,6 +121,17 @@ fn a_small_experiment_writes_well_formed_results_and_resumes() {
         .map(|r| r[col(&h, "packets")].parse::<u64>().unwrap())
         .sum();
     assert!(total > 1000, "{rows:?}");
+
+    // Every point records its hosts' reordering settings, with the one asked for.
+    for p in ["basic_load0.3_rep1", "ecmp_load0.3_rep1"] {
+        let r = std::fs::read_to_string(out.join("points").join(p).join("reordering.txt"))
+            .unwrap_or_else(|e| panic!("{p}: {e}"));
+        assert!(
+            r.starts_with("tcp_reordering=10 tcp_max_reordering="),
+            "{p}: {r}"
+        );
+        assert!(!r.contains('?'), "{p}: {r}");
+    }
 
     // A rerun skips both points.
     let o = run(bin.to_str().unwrap(), &args).expect("rerun");
