@@ -124,15 +124,18 @@ def plot(med, dst):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = sorted({(k[0], k[2]) for k in med})
+    runs = list(dict.fromkeys((k[0], k[2]) for k in med))
     schemes = list(dict.fromkeys(k[1] for k in med))
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
+    panels = [
+        ("goodput_mbps", "mean goodput per flow (Mb/s)"),
+        ("retx", "retransmitted segments per flow"),
+        ("cv_tor", "CV of ToR/leaf uplink packets"),
+    ]
+    if any(m["cv_agg"] > 0 for m in med.values()):
+        panels.append(("cv_agg", "CV of agg->core link packets"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.7 * len(panels), 4.2))
     width = 0.8 / max(len(schemes), 1)
-    for ax, key, ylabel in (
-        (axes[0], "goodput_mbps", "mean goodput per flow (Mb/s)"),
-        (axes[1], "retx", "retransmitted segments per flow"),
-        (axes[2], "cv_agg", "CV of agg->core link packets"),
-    ):
+    for ax, (key, ylabel) in zip(axes, panels):
         for i, s in enumerate(schemes):
             xs = [j + i * width for j in range(len(runs))]
             ys = [med.get((r, s, ld), {}).get(key, 0.0) for r, ld in runs]
