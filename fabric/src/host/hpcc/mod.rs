@@ -14,8 +14,9 @@
 //! what arrived. A packet is lost when a packet at least [`DUP_THRESH`] sequence numbers later,
 //! sent after it, is acknowledged (the stamp echoes the send time of the transmission an ACK is
 //! for, so retransmissions are judged by time, as RACK does), or when it has been unacknowledged
-//! for the retransmission timeout (max(3 × smoothed RTT, 2 T, [`MIN_RTO_NS`])). Lost packets go
-//! again before new ones, paced like them. HPCC assumes a lossless fabric, so this is a safety
+//! for the retransmission timeout (max(3 × smoothed RTT, 2 T, [`MIN_RTO_NS`]), doubled by each
+//! consecutive timeout). Lost packets go again before new ones, paced like them; after a timeout
+//! only one packet is in flight until an ACK of new data arrives. HPCC assumes a lossless fabric, so this is a safety
 //! net; the number of retransmissions is reported.
 //!
 //! The sender ([`HpccTx`]) and the receiver's bookkeeping ([`HpccRx`]) are sans-IO (time is
@@ -39,9 +40,13 @@ use super::FRAME_OVERHEAD;
 
 /// A packet is lost when one this many sequence numbers later, sent after it, is acknowledged.
 pub const DUP_THRESH: u32 = 3;
-/// The smallest retransmission timeout, ns (userspace switches on a shared machine stall for
-/// milliseconds now and then).
-pub const MIN_RTO_NS: u64 = 20_000_000;
+/// The smallest retransmission timeout, ns: above a full port buffer at 100 Mb/s on a few hops
+/// (200 packets are 16 ms a hop), and above the stalls of userspace switches on a shared machine.
+/// A first version used 20 ms: queues longer than that made every flow retransmit its whole
+/// window, at line rate since no ACK came back to cut it, and the fabric collapsed.
+pub const MIN_RTO_NS: u64 = 100_000_000;
+/// Consecutive timeouts double the timeout up to this many times.
+const MAX_BACKOFF: u32 = 6;
 /// IPv4 and UDP headers: a datagram's IPv4 length is its payload plus this.
 const IP_UDP: usize = 28;
 /// A sender that fell behind its pacing catches up by at most this much, ns.
@@ -158,7 +163,8 @@ pub struct HpccTx {
     nonce: u32,
     next_at: u64,
     srtt_ns: Option<u64>,
-    next_rto_check: u64,
+    backoff: u32,
+    recovering: bool,
     last_sent: Option<u32>,
     start_ns: u64,
     done_ns: Option<u64>,
@@ -202,7 +208,8 @@ impl HpccTx {
             nonce: 0,
             next_at: now,
             srtt_ns: None,
-            next_rto_check: now,
+            backoff: 0,
+            recovering: false,
             last_sent: None,
             start_ns: now,
             done_ns: None,
@@ -241,7 +248,7 @@ impl HpccTx {
 
     fn rto_ns(&self) -> u64 {
         let t = self.cfg.hpcc.base_rtt_ns;
-        (3 * self.srtt_ns.unwrap_or(0)).max(2 * t).max(MIN_RTO_NS)
+        (3 * self.srtt_ns.unwrap_or(0)).max(2 * t).max(MIN_RTO_NS) << self.backoff
     }
 
     /// The earliest time an unacknowledged packet in flight times out.
@@ -261,11 +268,7 @@ impl HpccTx {
     }
 
     fn check_rto(&mut self, now: u64) {
-        if now < self.next_rto_check {
-            return;
-        }
         let rto = self.rto_ns();
-        self.next_rto_check = now + rto / 4;
         let mut any = false;
         for s in self.cum..self.next_new {
             if self.state[s as usize] == Pkt::InFlight && self.sent_ns[s as usize] + rto <= now {
@@ -273,7 +276,13 @@ impl HpccTx {
                 any = true;
             }
         }
-        self.stats.timeouts += u64::from(any);
+        if any {
+            // As TCP after a timeout: back off, and one packet in flight until an ACK of
+            // something not yet acknowledged arrives (HPCC's window cannot shrink without ACKs).
+            self.stats.timeouts += 1;
+            self.backoff = (self.backoff + 1).min(MAX_BACKOFF);
+            self.recovering = true;
+        }
     }
 
     /// What to do at `now`; on [`Step::Send`] the datagram (UDP payload) is in `buf`.
@@ -295,7 +304,12 @@ impl HpccTx {
             None => return Step::Ack(self.rto_deadline(now)),
         };
         let len = self.len(seq);
-        if self.inflight > 0 && (self.inflight + len) as f64 > self.ctl.window() {
+        let limit = if self.recovering {
+            0.0
+        } else {
+            self.ctl.window()
+        };
+        if self.inflight > 0 && (self.inflight + len) as f64 > limit {
             return Step::Ack(self.rto_deadline(now));
         }
         if now < self.next_at {
@@ -376,6 +390,8 @@ impl HpccTx {
                 }
                 self.state[seq as usize] = Pkt::Acked;
                 self.acked += 1;
+                self.backoff = 0;
+                self.recovering = false;
             }
         }
         // Packets sent before this one and DUP_THRESH or more sequence numbers below it are lost.
@@ -697,34 +713,49 @@ mod tests {
                 tx.on_ack(now, &ack_of(d, Some(0))).unwrap();
             }
         }
-        // 2 was detected by the later ACKs (5 and on): it goes first. 9 has no later packet.
-        let mut again = Vec::new();
-        loop {
-            match tx.poll(now, &mut buf) {
-                Step::Send => again.push(buf.clone()),
-                Step::Pace(t) => now = t,
-                Step::Ack(t) => {
-                    if again.len() == 2 {
-                        break;
-                    }
-                    assert!(t >= now + MIN_RTO_NS - 1_000_000, "{t} {now}");
-                    now = t;
-                }
-                Step::Done => panic!("done too early"),
-            }
-        }
-        assert_eq!(again.iter().map(|d| seq_of(d)).collect::<Vec<_>>(), [2, 9]);
-        assert_eq!((tx.stats.retransmissions, tx.stats.timeouts), (2, 1));
-        // 9's retransmission is acknowledged: 2's, sent before it, is not yet due (2 + 3 <= 9
-        // but only an ACK of something sent later counts, and 9's went later: 2 is lost again).
-        tx.on_ack(now, &ack_of(&again[1], Some(0))).unwrap();
+        // 2 was detected by the later ACKs (5 and on): it goes again as soon as pacing lets it.
+        let sent9_at = now;
+        now += 100_000;
         assert_eq!(tx.poll(now, &mut buf), Step::Send);
         assert_eq!(seq_of(&buf), 2);
-        assert_eq!(tx.stats.retransmissions, 3);
-        // The first transmissions' ACKs, late: a duplicate for 9, the first for 2.
-        tx.on_ack(now, &ack_of(&sent[9], Some(0))).unwrap();
-        assert_eq!(tx.stats.dup_acks, 1);
+        let re2 = buf.clone();
+        // 9 has no later packet: it waits for the timeout.
+        let Step::Ack(t) = tx.poll(now, &mut buf) else {
+            panic!("waits for an ACK")
+        };
+        assert_eq!(t, sent9_at + MIN_RTO_NS);
+        now = t;
+        // Timed out: 9 is lost, and while recovering one packet may be in flight: 2's is.
+        assert!(matches!(tx.poll(now, &mut buf), Step::Ack(_)));
+        assert_eq!((tx.stats.timeouts, tx.stats.retransmissions), (1, 1));
+        // An ACK of new data ends the recovery: 9 goes.
+        tx.on_ack(now, &ack_of(&re2, Some(0))).unwrap();
+        assert_eq!(tx.poll(now, &mut buf), Step::Send);
+        assert_eq!((seq_of(&buf), tx.stats.retransmissions), (9, 2));
+        // The first transmission of 2, acknowledged late: a duplicate.
         tx.on_ack(now, &ack_of(&sent[2], Some(0))).unwrap();
+        assert_eq!(tx.stats.dup_acks, 1);
+        // A dead path: 9 times out again and again, one packet at a time, each timeout twice
+        // the last.
+        let mut gaps = Vec::new();
+        let mut last = now;
+        while gaps.len() < 3 {
+            match tx.poll(now, &mut buf) {
+                Step::Send => {
+                    assert_eq!(seq_of(&buf), 9);
+                    gaps.push(now - last);
+                    last = now;
+                }
+                Step::Ack(t) | Step::Pace(t) => now = t,
+                Step::Done => panic!("done without an ACK"),
+            }
+        }
+        assert!(
+            gaps[1] >= 2 * MIN_RTO_NS && gaps[2] >= 2 * gaps[1] - 1,
+            "{gaps:?}"
+        );
+        assert_eq!(tx.stats.sent, 10 + 2 + 3);
+        tx.on_ack(now, &ack_of(&buf, Some(0))).unwrap();
         assert_eq!(tx.poll(now, &mut buf), Step::Done);
         assert_eq!(tx.acked_bytes(), 9_600);
     }
