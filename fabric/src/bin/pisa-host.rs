@@ -228,6 +228,11 @@ fn write(out: Option<PathBuf>, j: &Json) -> Result<(), String> {
     }
 }
 
+/// A duration the tools can wait for (`Duration::from_secs_f64` panics on others).
+fn seconds_ok(s: f64) -> bool {
+    s.is_finite() && s > 0.0 && s < 1e9
+}
+
 fn run(c: Command) -> Result<(), String> {
     let err = |e: std::io::Error| e.to_string();
     match c {
@@ -367,7 +372,7 @@ fn run(c: Command) -> Result<(), String> {
                 }],
                 _ => return Err("give --to and --bytes, or --schedule".into()),
             };
-            if rtt_us == 0 || !(max_seconds > 0.0) {
+            if rtt_us == 0 || !seconds_ok(max_seconds) {
                 return Err("--rtt-us and --max-seconds must be positive".into());
             }
             let template = TxConfig {
@@ -394,6 +399,11 @@ fn run(c: Command) -> Result<(), String> {
             listen,
             seconds,
             out,
-        } => write(out, &hpcc::recv(listen, seconds).map_err(err)?),
+        } => {
+            if !seconds_ok(seconds) {
+                return Err(format!("--seconds {seconds}: a positive number of seconds"));
+            }
+            write(out, &hpcc::recv(listen, seconds).map_err(err)?)
+        }
     }
 }
