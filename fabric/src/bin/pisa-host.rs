@@ -6,6 +6,10 @@
 //! pisa-host sink --listen ADDR:PORT --seconds S [--np] [--np-interval-us N] [--out FILE]
 //! pisa-host background --hosts IP,IP,... --self IP --rates 2M,3M,4M,5M --seconds S
 //!     [--mean-size B] [--seed N] [--port P] [--size B] [--qcn-link RATE] [--out FILE]
+//! pisa-host hpcc-send --cc hpcc-pint|hpcc-int --line RATE --rtt-us T
+//!     (--to ADDR:PORT --bytes N | --schedule FILE) [--size L] [--slots N] [--flow ID]
+//!     [--bind IP] [--max-seconds S] [--out FILE]
+//! pisa-host hpcc-recv --listen ADDR:PORT --seconds S [--out FILE]
 //! ```
 //!
 //! - `rp-send`: a UDP flow paced by QCN's reaction point (N = 5, β = 1; R_AI = 5 Mb/s and the byte
@@ -22,6 +26,14 @@
 //!   `--rates`; every host computes the same schedule from the same `--hosts` and `--seed`.
 //!   `--qcn-link` paces each flow by a reaction point too.
 //!
+//! - `hpcc-send` (issue 15): HPCC flows of a given size to `hpcc-recv`, paced and windowed by
+//!   `pipeline::hpcc::Hpcc` (`HpccConfig::scaled(--line, --rtt-us)`) fed by the shim the receiver
+//!   echoes; selective-repeat retransmission (`pisa_fabric::host::hpcc`; docs/pint.md). One
+//!   flow (`--to`, `--bytes`) or a schedule, one flow a line: `START_US DST:PORT BYTES [ID]`.
+//!   `--size` is the IPv4 length of a full datagram (default 1000), `--slots` the INT slots
+//!   reserved (the fabric's longest path in switches; default 5 for INT, 0 for PINT).
+//! - `hpcc-recv`: answers every HPCC datagram with the shim and stamp it carried, for S seconds.
+//!
 //! Each prints its report as JSON (to `--out` if given).
 
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -33,12 +45,13 @@ use clap::{Parser, Subcommand};
 use pipeline::fabric::topo::parse_rate;
 use pipeline::qcn::Rp;
 use pipeline::sim::json::Json;
+use pisa_fabric::host::hpcc::{self, Planned, SendOpts, TxConfig};
 use pisa_fabric::host::{self, BackgroundOpts, Flow, SinkOpts, TosSocket};
 
 #[derive(Parser, Debug)]
 #[command(
     version,
-    about = "P4QCN's hosts: RP sender, sink (and NP), background traffic"
+    about = "P4QCN's hosts (RP sender, sink and NP, background traffic) and HPCC's (sender, receiver)"
 )]
 struct Args {
     #[command(subcommand)]
@@ -141,6 +154,57 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// HPCC flows (PINT's digest or INT's records), windowed and paced by HPCC's controller.
+    HpccSend {
+        /// hpcc-pint or hpcc-int.
+        #[arg(long)]
+        cc: String,
+        /// The host's line rate (W_init = line × T), e.g. 100M.
+        #[arg(long, value_parser = rate)]
+        line: u64,
+        /// T, the fabric's base RTT, µs (the switches' pint_hpcc_rtt_us).
+        #[arg(long)]
+        rtt_us: u64,
+        /// One flow's receiver.
+        #[arg(long)]
+        to: Option<SocketAddrV4>,
+        /// One flow's application bytes.
+        #[arg(long)]
+        bytes: Option<u64>,
+        /// Flows from a file: `START_US DST:PORT BYTES [ID]` a line.
+        #[arg(long, conflicts_with_all = ["to", "bytes"])]
+        schedule: Option<PathBuf>,
+        /// IPv4 length of a full datagram.
+        #[arg(long, default_value_t = 1000)]
+        size: usize,
+        /// INT slots reserved (default 5 for INT, 0 for PINT; PINT with slots pads).
+        #[arg(long)]
+        slots: Option<u8>,
+        /// The flow id of a single flow.
+        #[arg(long, default_value_t = 1)]
+        flow: u32,
+        /// Local address.
+        #[arg(long, default_value = "0.0.0.0")]
+        bind: Ipv4Addr,
+        /// Stop flows not done after this long (reported incomplete).
+        #[arg(long, default_value_t = 60.0)]
+        max_seconds: f64,
+        /// Write the JSON report here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// HPCC's receiver: an ACK echoing the shim for every datagram.
+    HpccRecv {
+        /// Where to listen (the fabric's HPCC port, 4791 by default).
+        #[arg(long)]
+        listen: SocketAddrV4,
+        /// How long.
+        #[arg(long)]
+        seconds: f64,
+        /// Write the JSON report here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -162,6 +226,11 @@ fn write(out: Option<PathBuf>, j: &Json) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+/// A duration the tools can wait for (`Duration::from_secs_f64` panics on others).
+fn seconds_ok(s: f64) -> bool {
+    s.is_finite() && s > 0.0 && s < 1e9
 }
 
 fn run(c: Command) -> Result<(), String> {
@@ -271,6 +340,70 @@ fn run(c: Command) -> Result<(), String> {
             })
             .map_err(err)?;
             write(out, &j)
+        }
+        Command::HpccSend {
+            cc,
+            line,
+            rtt_us,
+            to,
+            bytes,
+            schedule,
+            size,
+            slots,
+            flow,
+            bind,
+            max_seconds,
+            out,
+        } => {
+            let int = match cc.as_str() {
+                "hpcc-int" => true,
+                "hpcc-pint" => false,
+                _ => return Err(format!("--cc {cc}: hpcc-pint or hpcc-int")),
+            };
+            let flows = match (schedule, to, bytes) {
+                (Some(p), _, _) => hpcc::parse_schedule(
+                    &std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?,
+                )?,
+                (None, Some(to), Some(bytes)) => vec![Planned {
+                    start_ns: 0,
+                    to,
+                    bytes,
+                    id: flow,
+                }],
+                _ => return Err("give --to and --bytes, or --schedule".into()),
+            };
+            if rtt_us == 0 || !seconds_ok(max_seconds) {
+                return Err("--rtt-us and --max-seconds must be positive".into());
+            }
+            let template = TxConfig {
+                id: flow,
+                bytes: 0,
+                ip_len: size,
+                int,
+                slots: slots.unwrap_or(if int { 5 } else { 0 }),
+                hpcc: pipeline::hpcc::HpccConfig::scaled(line, rtt_us * 1000),
+            };
+            if template.per_packet().is_none() {
+                return Err(format!("--size {size}: no room for the shim and the stamp"));
+            }
+            let j = hpcc::send(&SendOpts {
+                flows,
+                template,
+                bind,
+                max_seconds,
+            })
+            .map_err(err)?;
+            write(out, &j)
+        }
+        Command::HpccRecv {
+            listen,
+            seconds,
+            out,
+        } => {
+            if !seconds_ok(seconds) {
+                return Err(format!("--seconds {seconds}: a positive number of seconds"));
+            }
+            write(out, &hpcc::recv(listen, seconds).map_err(err)?)
         }
     }
 }

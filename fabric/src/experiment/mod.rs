@@ -39,6 +39,8 @@ use crate::{Process, workspace_bin};
 
 mod calibrate;
 pub mod e10;
+pub mod e11;
+pub mod hpcc;
 pub mod qcn;
 mod results;
 mod schedule;

@@ -12,6 +12,10 @@
 //! the switch's FBP (its ports swapped back) or the NP's answer. The TOS byte of each datagram
 //! comes from `IP_RECVTOS`. Data leaves with ECT(0) so that a three-point CP may mark it. IPv4
 //! only, as the paper.
+//!
+//! HPCC's sender and receiver (issue 15) are in [`hpcc`].
+
+pub mod hpcc;
 
 use std::io::{self, IoSliceMut};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};

@@ -9,6 +9,7 @@
 //! pisa-fabric demo                                  # the README's main job: a 4x4 leaf-spine end to end
 //! pisa-fabric experiment --schemes basic,ecmp --workload websearch --loads 0.2,0.5 --out DIR
 //! pisa-fabric e10 --link 7M --where sim --out DIR     # P4QCN's E10; --sweep 5,8,11 for Fig. 17
+//! pisa-fabric e11 --loads 0.5 --out DIR              # PINT's E11 (HPCC) in namespaces
 //! ```
 //! `program`, `counters` and `health` are what the controller runs inside the management
 //! namespace. Every P4Runtime call they make has a deadline (`--timeout`, 10 s by default): a
@@ -16,6 +17,7 @@
 
 mod demo;
 mod e10;
+mod e11;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,6 +27,7 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand};
 use demo::{DemoArgs, demo};
 use e10::{E10Args, e10};
+use e11::{E11Args, e11};
 use p4runtime_server::client::{Client, ClientError, Deadlines, health_check};
 use p4runtime_server::proto::p4::v1 as p4;
 use pisa_fabric::fabric::topo::{self, End, GenProps, LinkProps, Topology};
@@ -155,6 +158,8 @@ enum Cmd {
     /// P4QCN's E10: six configurations on the paper's topology, in pisa-sim or namespaces, or
     /// the threshold sweep of its Fig. 17 (--sweep).
     E10(Box<E10Args>),
+    /// PINT's E11: HPCC(INT) against HPCC(PINT) with pisa-host on a small leaf-spine.
+    E11(Box<E11Args>),
 }
 
 #[derive(clap::Args, Debug)]
@@ -616,6 +621,7 @@ fn main() {
         Cmd::Demo(a) => with_cleanup(&a.name, |cancel| demo(a, cancel)),
         Cmd::Experiment(a) => with_cleanup(&a.name, |cancel| experiment(a, cancel)),
         Cmd::E10(a) => with_cleanup(&a.name, |cancel| e10(a, cancel)),
+        Cmd::E11(a) => with_cleanup(&a.name, |cancel| e11(a, cancel)),
     };
     if let Err(e) = result {
         eprintln!("pisa-fabric: {e}");
