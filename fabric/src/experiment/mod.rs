@@ -38,6 +38,7 @@ use crate::traffic::{FLOW_CSV_HEADER, Job, PORT, Transport};
 use crate::{Process, workspace_bin};
 
 mod calibrate;
+pub mod dbb;
 pub mod e10;
 pub mod qcn;
 mod results;
