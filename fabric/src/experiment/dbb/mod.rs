@@ -266,7 +266,7 @@ pub fn window(f: &[Paced]) -> Option<(u64, u64)> {
 /// The stage capacity of the fabric between the pairs' ToRs: the compiler's max-flow, in bits/s.
 /// Also each forward link's `N_ij / N`, keyed `switch:port`, and its stage.
 /// In the compiler's link order (the topology's).
-pub fn expected_shares(t: &Topology, w: Which) -> Result<(u64, Vec<(String, usize, f64)>), String> {
+pub fn expected_shares(t: &Topology, w: Which) -> Result<(u64, Vec<Share>), String> {
     let (src, dst) = tors(w);
     let (links, _) = compiler_links(t);
     let input = pipeline::dbb::Input {
@@ -283,6 +283,9 @@ pub fn expected_shares(t: &Topology, w: Which) -> Result<(u64, Vec<(String, usiz
     let cap = out.max_flow.numer() as f64 / out.max_flow.denom() as f64;
     Ok((cap as u64, m))
 }
+
+/// A forward link (`switch:port`), its stage and its `N_ij / N`.
+pub type Share = (String, usize, f64);
 
 /// The kernel settings recorded with every run.
 pub const SYSCTLS: [&str; 6] = [
@@ -439,7 +442,6 @@ fn diff(a: &BTreeMap<String, u64>, b: &BTreeMap<String, u64>) -> Value {
 /// One point: `t` has every switch's scheme set. Brings the fabric up with `up`, programs it,
 /// runs `flows` between `pairs`, and tears it down; files in `dir`. Returns the report (the
 /// `report` module reads it).
-#[allow(clippy::too_many_arguments)]
 pub fn run_point(
     w: Which,
     t: &Topology,

@@ -365,7 +365,7 @@ mod tests {
             shares: vec![("s1:9".into(), 1, 0.25, g / 400.0)],
         };
         let t = tables(&[row(1, 90.0), row(2, 10.0), row(3, 80.0)]);
-        assert!(t.contains("| A100 | dbb-shared | 3 | 0 | 80.0 |"), "{t}");
+        assert!(t.contains("| A100 | dbb-shared | 3 | 0 | 80 |"), "{t}");
         assert!(t.contains("| A100 | dbb-shared | 0.200 |"), "{t}");
         assert_eq!(csv(&[row(1, 1.0)]).lines().count(), 2);
     }
