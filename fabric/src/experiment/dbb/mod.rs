@@ -599,16 +599,19 @@ pub fn run_point(
     drop(clients);
     f.stop_switches();
     drop(f);
-    // Per pair: bytes over the window (connections open at both samples), and its seconds.
+    // Per pair: bytes over the window and its seconds. A connection missing from the first
+    // sample (its handshake was late, e.g. a lost SYN) received all its bytes within the window;
+    // one missing from the second is counted in `connections_end` (its bytes are not known).
     let mut win = Vec::new();
     for (i, (a, b)) in s_a.iter().zip(&s_b).enumerate() {
         let bytes: u64 =
             b.0.iter()
-                .filter_map(|(peer, nb)| Some(nb.saturating_sub(*a.0.get(peer)?)))
+                .map(|(peer, nb)| nb.saturating_sub(a.0.get(peer).copied().unwrap_or(0)))
                 .sum();
         let secs = (b.1 - a.1).as_secs_f64();
         win.push(json!({"pair": format!("{}>{}", pairs[i].0, pairs[i].1),
-            "connections": a.0.len().min(b.0.len()), "bytes": bytes, "seconds": secs,
+            "connections_start": a.0.len(), "connections_end": b.0.len(), "bytes": bytes,
+            "seconds": secs, "start": a.0, "end": b.0,
             "goodput_bps": if secs > 0.0 { bytes as f64 * 8.0 / secs } else { 0.0 }}));
     }
     let links: Vec<Value> = expected
