@@ -47,6 +47,10 @@ pub(super) struct DbbArgs {
     /// net.ipv4.tcp_ecn in the hosts.
     #[arg(long, default_value_t = 0)]
     ecn: u8,
+    /// A sysctl set in every sender and receiver namespace (repeatable), e.g.
+    /// net.ipv4.tcp_min_tso_segs=1; recorded with the run's other settings.
+    #[arg(long)]
+    sysctl: Vec<String>,
     /// How switches are linked to each other.
     #[arg(long, default_value = "shm")]
     links: pisa_fabric::fabric::Links,
@@ -98,15 +102,33 @@ pub(super) fn dbb_experiment(a: &DbbArgs, cancel: Arc<AtomicBool>) -> Result<(),
         cc: a.cc.clone(),
         ecn: a.ecn,
     });
+    let mut sysctls = Vec::new();
+    for kv in &a.sysctl {
+        match kv.split_once('=') {
+            Some((k, v))
+                if !k.is_empty()
+                    && k.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"._".contains(&b)) =>
+            {
+                sysctls.push((k.to_string(), v.to_string()));
+            }
+            _ => {
+                return Err(format!(
+                    "--sysctl {kv}: KEY=VALUE, e.g. net.ipv4.tcp_reordering=127"
+                ));
+            }
+        }
+    }
     std::fs::create_dir_all(a.out.join("points")).map_err(|e| e.to_string())?;
     let setup = format!(
-        "{} rate={rate} host={host_bps} buffer={} step={} links={:?} cc={} ecn={}\n",
+        "{} rate={rate} host={host_bps} buffer={} step={} links={:?} cc={} ecn={} sysctl={:?}\n",
         w.name(),
         a.buffer,
         a.step,
         a.links,
         transport.cc,
-        transport.ecn
+        transport.ecn,
+        a.sysctl
     );
     let rec = a.out.join("setup");
     match std::fs::read_to_string(&rec) {
@@ -174,7 +196,11 @@ pub(super) fn dbb_experiment(a: &DbbArgs, cancel: Arc<AtomicBool>) -> Result<(),
             };
             let t0 = Instant::now();
             let up = |t: &Topology, o: &Options| bring_up(t, o, |_| {});
-            let r = dbb::run_point(w, &t, &flows, &transport, &opts, &dir, &up);
+            let hosts = dbb::HostSetup {
+                transport: transport.clone(),
+                sysctls: sysctls.clone(),
+            };
+            let r = dbb::run_point(w, &t, &flows, &hosts, &opts, &dir, &up);
             fabric::teardown(&a.name);
             let r = r?;
             std::fs::write(

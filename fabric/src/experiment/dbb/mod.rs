@@ -287,9 +287,20 @@ pub fn expected_shares(t: &Topology, w: Which) -> Result<(u64, Vec<Share>), Stri
 /// A forward link (`switch:port`), its stage and its `N_ij / N`.
 pub type Share = (String, usize, f64);
 
+/// What the hosts run: the transport, and sysctls set in every sender and receiver namespace
+/// before the flows start (after the servers listen).
+#[derive(Clone, Debug)]
+pub struct HostSetup {
+    /// Congestion control and ECN.
+    pub transport: Transport,
+    /// `(key, value)`, e.g. `("net.ipv4.tcp_min_tso_segs", "1")`.
+    pub sysctls: Vec<(String, String)>,
+}
+
 /// The kernel settings recorded with every run.
-pub const SYSCTLS: [&str; 6] = [
+pub const SYSCTLS: [&str; 7] = [
     "net.ipv4.tcp_reordering",
+    "net.ipv4.tcp_min_tso_segs",
     "net.ipv4.tcp_max_reordering",
     "net.ipv4.tcp_recovery",
     "net.ipv4.tcp_sack",
@@ -446,7 +457,7 @@ pub fn run_point(
     w: Which,
     t: &Topology,
     flows: &[Paced],
-    transport: &Transport,
+    hosts: &HostSetup,
     opts: &Options,
     dir: &Path,
     up: &dyn Fn(&Topology, &Options) -> Result<Fabric, String>,
@@ -467,6 +478,7 @@ pub fn run_point(
     let receivers: Vec<String> = pairs.iter().map(|p| p.1.to_string()).collect();
     let bin = workspace_bin("pisa-traffic");
     let bin = bin.to_str().unwrap_or_default();
+    let transport = &hosts.transport;
     let ecn = transport.ecn.to_string();
     let mut servers = Vec::new();
     for h in &receivers {
@@ -481,7 +493,32 @@ pub fn run_point(
         );
     }
     wait_listening(&f, &receivers)?;
-    let settings = sysctls(f.ns(&senders[0]));
+    for h in senders.iter().chain(&receivers) {
+        for (k, v) in &hosts.sysctls {
+            let o = f
+                .ns(h)
+                .exec("sysctl", &["-w", &format!("{k}={v}")])
+                .map_err(|e| e.to_string())?;
+            if !o.status.success() {
+                return Err(format!(
+                    "{h}: sysctl {k}={v}: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ));
+            }
+        }
+    }
+    let mut settings = sysctls(f.ns(&senders[0]));
+    for (k, _) in &hosts.sysctls {
+        let path = format!("/proc/sys/{}", k.replace('.', "/"));
+        let v = f
+            .ns(&senders[0])
+            .exec("cat", &[&path])
+            .map_err(|e| e.to_string())?;
+        settings.insert(
+            k.clone(),
+            String::from_utf8_lossy(&v.stdout).trim().to_string(),
+        );
+    }
     let snd0 = sum_counters(&f, &senders);
     let rcv0 = sum_counters(&f, &receivers);
     let tx0 = port_tx_packets(&f)?;
