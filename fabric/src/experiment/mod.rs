@@ -38,6 +38,7 @@ use crate::traffic::{FLOW_CSV_HEADER, Job, PORT, Transport};
 use crate::{Process, workspace_bin};
 
 mod calibrate;
+pub mod dbb;
 pub mod e10;
 pub mod e11;
 pub mod hpcc;
@@ -475,7 +476,7 @@ fn run_point(
     wait_listening(&f, &hosts)?;
     // How the hosts' TCP takes reordering (the servers have set the namespaces' sysctls).
     if let Some(h) = hosts.first() {
-        let line = crate::traffic::reordering_settings_of(f.ns(h))?;
+        let line = crate::traffic::reordering_settings_of(f.ns(h));
         std::fs::write(dir.join("reordering.txt"), line + "\n").map_err(|err| err.to_string())?;
     }
     let before = port_tx_packets(&f)?;

@@ -24,6 +24,7 @@
 //! packet makes the receiver send one at once, so `rcv_ooopack` stands for the DUPACKs, and
 //! `dsack_dups` counts the DSACKs.
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::mpsc;
@@ -215,23 +216,37 @@ pub const REORDERING_SYSCTLS: &[&str] = &[
     "tcp_early_retrans",
 ];
 
-/// [`reordering_settings`] of another namespace (read there with `sysctl`).
-pub fn reordering_settings_of(ns: &crate::Netns) -> Result<String, String> {
-    let names: Vec<String> = REORDERING_SYSCTLS
+/// Sysctls (`net.ipv4.tcp_sack`, ...) as namespace `ns` sees them; an unreadable one is empty.
+pub fn sysctls_of(ns: &crate::Netns, keys: &[&str]) -> BTreeMap<String, String> {
+    keys.iter()
+        .map(|k| {
+            let path = format!("/proc/sys/{}", k.replace('.', "/"));
+            let v = ns
+                .exec("cat", &[&path])
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+                .unwrap_or_default();
+            (k.to_string(), v)
+        })
+        .collect()
+}
+
+/// [`reordering_settings`] of another namespace.
+pub fn reordering_settings_of(ns: &crate::Netns) -> String {
+    let keys: Vec<String> = REORDERING_SYSCTLS
         .iter()
         .map(|n| format!("net.ipv4.{n}"))
         .collect();
-    let args: Vec<&str> = std::iter::once("-n")
-        .chain(names.iter().map(String::as_str))
-        .collect();
-    let out = ns.exec("sysctl", &args).map_err(|e| e.to_string())?;
-    let vals = String::from_utf8_lossy(&out.stdout);
-    let words: Vec<String> = REORDERING_SYSCTLS
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let vals = sysctls_of(ns, &keys);
+    REORDERING_SYSCTLS
         .iter()
-        .zip(vals.lines())
-        .map(|(n, v)| format!("{n}={}", v.trim()))
-        .collect();
-    Ok(words.join(" "))
+        .zip(&keys)
+        .map(|(n, k)| match vals.get(*k).map(String::as_str) {
+            Some(v) if !v.is_empty() => format!("{n}={v}"),
+            _ => format!("{n}=?"),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// This namespace's [`REORDERING_SYSCTLS`], as `name=value` words on one line.

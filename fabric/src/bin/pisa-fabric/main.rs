@@ -10,11 +10,13 @@
 //! pisa-fabric experiment --schemes basic,ecmp --workload websearch --loads 0.2,0.5 --out DIR
 //! pisa-fabric e10 --link 7M --where sim --out DIR     # P4QCN's E10; --sweep 5,8,11 for Fig. 17
 //! pisa-fabric e11 --loads 0.5 --out DIR              # PINT's E11 (HPCC) in namespaces
+//! pisa-fabric dbb --experiment e8 --out DIR          # DBB's E8 / E9 with kernel TCP
 //! ```
 //! `program`, `counters` and `health` are what the controller runs inside the management
 //! namespace. Every P4Runtime call they make has a deadline (`--timeout`, 10 s by default): a
 //! switch that does not answer fails the command with its name and how long it was waited for.
 
+mod dbb;
 mod demo;
 mod e10;
 mod e11;
@@ -25,6 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
+use dbb::{DbbArgs, dbb_experiment};
 use demo::{DemoArgs, demo};
 use e10::{E10Args, e10};
 use e11::{E11Args, e11};
@@ -160,6 +163,8 @@ enum Cmd {
     E10(Box<E10Args>),
     /// PINT's E11: HPCC(INT) against HPCC(PINT) with pisa-host on a small leaf-spine.
     E11(Box<E11Args>),
+    /// DBB's E8 and E9 (issue 13): paced TCP flows, scenarios A-D, in namespaces.
+    Dbb(Box<DbbArgs>),
 }
 
 #[derive(clap::Args, Debug)]
@@ -622,6 +627,7 @@ fn main() {
         Cmd::Experiment(a) => with_cleanup(&a.name, |cancel| experiment(a, cancel)),
         Cmd::E10(a) => with_cleanup(&a.name, |cancel| e10(a, cancel)),
         Cmd::E11(a) => with_cleanup(&a.name, |cancel| e11(a, cancel)),
+        Cmd::Dbb(a) => with_cleanup(&a.name, |cancel| dbb_experiment(a, cancel)),
     };
     if let Err(e) = result {
         eprintln!("pisa-fabric: {e}");
