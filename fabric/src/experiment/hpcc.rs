@@ -12,13 +12,11 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
 
 use serde_json::Value;
 
-use super::qcn::pfc_frames;
+use super::qcn::{host_ipv4, pfc_frames, run_pisa_host};
 use crate::fabric::Fabric;
-use crate::workspace_bin;
 
 /// One flow.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,15 +77,7 @@ fn tm_drops(f: &Fabric) -> Result<BTreeMap<(String, u16), u64>, String> {
 /// Runs `plan` on `f` (up and programmed), files in `dir`.
 pub fn run(f: &Fabric, plan: &Plan, dir: &Path) -> Result<Value, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let bin = workspace_bin("pisa-host").display().to_string();
-    let ip = |h: &str| -> Result<String, String> {
-        f.topo
-            .hosts
-            .iter()
-            .find(|x| x.name == h)
-            .map(|x| x.ipv4.to_string())
-            .ok_or_else(|| format!("no host {h}"))
-    };
+    let ip = |h: &str| host_ipv4(f, h);
     let mut receivers: Vec<&str> = plan.flows.iter().map(|x| x.dst.as_str()).collect();
     receivers.sort_unstable();
     receivers.dedup();
@@ -106,70 +96,52 @@ pub fn run(f: &Fabric, plan: &Plan, dir: &Path) -> Result<Value, String> {
     let cc = if plan.int { "hpcc-int" } else { "hpcc-pint" };
     let pfc_before = pfc_frames(f)?;
     let drops_before = tm_drops(f)?;
-    let outcome: Result<(), String> = std::thread::scope(|sc| {
-        let mut jobs = Vec::new();
-        let mut spawn = |ns: String, args: Vec<String>| {
-            let bin = bin.clone();
-            jobs.push(sc.spawn(move || {
-                let a: Vec<&str> = args.iter().map(String::as_str).collect();
-                f.ns(&ns)
-                    .exec(&bin, &a)
-                    .map(|_| ())
-                    .map_err(|e| e.to_string())
-            }));
-        };
-        for h in &receivers {
-            spawn(
-                h.to_string(),
-                vec![
-                    "hpcc-recv".into(),
-                    "--listen".into(),
-                    format!("{}:{}", ip(h)?, plan.port),
-                    "--seconds".into(),
-                    format!("{}", plan.max_seconds + 2.0),
-                    "--out".into(),
-                    dir.join(format!("recv-{h}.json")).display().to_string(),
-                ],
-            );
-        }
-        // The receivers bind within milliseconds; a margin on a loaded machine.
-        std::thread::sleep(Duration::from_millis(500));
-        for (h, text) in &schedules {
-            let file = dir.join(format!("schedule-{h}.txt"));
-            std::fs::write(&file, text).map_err(|e| format!("{}: {e}", file.display()))?;
-            spawn(
-                h.to_string(),
-                [
-                    "hpcc-send",
-                    "--cc",
-                    cc,
-                    "--line",
-                    &plan.line_bps.to_string(),
-                    "--rtt-us",
-                    &plan.rtt_us.to_string(),
-                    "--schedule",
-                    &file.display().to_string(),
-                    "--slots",
-                    &plan.slots.to_string(),
-                    "--size",
-                    &plan.ip_len.to_string(),
-                    "--max-seconds",
-                    &plan.max_seconds.to_string(),
-                    "--out",
-                    &dir.join(format!("send-{h}.json")).display().to_string(),
-                ]
-                .iter()
-                .map(|x| x.to_string())
-                .collect(),
-            );
-        }
-        for j in jobs {
-            j.join()
-                .map_err(|_| "a host tool thread panicked".to_string())??;
-        }
-        Ok(())
-    });
-    outcome?;
+    let mut servers: Vec<(String, Vec<String>)> = Vec::new();
+    let mut clients: Vec<(String, Vec<String>)> = Vec::new();
+    for h in &receivers {
+        servers.push((
+            h.to_string(),
+            vec![
+                "hpcc-recv".into(),
+                "--listen".into(),
+                format!("{}:{}", ip(h)?, plan.port),
+                "--seconds".into(),
+                format!("{}", plan.max_seconds + 2.0),
+                "--out".into(),
+                dir.join(format!("recv-{h}.json")).display().to_string(),
+            ],
+        ));
+    }
+    for (h, text) in &schedules {
+        let file = dir.join(format!("schedule-{h}.txt"));
+        std::fs::write(&file, text).map_err(|e| format!("{}: {e}", file.display()))?;
+        clients.push((
+            h.to_string(),
+            [
+                "hpcc-send",
+                "--cc",
+                cc,
+                "--line",
+                &plan.line_bps.to_string(),
+                "--rtt-us",
+                &plan.rtt_us.to_string(),
+                "--schedule",
+                &file.display().to_string(),
+                "--slots",
+                &plan.slots.to_string(),
+                "--size",
+                &plan.ip_len.to_string(),
+                "--max-seconds",
+                &plan.max_seconds.to_string(),
+                "--out",
+                &dir.join(format!("send-{h}.json")).display().to_string(),
+            ]
+            .iter()
+            .map(|x| x.to_string())
+            .collect(),
+        ));
+    }
+    run_pisa_host(f, servers, clients)?;
     let pfc_after = pfc_frames(f)?;
     let drops_after = tm_drops(f)?;
     let mut flows = vec![Value::Null; plan.flows.len()];

@@ -121,15 +121,7 @@ fn host_port(f: &Fabric, h: &str) -> Option<(String, u16, u64)> {
 /// Runs `plan` on `f` (up and programmed), files in `dir`.
 pub fn run(f: &Fabric, plan: &Plan, dir: &Path) -> Result<Value, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let bin = workspace_bin("pisa-host").display().to_string();
-    let ip = |h: &str| -> Result<String, String> {
-        f.topo
-            .hosts
-            .iter()
-            .find(|x| x.name == h)
-            .map(|x| x.ipv4.to_string())
-            .ok_or_else(|| format!("no host {h}"))
-    };
+    let ip = |h: &str| host_ipv4(f, h);
     let mut sinks: Vec<String> = if plan.background.is_some() {
         f.topo.hosts.iter().map(|h| h.name.clone()).collect()
     } else {
@@ -144,105 +136,87 @@ pub fn run(f: &Fabric, plan: &Plan, dir: &Path) -> Result<Value, String> {
     let link = plan.link_bps.to_string();
     let pfc_before = pfc_frames(f)?;
     let tx_before = port_tx_bytes(f)?;
-    let outcome: Result<(), String> = std::thread::scope(|sc| {
-        let mut jobs = Vec::new();
-        let mut spawn = |ns: String, args: Vec<String>| {
-            let bin = bin.clone();
-            jobs.push(sc.spawn(move || {
-                let a: Vec<&str> = args.iter().map(String::as_str).collect();
-                f.ns(&ns)
-                    .exec(&bin, &a)
-                    .map(|_| ())
-                    .map_err(|e| e.to_string())
-            }));
-        };
-        for h in &sinks {
-            let mut a = vec![
-                "sink".to_string(),
-                "--listen".into(),
-                format!("{}:{PORT}", ip(h)?),
-                "--seconds".into(),
-                sink_secs.clone(),
-                "--out".into(),
-                dir.join(format!("sink-{h}.json")).display().to_string(),
-            ];
-            if plan.np {
-                a.push("--np".into());
-            }
-            spawn(h.clone(), a);
+    let mut servers: Vec<(String, Vec<String>)> = Vec::new();
+    let mut clients: Vec<(String, Vec<String>)> = Vec::new();
+    for h in &sinks {
+        let mut a = vec![
+            "sink".to_string(),
+            "--listen".into(),
+            format!("{}:{PORT}", ip(h)?),
+            "--seconds".into(),
+            sink_secs.clone(),
+            "--out".into(),
+            dir.join(format!("sink-{h}.json")).display().to_string(),
+        ];
+        if plan.np {
+            a.push("--np".into());
         }
-        // The sinks bind within milliseconds; give them a margin on a loaded machine.
-        std::thread::sleep(Duration::from_millis(500));
-        for (k, s) in plan.senders.iter().enumerate() {
+        servers.push((h.clone(), a));
+    }
+    for (k, s) in plan.senders.iter().enumerate() {
+        let mut a: Vec<String> = [
+            "rp-send",
+            "--to",
+            &format!("{}:{PORT}", ip(&s.dst)?),
+            "--rate",
+            &s.rate_bps.to_string(),
+            "--seconds",
+            &secs,
+            "--size",
+            &size,
+            "--link",
+            &link,
+            "--flow",
+            &(k + 1).to_string(),
+            "--out",
+            &dir.join(format!("send-{k}.json")).display().to_string(),
+            "--trace",
+            &dir.join(format!("trace-{k}.csv")).display().to_string(),
+        ]
+        .iter()
+        .map(|x| x.to_string())
+        .collect();
+        if !plan.rp {
+            a.push("--no-rp".into());
+        }
+        clients.push((s.src.clone(), a));
+    }
+    if let Some(b) = &plan.background {
+        let rates: Vec<String> = b.rates.iter().map(u64::to_string).collect();
+        for h in &f.topo.hosts {
             let mut a: Vec<String> = [
-                "rp-send",
-                "--to",
-                &format!("{}:{PORT}", ip(&s.dst)?),
-                "--rate",
-                &s.rate_bps.to_string(),
+                "background",
+                "--hosts",
+                &all.join(","),
+                "--self",
+                &h.ipv4.to_string(),
+                "--rates",
+                &rates.join(","),
                 "--seconds",
                 &secs,
+                "--mean-size",
+                &b.mean_bytes.to_string(),
+                "--seed",
+                &b.seed.to_string(),
+                "--port",
+                &PORT.to_string(),
                 "--size",
                 &size,
-                "--link",
-                &link,
-                "--flow",
-                &(k + 1).to_string(),
                 "--out",
-                &dir.join(format!("send-{k}.json")).display().to_string(),
-                "--trace",
-                &dir.join(format!("trace-{k}.csv")).display().to_string(),
+                &dir.join(format!("bg-{}.json", h.name))
+                    .display()
+                    .to_string(),
             ]
             .iter()
             .map(|x| x.to_string())
             .collect();
-            if !plan.rp {
-                a.push("--no-rp".into());
+            if plan.rp {
+                a.extend(["--qcn-link".to_string(), link.clone()]);
             }
-            spawn(s.src.clone(), a);
+            clients.push((h.name.clone(), a));
         }
-        if let Some(b) = &plan.background {
-            let rates: Vec<String> = b.rates.iter().map(u64::to_string).collect();
-            for h in &f.topo.hosts {
-                let mut a: Vec<String> = [
-                    "background",
-                    "--hosts",
-                    &all.join(","),
-                    "--self",
-                    &h.ipv4.to_string(),
-                    "--rates",
-                    &rates.join(","),
-                    "--seconds",
-                    &secs,
-                    "--mean-size",
-                    &b.mean_bytes.to_string(),
-                    "--seed",
-                    &b.seed.to_string(),
-                    "--port",
-                    &PORT.to_string(),
-                    "--size",
-                    &size,
-                    "--out",
-                    &dir.join(format!("bg-{}.json", h.name))
-                        .display()
-                        .to_string(),
-                ]
-                .iter()
-                .map(|x| x.to_string())
-                .collect();
-                if plan.rp {
-                    a.extend(["--qcn-link".to_string(), link.clone()]);
-                }
-                spawn(h.name.clone(), a);
-            }
-        }
-        for j in jobs {
-            j.join()
-                .map_err(|_| "a host tool thread panicked".to_string())??;
-        }
-        Ok(())
-    });
-    outcome?;
+    }
+    run_pisa_host(f, servers, clients)?;
     let pfc_after = pfc_frames(f)?;
     let tx_after = port_tx_bytes(f)?;
     summarise(
@@ -253,6 +227,47 @@ pub fn run(f: &Fabric, plan: &Plan, dir: &Path) -> Result<Value, String> {
         [&pfc_before, &pfc_after],
         [&tx_before, &tx_after],
     )
+}
+
+/// Host `h`'s IPv4 address in `f`'s topology.
+pub(crate) fn host_ipv4(f: &Fabric, h: &str) -> Result<String, String> {
+    f.topo
+        .hosts
+        .iter()
+        .find(|x| x.name == h)
+        .map(|x| x.ipv4.to_string())
+        .ok_or_else(|| format!("no host {h}"))
+}
+
+/// Runs `pisa-host` in host namespaces, `(host, arguments)` each: every server first, then,
+/// half a second later for them to bind (a margin on a loaded machine), every client. Returns
+/// when all have exited, with the first failure.
+pub(crate) fn run_pisa_host(
+    f: &Fabric,
+    servers: Vec<(String, Vec<String>)>,
+    clients: Vec<(String, Vec<String>)>,
+) -> Result<(), String> {
+    let bin = workspace_bin("pisa-host").display().to_string();
+    std::thread::scope(|sc| {
+        let spawn = |(ns, args): (String, Vec<String>)| {
+            let bin = &bin;
+            sc.spawn(move || {
+                let a: Vec<&str> = args.iter().map(String::as_str).collect();
+                f.ns(&ns)
+                    .exec(bin, &a)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            })
+        };
+        let mut jobs: Vec<_> = servers.into_iter().map(spawn).collect();
+        std::thread::sleep(Duration::from_millis(500));
+        jobs.extend(clients.into_iter().map(spawn));
+        for j in jobs {
+            j.join()
+                .map_err(|_| "a host tool thread panicked".to_string())??;
+        }
+        Ok(())
+    })
 }
 
 fn summarise(
