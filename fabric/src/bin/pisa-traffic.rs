@@ -14,8 +14,7 @@
 //! kernel TCP connection to a `serve` on the destination, with the run's congestion control (both
 //! ends; `dctcp` is our BPF DCTCP, registered by whichever runs first, see
 //! `pisa_fabric::dctcp`) and the namespace's ECN setting (`net.ipv4.tcp_ecn`, which both set in
-//! their own namespace; likewise `net.ipv4.tcp_reordering` when given, and the client's log ends
-//! with the namespace's reordering sysctls). The
+//! their own namespace; likewise `net.ipv4.tcp_reordering` when given). The
 //! client starts each flow at the epoch (Unix ns, shared by all hosts so that their schedules line
 //! up) plus its start, records every flow as a CSV row (see `pisa_fabric::traffic` for the FCT
 //! definition and the `TCP_INFO` fields), and gives up on flows still running `--drain` seconds
@@ -181,11 +180,10 @@ fn client(
     let done = r.flows.iter().filter(|f| f.finished).count()
         + r.paced.iter().filter(|f| f.finished).count();
     eprintln!(
-        "pisa-traffic client {src}: {done}/{} flows finished (cc {}, ecn {}; {})",
+        "pisa-traffic client {src}: {done}/{} flows finished (cc {}, ecn {})",
         r.flows.len() + r.paced.len(),
         t.cc,
-        t.ecn,
-        traffic::reordering_settings()
+        t.ecn
     );
     Ok(())
 }

@@ -413,7 +413,8 @@ pub fn run(
 }
 
 /// Waits until every host's server listens on [`PORT`].
-fn wait_listening(f: &Fabric, hosts: &[String]) -> Result<(), String> {
+/// Waits until `pisa-traffic serve` listens in every one of `hosts` (10 s at most).
+pub(super) fn wait_listening(f: &Fabric, hosts: &[String]) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(10);
     for h in hosts {
         loop {

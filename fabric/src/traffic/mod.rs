@@ -230,7 +230,8 @@ pub fn sysctls_of(ns: &crate::Netns, keys: &[&str]) -> BTreeMap<String, String> 
         .collect()
 }
 
-/// [`reordering_settings`] of another namespace.
+/// Namespace `ns`'s [`REORDERING_SYSCTLS`], as `name=value` words on one line (`?` where
+/// unreadable).
 pub fn reordering_settings_of(ns: &crate::Netns) -> String {
     let keys: Vec<String> = REORDERING_SYSCTLS
         .iter()
@@ -244,20 +245,6 @@ pub fn reordering_settings_of(ns: &crate::Netns) -> String {
         .map(|(n, k)| match vals.get(*k).map(String::as_str) {
             Some(v) if !v.is_empty() => format!("{n}={v}"),
             _ => format!("{n}=?"),
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// This namespace's [`REORDERING_SYSCTLS`], as `name=value` words on one line.
-pub fn reordering_settings() -> String {
-    REORDERING_SYSCTLS
-        .iter()
-        .map(|n| {
-            let v = std::fs::read_to_string(format!("/proc/sys/net/ipv4/{n}"))
-                .map(|v| v.trim().to_string())
-                .unwrap_or_else(|_| "?".into());
-            format!("{n}={v}")
         })
         .collect::<Vec<_>>()
         .join(" ")

@@ -25,7 +25,7 @@ use pipeline::fabric::topo::{self, End, GenProps, LinkProps, Topology};
 use pipeline::program::dbb::{compile_balanced, compiler_links};
 use serde_json::{Value, json};
 
-use super::{admin, port_queues, port_tx_packets};
+use super::{admin, port_queues, port_tx_packets, wait_listening};
 use crate::fabric::{Fabric, Options};
 use crate::traffic::{Job, PORT, Transport, unix_now_ns};
 use crate::{Netns, Process, workspace_bin};
@@ -404,24 +404,6 @@ fn sample_receivers(f: &Fabric, rx: &[String]) -> Vec<(BTreeMap<String, u64>, In
     })
 }
 
-fn wait_listening(f: &Fabric, hosts: &[String]) -> Result<(), String> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    for h in hosts {
-        while !f
-            .ns(h)
-            .exec("ss", &["-ltnH"])
-            .map(|o| String::from_utf8_lossy(&o.stdout).contains(&format!(":{PORT}")))
-            .unwrap_or(false)
-        {
-            if Instant::now() > deadline {
-                return Err(format!("pisa-traffic serve on {h} did not listen"));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-    Ok(())
-}
-
 fn sum_counters(f: &Fabric, hosts: &[String]) -> BTreeMap<String, u64> {
     let mut m = BTreeMap::new();
     for h in hosts {
@@ -469,18 +451,13 @@ pub fn run_point(
     let bin = workspace_bin("pisa-traffic");
     let bin = bin.to_str().unwrap_or_default();
     let transport = &hosts.transport;
-    let ecn = transport.ecn.to_string();
+    let targs = transport.args();
+    let targs: Vec<&str> = targs.iter().map(String::as_str).collect();
     let mut servers = Vec::new();
     for h in &receivers {
-        servers.push(
-            Process::spawn(
-                f.ns(h),
-                bin,
-                &["serve", "--cc", &transport.cc, "--ecn", &ecn],
-                &dir.join(format!("serve-{h}.log")),
-            )
-            .map_err(|e| e.to_string())?,
-        );
+        let args = [&["serve"], &targs[..]].concat();
+        let log = dir.join(format!("serve-{h}.log"));
+        servers.push(Process::spawn(f.ns(h), bin, &args, &log).map_err(|e| e.to_string())?);
     }
     wait_listening(&f, &receivers)?;
     for h in senders.iter().chain(&receivers) {
@@ -539,15 +516,12 @@ pub fn run_point(
             out.to_str().unwrap_or_default(),
             "--paced-out",
             paced.to_str().unwrap_or_default(),
-            "--cc",
-            &transport.cc,
-            "--ecn",
-            &ecn,
             "--epoch-ns",
             &epoch_s,
             "--drain",
             "20",
         ];
+        let args = [&args[..], &targs[..]].concat();
         clients.push(
             Process::spawn(f.ns(h), bin, &args, &dir.join(format!("client-{h}.log")))
                 .map_err(|e| e.to_string())?,
