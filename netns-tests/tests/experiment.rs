@@ -1,6 +1,7 @@
 //! A CI-sized `pisa-fabric experiment`: a 2x2 leaf-spine with two hosts per leaf, `basic` and
 //! `ecmp`, Hadoop flows at one load for 2 s. The CSVs are well-formed, every flow finished, both
-//! schemes ran the same flows, the uplinks carried them, the hosts' `tcp_reordering` is the one
+//! schemes ran the same flows, the uplinks carried them, a recorded program counter is there
+//! for every switch, the hosts' `tcp_reordering` is the one
 //! asked for and recorded, a rerun resumes without running a point again, and no namespace is
 //! left. Needs root, iproute2, ethtool and the workspace binaries
 //! (pisa-switch, pisa-fabric, pisa-traffic).
@@ -41,6 +42,10 @@ fn a_small_experiment_writes_well_formed_results_and_resumes() {
         "20",
         "--tcp-reordering",
         "10",
+        "--record-counter",
+        "egress.port_tx",
+        "--record-counter",
+        "egress.no_such_counter",
         "--out",
         out.to_str().unwrap(),
         "--name",
@@ -121,6 +126,49 @@ fn a_small_experiment_writes_well_formed_results_and_resumes() {
         .map(|r| r[col(&h, "packets")].parse::<u64>().unwrap())
         .sum();
     assert!(total > 1000, "{rows:?}");
+    let uplink_packets: Vec<(String, String, String, String, u64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r[col(&h, "scheme")].clone(),
+                r[col(&h, "rep")].clone(),
+                r[col(&h, "leaf")].clone(),
+                r[col(&h, "port")].clone(),
+                r[col(&h, "packets")].parse().unwrap(),
+            )
+        })
+        .collect();
+
+    // counters.csv: the recorded counter on all four switches of both points (a counter no
+    // program has adds no rows); an uplink's cell holds at least what uplinks.csv counted
+    // during the flows, since it counts from the fabric's start.
+    let (h, rows) = csv(&out.join("counters.csv"));
+    let switches: BTreeSet<(String, String)> = rows
+        .iter()
+        .map(|r| (r[col(&h, "scheme")].clone(), r[col(&h, "switch")].clone()))
+        .collect();
+    assert_eq!(switches.len(), 8, "{switches:?}");
+    assert!(
+        rows.iter()
+            .all(|r| r[col(&h, "counter")] == "egress.port_tx")
+    );
+    for (scheme, rep, leaf, port, n) in &uplink_packets {
+        let cell = rows
+            .iter()
+            .find(|r| {
+                (
+                    &r[col(&h, "scheme")],
+                    &r[col(&h, "rep")],
+                    &r[col(&h, "switch")],
+                    &r[col(&h, "index")],
+                ) == (scheme, rep, leaf, port)
+            })
+            .unwrap_or_else(|| panic!("no counter cell for {scheme} {leaf} port {port}"));
+        assert!(
+            cell[col(&h, "packets")].parse::<u64>().unwrap() >= *n,
+            "{cell:?}"
+        );
+    }
 
     // Every point records its hosts' reordering settings, with the one asked for.
     for p in ["basic_load0.3_rep1", "ecmp_load0.3_rep1"] {

@@ -38,6 +38,7 @@ use crate::traffic::{FLOW_CSV_HEADER, Job, PORT, Transport};
 use crate::{Process, workspace_bin};
 
 mod calibrate;
+mod counters;
 pub mod dbb;
 pub mod e10;
 pub mod e11;
@@ -48,6 +49,7 @@ mod schedule;
 mod table;
 
 pub use calibrate::ping_times_us;
+pub use counters::{PORT_TX, port_tx_bytes, port_tx_packets, switch_counters};
 pub use results::*;
 pub use schedule::*;
 pub use table::fct_table;
@@ -112,6 +114,8 @@ pub struct Experiment {
     pub name: String,
     /// How switches are linked to each other.
     pub links: crate::fabric::Links,
+    /// Program counters recorded per switch at the end of each point (`counters.csv`).
+    pub counters: Vec<String>,
 }
 
 /// Records how the fabric is built (`DIR/fabric`: the links and the switches' wait flags), so that
@@ -233,60 +237,6 @@ pub fn port_queues(sock: &Path, port: u16) -> Result<[u64; 4], String> {
     Ok(sum)
 }
 
-/// (switch, port) -> packets sent, from every switch's `egress.port_tx` over P4Runtime (the
-/// controller in the management namespace), and from every Linux router's interface counters.
-pub fn port_tx_packets(f: &Fabric) -> Result<BTreeMap<(String, u16), u64>, String> {
-    port_tx(f, 2)
-}
-
-/// (switch, port) -> bytes sent, likewise.
-pub fn port_tx_bytes(f: &Fabric) -> Result<BTreeMap<(String, u16), u64>, String> {
-    port_tx(f, 3)
-}
-
-/// Column `column` (2: packets, 3: bytes) of `pisa-fabric counters` run in the management
-/// namespace, by (switch, port); for Linux routers, their interfaces' `tx_packets` or `tx_bytes`.
-fn port_tx(f: &Fabric, column: usize) -> Result<BTreeMap<(String, u16), u64>, String> {
-    let mut out = BTreeMap::new();
-    let ports = f.topo.ports();
-    for s in f.topo.switches.iter().filter(|s| is_kernel(&s.program)) {
-        let ps: Vec<u16> = ports
-            .get(s.name.as_str())
-            .map(|m| m.keys().copied().collect())
-            .unwrap_or_default();
-        for (p, (packets, bytes)) in kernel::port_tx(f.ns(&s.name), &ps)? {
-            out.insert(
-                (s.name.clone(), p),
-                if column == 2 { packets } else { bytes },
-            );
-        }
-    }
-    if f.topo.switches.iter().all(|s| is_kernel(&s.program)) {
-        return Ok(out);
-    }
-    let topo_file = f.opts.dir.join("topology.txt");
-    let bin = workspace_bin("pisa-fabric");
-    let cmd = f
-        .mgmt()
-        .exec(
-            bin.to_str().unwrap_or_default(),
-            &["counters", topo_file.to_str().unwrap_or_default()],
-        )
-        .map_err(|e| e.to_string())?;
-    out.extend(
-        String::from_utf8_lossy(&cmd.stdout)
-            .lines()
-            .filter_map(|l| {
-                let w: Vec<&str> = l.split_whitespace().collect();
-                Some((
-                    (w.first()?.to_string(), w.get(1)?.parse().ok()?),
-                    w.get(column)?.parse().ok()?,
-                ))
-            }),
-    );
-    Ok(out)
-}
-
 /// The transport a run uses, and the guard that keeps our DCTCP registered while it runs: see
 /// [`Transport::resolve`] (dctcp is our BPF DCTCP; cubic with RFC 3168 ECN where it cannot be
 /// loaded, said on stderr).
@@ -393,6 +343,9 @@ pub fn run(
         merge(e, "flows.csv", &flows_header())?;
         merge(e, "summary.csv", SUMMARY_HEADER)?;
         merge(e, "uplinks.csv", UPLINKS_HEADER)?;
+        if !e.counters.is_empty() {
+            merge(e, "counters.csv", counters::COUNTERS_HEADER)?;
+        }
         let per = started.elapsed().as_secs_f64() / (k + 1) as f64;
         eprintln!(
             "[{}/{}] {} load {} rep {}: {line}; {} this point, {} elapsed, ETA {}",
@@ -548,7 +501,7 @@ fn run_point(
         .collect();
     let limit = Duration::from_secs_f64(1.5 + e.seconds + e.drain + 20.0);
     let flow_start = Instant::now();
-    let (mut depth_sum, mut depth_n, mut depth_max) = (0u64, 0u64, 0u64);
+    let mut depths = Vec::new();
     let mut last_sample = Instant::now() - Duration::from_secs(1);
     let mut last_note = Instant::now();
     while clients.iter_mut().any(Process::running) {
@@ -573,19 +526,13 @@ fn run_point(
             for (sock, ps) in &socks {
                 for &port in ps {
                     if let Ok(q) = port_queues(sock, port) {
-                        depth_sum += q[3];
-                        depth_n += 1;
-                        depth_max = depth_max.max(q[3]);
+                        depths.push(q[3]);
                     }
                 }
             }
             for r in &routers {
                 if let Ok(qs) = kernel::qdisc_stats(f.ns(r)) {
-                    for q in qs.values() {
-                        depth_sum += q.backlog_pkts;
-                        depth_n += 1;
-                        depth_max = depth_max.max(q.backlog_pkts);
-                    }
+                    depths.extend(qs.values().map(|q| q.backlog_pkts));
                 }
             }
         }
@@ -601,15 +548,8 @@ fn run_point(
         std::thread::sleep(Duration::from_millis(100));
     }
     let after = port_tx_packets(&f)?;
-    let mut sw = SwitchStats {
-        queue_max: depth_max,
-        queue_mean: if depth_n > 0 {
-            depth_sum as f64 / depth_n as f64
-        } else {
-            0.0
-        },
-        ..Default::default()
-    };
+    let mut sw = SwitchStats::default();
+    sw.set_queue_samples(&depths);
     for (leaf, port, spine) in uplinks(&topo) {
         let key = (leaf.clone(), port);
         let n = after
@@ -645,6 +585,15 @@ fn run_point(
             sw.tm_drops += q.drops;
         }
         sw.program_drops += kernel::ip_discards(f.ns(r))?;
+    }
+    if !e.counters.is_empty() {
+        let prefix = format!("{},{},{}", p.scheme, p.load, p.rep);
+        let rows = counters::counter_rows(&f, &e.counters, &prefix)?;
+        std::fs::write(
+            dir.join("counters.csv"),
+            format!("{}\n{rows}", counters::COUNTERS_HEADER),
+        )
+        .map_err(|err| err.to_string())?;
     }
     drop(servers);
     for c in &mut clients {
@@ -734,6 +683,7 @@ mod tests {
             seed: 1,
             name: "x".into(),
             links: Default::default(),
+            counters: vec![],
         }
     }
 
@@ -873,5 +823,16 @@ mod tests {
         assert_eq!(get("delivered_ce"), "4");
         assert_eq!(get("start_lag_p99_us"), "700");
         assert_eq!(get("uplink_pkts_std_mean"), "50.0");
+    }
+
+    #[test]
+    fn queue_samples_give_max_mean_and_p90() {
+        let mut sw = SwitchStats::default();
+        let depths: Vec<u64> = (1..=20).collect();
+        sw.set_queue_samples(&depths);
+        assert_eq!((sw.queue_max, sw.queue_p90), (20, 18));
+        assert!((sw.queue_mean - 10.5).abs() < 1e-9);
+        sw.set_queue_samples(&[]);
+        assert_eq!((sw.queue_max, sw.queue_p90, sw.queue_mean), (0, 0, 0.0));
     }
 }

@@ -77,13 +77,30 @@ pub struct SwitchStats {
     pub queue_max: u64,
     /// Mean sampled egress queue over every switch port, packets.
     pub queue_mean: f64,
+    /// 90th percentile of the sampled egress queues, packets (P4TE derives its Δ from this
+    /// figure measured under `ecmp`).
+    pub queue_p90: u64,
+}
+
+impl SwitchStats {
+    /// Fills the queue figures from depth samples (packets), one per port per sampling round.
+    pub fn set_queue_samples(&mut self, depths: &[u64]) {
+        self.queue_max = depths.iter().copied().max().unwrap_or(0);
+        self.queue_mean = if depths.is_empty() {
+            0.0
+        } else {
+            depths.iter().sum::<u64>() as f64 / depths.len() as f64
+        };
+        let d: Vec<f64> = depths.iter().map(|&x| x as f64).collect();
+        self.queue_p90 = traffic::quantile_nearest_rank(&d, 0.9) as u64;
+    }
 }
 
 /// The header of `summary.csv`.
 pub const SUMMARY_HEADER: &str = "scheme,load,rep,workload,pattern,load_of,cc,ecn,seconds,flows,\
     finished,short_n,short_avg_fct_us,short_p99_fct_us,large_n,large_avg_fct_us,large_p99_fct_us,\
     retransmits,delivered_ce,uplink_pkts_std_mean,uplink_pkts_std_max,tm_drops,program_drops,tm_ecn_marked,\
-    queue_max_pkts,queue_mean_pkts,start_lag_p99_us,wall_s";
+    queue_max_pkts,queue_mean_pkts,start_lag_p99_us,wall_s,queue_p90_pkts";
 
 /// The std-dev of per-uplink packets of each leaf: (mean over leaves, max).
 pub fn uplink_balance(up: &[(String, u16, String, u64)]) -> (f64, f64) {
@@ -122,7 +139,7 @@ pub fn summary_row(
         LoadOf::Fabric => "fabric",
     };
     format!(
-        "{},{},{},{},{},{load_of},{},{},{},{},{},{},{:.1},{:.1},{},{:.1},{:.1},{},{},{:.1},{:.1},{},{},{},{},{:.2},{:.0},{:.1}",
+        "{},{},{},{},{},{load_of},{},{},{},{},{},{},{:.1},{:.1},{},{:.1},{:.1},{},{},{:.1},{:.1},{},{},{},{},{:.2},{:.0},{:.1},{}",
         p.scheme,
         p.load,
         p.rep,
@@ -149,7 +166,8 @@ pub fn summary_row(
         sw.queue_max,
         sw.queue_mean,
         traffic::quantile_nearest_rank(&rows.iter().map(|r| r.lag_us).collect::<Vec<_>>(), 0.99),
-        wall_s
+        wall_s,
+        sw.queue_p90
     )
 }
 

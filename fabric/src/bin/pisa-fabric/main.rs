@@ -135,10 +135,14 @@ enum Cmd {
         #[arg(long, default_value_t = 10.0, value_parser = parse_seconds)]
         timeout: f64,
     },
-    /// Prints every switch port's transmit counters (run in the management namespace).
+    /// Prints a counter's non-zero cells on every switch, `SWITCH INDEX PACKETS BYTES` (run in
+    /// the management namespace). Switches whose program lacks a named counter are skipped.
     Counters {
         /// Topology file.
         topology: PathBuf,
+        /// The counter (every program has the default, its ports' transmit counters).
+        #[arg(long, default_value = "egress.port_tx")]
+        counter: String,
         /// Seconds to wait for each switch's answer to each call.
         #[arg(long, default_value_t = 10.0, value_parser = parse_seconds)]
         timeout: f64,
@@ -248,6 +252,10 @@ struct ExperimentArgs {
     /// Fabric name (1-6 letters and digits).
     #[arg(long, default_value = "exp")]
     name: String,
+    /// Records a program counter (e.g. p4te's egress.facks) on every switch whose program has
+    /// it at the end of each point, into points/*/counters.csv and DIR/counters.csv; repeatable.
+    #[arg(long = "record-counter")]
+    record_counters: Vec<String>,
 }
 
 fn parse_tos(s: &str) -> Result<u8, String> {
@@ -312,6 +320,7 @@ fn experiment(a: &ExperimentArgs, cancel: Arc<AtomicBool>) -> Result<(), String>
         seed: a.seed,
         name: a.name.clone(),
         links: a.links,
+        counters: a.record_counters.clone(),
     };
     pisa_fabric::experiment::run(&e, &cancel, &|t, o| bring_up(t, o, |_| {}))?;
     let summary = std::fs::read_to_string(a.out.join("summary.csv")).map_err(|e| e.to_string())?;
@@ -501,17 +510,21 @@ async fn program(t: &Topology, deadlines: Deadlines) -> Result<(), String> {
     Ok(())
 }
 
-async fn counters(t: &Topology, deadlines: Deadlines) -> Result<(), String> {
+async fn counters(t: &Topology, name: &str, deadlines: Deadlines) -> Result<(), String> {
+    let required = name == pisa_fabric::experiment::PORT_TX;
     for (i, s) in t.switches.iter().enumerate() {
         if pipeline::program::is_kernel(&s.program) {
             continue; // a Linux router: its interfaces count (`kernel::port_tx`)
         }
         let mut c = connect(i, &s.name, deadlines).await?;
         let schema = c.schema().await.map_err(|e| from_switch(&s.name, &e))?;
-        let id = schema
-            .counter_by_name("egress.port_tx")
-            .ok_or("the program has no egress.port_tx counter")?
-            .id;
+        let id = match schema.counter_by_name(name) {
+            Some(c) => c.id,
+            None if required => {
+                return Err(format!("{}: the program has no {name} counter", s.name));
+            }
+            None => continue,
+        };
         let cells = c
             .read_one(p4::entity::Entity::CounterEntry(p4::CounterEntry {
                 counter_id: id,
@@ -581,9 +594,14 @@ fn main() {
                 Deadlines::all(Duration::from_secs_f64(*timeout)),
             ))
         }),
-        Cmd::Counters { topology, timeout } => read_topology(topology).and_then(|t| {
+        Cmd::Counters {
+            topology,
+            counter,
+            timeout,
+        } => read_topology(topology).and_then(|t| {
             runtime().block_on(counters(
                 &t,
+                counter,
                 Deadlines::all(Duration::from_secs_f64(*timeout)),
             ))
         }),

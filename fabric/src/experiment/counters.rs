@@ -1,0 +1,126 @@
+//! Counters read from a running fabric: the switches' P4Runtime counters (through `pisa-fabric
+//! counters` in the management namespace) and the Linux routers' interface counters.
+
+use std::collections::BTreeMap;
+
+use pipeline::program::is_kernel;
+
+use crate::fabric::{Fabric, kernel};
+use crate::workspace_bin;
+
+/// The counter every program has: packets and bytes sent per port.
+pub const PORT_TX: &str = "egress.port_tx";
+
+/// (switch, port) -> packets sent, from every switch's `egress.port_tx` over P4Runtime (the
+/// controller in the management namespace), and from every Linux router's interface counters.
+pub fn port_tx_packets(f: &Fabric) -> Result<BTreeMap<(String, u16), u64>, String> {
+    port_tx(f, |packets, _| packets)
+}
+
+/// (switch, port) -> bytes sent, likewise.
+pub fn port_tx_bytes(f: &Fabric) -> Result<BTreeMap<(String, u16), u64>, String> {
+    port_tx(f, |_, bytes| bytes)
+}
+
+fn port_tx(
+    f: &Fabric,
+    pick: impl Fn(u64, u64) -> u64,
+) -> Result<BTreeMap<(String, u16), u64>, String> {
+    let mut out = BTreeMap::new();
+    let ports = f.topo.ports();
+    for s in f.topo.switches.iter().filter(|s| is_kernel(&s.program)) {
+        let ps: Vec<u16> = ports
+            .get(s.name.as_str())
+            .map(|m| m.keys().copied().collect())
+            .unwrap_or_default();
+        for (p, (packets, bytes)) in kernel::port_tx(f.ns(&s.name), &ps)? {
+            out.insert((s.name.clone(), p), pick(packets, bytes));
+        }
+    }
+    if f.topo.switches.iter().all(|s| is_kernel(&s.program)) {
+        return Ok(out);
+    }
+    for (sw, index, packets, bytes) in switch_counters(f, PORT_TX)? {
+        out.insert((sw, index as u16), pick(packets, bytes));
+    }
+    Ok(out)
+}
+
+/// Every non-zero cell of the counter `name` on every switch whose program has it:
+/// (switch, index, packets, bytes). Linux routers have no program counters.
+pub fn switch_counters(f: &Fabric, name: &str) -> Result<Vec<(String, u64, u64, u64)>, String> {
+    if f.topo.switches.iter().all(|s| is_kernel(&s.program)) {
+        return Ok(Vec::new());
+    }
+    let topo_file = f.opts.dir.join("topology.txt");
+    let bin = workspace_bin("pisa-fabric");
+    let cmd = f
+        .mgmt()
+        .exec(
+            bin.to_str().unwrap_or_default(),
+            &[
+                "counters",
+                topo_file.to_str().unwrap_or_default(),
+                "--counter",
+                name,
+            ],
+        )
+        .map_err(|e| e.to_string())?;
+    if !cmd.status.success() {
+        return Err(format!(
+            "pisa-fabric counters --counter {name}: {}",
+            String::from_utf8_lossy(&cmd.stderr).trim()
+        ));
+    }
+    Ok(parse_counter_lines(&String::from_utf8_lossy(&cmd.stdout)))
+}
+
+/// `SWITCH INDEX PACKETS BYTES` lines, as `pisa-fabric counters` prints them; others are skipped.
+fn parse_counter_lines(text: &str) -> Vec<(String, u64, u64, u64)> {
+    text.lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            match w[..] {
+                [sw, i, p, b] => Some((
+                    sw.to_string(),
+                    i.parse().ok()?,
+                    p.parse().ok()?,
+                    b.parse().ok()?,
+                )),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// `counters.csv` rows of a point (after `prefix`, the point's `scheme,load,rep`) for the
+/// counters `names`: `switch,counter,index,packets,bytes`.
+pub(super) fn counter_rows(f: &Fabric, names: &[String], prefix: &str) -> Result<String, String> {
+    let mut text = String::new();
+    for name in names {
+        for (sw, index, packets, bytes) in switch_counters(f, name)? {
+            text += &format!("{prefix},{sw},{name},{index},{packets},{bytes}\n");
+        }
+    }
+    Ok(text)
+}
+
+/// The header of `counters.csv`.
+pub(super) const COUNTERS_HEADER: &str = "scheme,load,rep,switch,counter,index,packets,bytes";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_lines_parse_and_odd_lines_are_skipped() {
+        let v = parse_counter_lines("leaf1 3 10 15000\nnoise\nspine2 0 1 64\nleaf1 x 1 1\n");
+        assert_eq!(
+            v,
+            vec![
+                ("leaf1".to_string(), 3, 10, 15000),
+                ("spine2".to_string(), 0, 1, 64)
+            ]
+        );
+    }
+}
