@@ -29,6 +29,6 @@ if [ "${1:-}" = "--fabric-demo" ]; then
   exec target/release/pisa-fabric demo --out target/fabric-demo "$@"
 fi
 exec target/release/pisa-fabric experiment --leaves 4 --spines 4 --hosts-per-leaf 4 \
-  --host-rate 100M --oversub 2 --schemes ecmp,hula,p4te --workload websearch \
+  --host-rate 100M --oversub 2 --schemes ecmp,hula,p4te,dbb-shared,spray-rr --workload websearch \
   --pattern stride --load-of fabric --loads 0.3,0.6 --seconds 20 --drain 10 --reps 1 \
   --set flowlet_gap_us=3000 --set probe_us=5000 --name main --out target/main-job "$@"
