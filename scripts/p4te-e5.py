@@ -12,6 +12,7 @@ the paper's Fig. 13 does.
 """
 import argparse
 import csv
+import math
 import os
 import statistics
 
@@ -25,7 +26,7 @@ def quantile(xs, q):
     if not xs:
         return float("nan")
     v = sorted(xs)
-    return v[min(len(v) - 1, max(0, int(-(-q * len(v) // 1)) - 1))]
+    return v[min(len(v), max(1, math.ceil(q * len(v)))) - 1]
 
 
 def main():

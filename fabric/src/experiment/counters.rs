@@ -37,9 +37,6 @@ fn port_tx(
             out.insert((s.name.clone(), p), pick(packets, bytes));
         }
     }
-    if f.topo.switches.iter().all(|s| is_kernel(&s.program)) {
-        return Ok(out);
-    }
     for (sw, index, packets, bytes) in switch_counters(f, PORT_TX)? {
         out.insert((sw, index as u16), pick(packets, bytes));
     }

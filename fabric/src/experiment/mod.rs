@@ -365,7 +365,6 @@ pub fn run(
     Ok(())
 }
 
-/// Waits until every host's server listens on [`PORT`].
 /// Waits until `pisa-traffic serve` listens in every one of `hosts` (10 s at most).
 pub(super) fn wait_listening(f: &Fabric, hosts: &[String]) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(10);
