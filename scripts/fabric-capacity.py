@@ -84,12 +84,12 @@ def fabric_namespaces(name):
 
 
 def one_run(bin_dir, program, topo, name, flows, seconds, warmup, workdir, ns_setup=None,
-            links="veth"):
+            links="veth", io="af-xdp"):
     pf = os.path.join(bin_dir, "pisa-fabric")
     subprocess.run([pf, "down", name], capture_output=True)
     up = [pf, "up", topo, "--name", name, "--program", program]
     if program != "kernel":
-        up += ["--links", links]
+        up += ["--links", links, "--io", io]
     sh(*up)
     try:
         if ns_setup:
@@ -153,7 +153,7 @@ def one_run(bin_dir, program, topo, name, flows, seconds, warmup, workdir, ns_se
     soft = 100.0 * (c1[1] - c0[1]) / (c1[2] - c0[2]) * os.cpu_count()
     top = sorted(others.items(), key=lambda x: -x[1])[:3]
     return {
-        "program": program if links == "veth" or program == "kernel" else f"{program}/{links}",
+        "program": label(program, links, io),
         "mbps": mbps,
         "busy": busy,
         "softirq": soft,
@@ -164,6 +164,14 @@ def one_run(bin_dir, program, topo, name, flows, seconds, warmup, workdir, ns_se
         "top_other": ", ".join(f"{c} {share(t):.0f}%" for c, t in top),
         "load": open("/proc/loadavg").read().split()[0],
     }
+
+
+def label(program, links, io):
+    """`ecmp`, `ecmp/shm`, `ecmp/shm/af-packet`: the program with what differs from the defaults."""
+    if program == "kernel":
+        return program
+    return "/".join([program] + ([links] if links != "veth" or io != "af-xdp" else [])
+                    + ([io] if io != "af-xdp" else []))
 
 
 def main():
@@ -184,6 +192,9 @@ def main():
     a.add_argument("--links", default="veth",
                    help="comma-separated: veth (every link a veth pair), shm (switch-to-switch "
                         "links in shared memory); each pisa-switch program runs with each")
+    a.add_argument("--io", default="af-xdp",
+                   help="comma-separated: the switches' port I/O (af-xdp, af-packet); with shm "
+                        "links only the host-facing ports use it")
     a.add_argument("--ns-setup", help="a shell command run in every namespace of the fabric after "
                    "it is up (e.g. to tune the veths); switch ports are p1, p2, ..., a host's eth0")
     o = a.parse_args()
@@ -201,13 +212,14 @@ def main():
     cols = ["program", "mbps", "busy", "softirq", "switch", "iperf3", "ksoftirqd", "other", "load"]
     print(" ".join(f"{c:>9}" for c in cols) + "  top other")
     results = []
-    combos = [(p, l) for p in o.programs.split(",")
-              for l in (["veth"] if p == "kernel" else o.links.split(","))]
+    combos = [(p, l, i) for p in o.programs.split(",")
+              for l in (["veth"] if p == "kernel" else o.links.split(","))
+              for i in (["af-xdp"] if p == "kernel" else o.io.split(","))]
     # Interleaved: program A, B, A, B, ... so that slow phases of the machine hit both.
     for run in range(o.runs):
-        for p, links in combos:
+        for p, links, io in combos:
             r = one_run(o.bin_dir, p, topo, o.name, o.flows, o.seconds, o.warmup, workdir,
-                        o.ns_setup, links)
+                        o.ns_setup, links, io)
             r["run"] = run + 1
             results.append(r)
             print(" ".join(f"{r[c]:>9.1f}" if isinstance(r[c], float) else f"{r[c]:>9}"

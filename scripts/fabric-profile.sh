@@ -8,7 +8,10 @@
 #   - perf record -a -g over 8 s (system wide: other sessions' processes show up too; the report
 #     is filtered by command name);
 #   - strace -c -f on one switch for 3 s (slows that switch down while it runs; counts only).
-# Usage: [LINKS=shm] scripts/fabric-profile.sh [PROGRAM] [OUTDIR]   (root; release binaries built)
+# per-switch.txt sums it up per switch: CPU per forwarded packet, sleeps per packet, and the share
+# of each worker's perf samples in each part of the path (AF_XDP transmit, hosts' TCP receive run
+# inline in it, generic XDP receive, shared-memory ports, pipeline, yields, ppoll).
+# Usage: [LINKS=shm] [IO=af-packet] scripts/fabric-profile.sh [PROGRAM] [OUTDIR]   (root; release binaries built)
 set -eu
 PROGRAM=${1:-ecmp}
 OUT=${2:-/tmp/fabric-profile-$PROGRAM}
@@ -19,7 +22,8 @@ mkdir -p "$OUT"
     --host-rate 40G > "$OUT/ls.topo"
 "$BIN/pisa-fabric" down $NAME > /dev/null
 trap '"$BIN/pisa-fabric" down $NAME > /dev/null' EXIT INT TERM
-"$BIN/pisa-fabric" up "$OUT/ls.topo" --name $NAME --program "$PROGRAM" --links "${LINKS:-veth}" > "$OUT/up.log"
+"$BIN/pisa-fabric" up "$OUT/ls.topo" --name $NAME --program "$PROGRAM" --links "${LINKS:-veth}" \
+    --io "${IO:-af-xdp}" > "$OUT/up.log"
 # The demo's pairs: host i of leaves 1-2 to host 8 + (5i+1) mod 8 of leaves 3-4.
 i=0
 while [ $i -lt 8 ]; do
@@ -31,21 +35,26 @@ while [ $i -lt 8 ]; do
     i=$((i + 1))
 done
 sleep 3
+switch_nss() {
+    ip netns list | awk '{print $1}' | grep "^pf$NAME-\(leaf\|spine\)"
+}
 switch_pids() {
-    for ns in $(ip netns list | awk '{print $1}' | grep "^pf$NAME-\(leaf\|spine\)"); do
+    for ns in $(switch_nss); do
         ip netns pids "$ns"
     done
 }
 threads() {
-    for p in $(switch_pids); do
+    for ns in $(switch_nss); do
+      for p in $(ip netns pids "$ns"); do
         for t in /proc/$p/task/*; do
             st=$(cat "$t/stat" 2>/dev/null) || continue
             comm=$(cat "$t/comm")
             ticks=$(echo "$st" | sed 's/.*) //' | awk '{print $12 + $13}')
             vol=$(awk '/^voluntary_ctxt_switches/ {print $2}' "$t/status" 2>/dev/null) || continue
             inv=$(awk '/^nonvoluntary_ctxt_switches/ {print $2}' "$t/status" 2>/dev/null) || continue
-            echo "$p $(basename "$t") $comm $ticks $vol $inv"
+            echo "${ns#pf$NAME-} $p $(basename "$t") $comm $ticks $vol $inv"
         done
+      done
     done
 }
 counters() {
@@ -66,4 +75,84 @@ wait
 perf report -i "$OUT/perf.data" --no-children --sort comm,dso --stdio > "$OUT/report-comm-dso.txt" 2>/dev/null
 perf report -i "$OUT/perf.data" --no-children --comm pisa-switch,pisa-worker-0 --sort sym --stdio -g none \
     > "$OUT/report-switch-sym.txt" 2>/dev/null || true
+# CPU per forwarded packet, per switch: its threads' CPU time over the window over the frames
+# it sent (every port's port_tx). A leaf's figure includes the hosts' TCP receive, which runs
+# inline in its transmits to them; a spine on shared-memory links pays only its own code.
+python3 - "$OUT" "$(getconf CLK_TCK)" > "$OUT/per-switch.txt" <<'PY'
+import collections, sys
+out, hz = sys.argv[1], int(sys.argv[2])
+def threads(f):
+    t = {}
+    for line in open(f):
+        sw, _pid, tid, _comm, ticks, vol, inv = line.split()
+        t[(sw, tid)] = (int(ticks), int(vol), int(inv))
+    return t
+def tx(f):
+    c = collections.Counter()
+    for line in open(f):
+        sw, _port, pkts, _bytes = line.split()
+        c[sw] += int(pkts)
+    return c
+t0, t1 = threads(f"{out}/threads-0.txt"), threads(f"{out}/threads-1.txt")
+c0, c1 = tx(f"{out}/counters-0.txt"), tx(f"{out}/counters-1.txt")
+cpu, sleeps = collections.Counter(), collections.Counter()
+for k, (ticks, vol, _inv) in t1.items():
+    a = t0.get(k, (0, 0, 0))
+    cpu[k[0]] += ticks - a[0]
+    sleeps[k[0]] += vol - a[1]
+print("switch cpu_s tx_packets us_per_packet sleeps_per_packet")
+for role in ("spine", "leaf"):
+    tot_cpu = tot_tx = 0
+    for sw in sorted(s for s in cpu if s.startswith(role)):
+        n = c1[sw] - c0[sw]
+        secs = cpu[sw] / hz
+        tot_cpu += secs
+        tot_tx += n
+        per = f"{secs / n * 1e6:.2f}" if n else "-"
+        sl = f"{sleeps[sw] / n:.4f}" if n else "-"
+        print(f"{sw} {secs:.2f} {n} {per} {sl}")
+    if tot_tx:
+        group = "all-leaves" if role == "leaf" else "all-spines"
+        print(f"{group} {tot_cpu:.2f} {tot_tx} {tot_cpu / tot_tx * 1e6:.2f} -")
+PY
+# Where each switch's worker spends its samples: the share of its perf samples whose call stack
+# contains each of these (a sample can count under several: the hosts' TCP receive runs inside
+# the transmit that delivers to them).
+perf script -i "$OUT/perf.data" -F tid,ip,sym 2>/dev/null > "$OUT/script.txt" || true
+python3 - "$OUT" >> "$OUT/per-switch.txt" <<'PY'
+import collections, sys
+out = sys.argv[1]
+workers = {}
+for line in open(f"{out}/threads-1.txt"):
+    sw, _pid, tid, comm = line.split()[:4]
+    if comm.startswith("pisa-worker"):
+        workers[tid] = sw
+stacks = collections.defaultdict(list)
+cur = None
+for line in open(f"{out}/script.txt"):
+    if not line.strip():
+        cur = None
+    elif not line[0].isspace():
+        cur = []
+        stacks[line.split()[0]].append(cur)
+    elif cur is not None and len(line.split(None, 1)) > 1:
+        cur.append(line.split(None, 1)[1].strip())
+parts = [
+    ("sendto", ["__x64_sys_sendto"]),                # AF_XDP copy-mode transmit, inline work included
+    ("host_tcp", ["tcp_v4_rcv", "tcp_v6_rcv"]),      # a host's TCP receive, inline in a transmit
+    ("xdp_rx", ["do_xdp_generic"]),                  # generic XDP receive into a switch's UMEM
+    ("shm", ["ShmPort"]),                            # shared-memory links
+    ("pipeline", ["Ctx::apply", "Basic", "Driver<", "TrafficManager"]),
+    ("yield", ["sched_yield"]),
+    ("ppoll", ["ppoll"]),
+]
+print()
+print("worker samples " + " ".join(f"{name}%" for name, _ in parts))
+for tid, sw in sorted(workers.items(), key=lambda x: x[1]):
+    ss = stacks.get(tid, [])
+    shares = [100 * sum(any(p in f for f in st for p in pats) for st in ss) / max(len(ss), 1)
+              for _, pats in parts]
+    print(f"{sw} {len(ss)} " + " ".join(f"{v:.0f}" for v in shares))
+PY
+cat "$OUT/per-switch.txt"
 echo "outputs in $OUT"
