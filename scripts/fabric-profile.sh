@@ -75,18 +75,19 @@ wait
 perf report -i "$OUT/perf.data" --no-children --sort comm,dso --stdio > "$OUT/report-comm-dso.txt" 2>/dev/null
 perf report -i "$OUT/perf.data" --no-children --comm pisa-switch,pisa-worker-0 --sort sym --stdio -g none \
     > "$OUT/report-switch-sym.txt" 2>/dev/null || true
-# CPU per forwarded packet, per switch: its threads' CPU time over the window over the frames
-# it sent (every port's port_tx). A leaf's figure includes the hosts' TCP receive, which runs
-# inline in its transmits to them; a spine on shared-memory links pays only its own code.
+# per-switch.txt, per switch:
+# - CPU per forwarded packet: its threads' CPU time over the window over the frames it sent
+#   (every port's port_tx). A leaf's figure includes the hosts' TCP receive, which runs inline in
+#   its transmits to them; a spine on shared-memory links pays only its own code.
+# - the share of its worker's perf samples whose call stack contains each part of the path (a
+#   sample can count under several: the hosts' TCP receive runs inside the transmit to them).
+perf script -i "$OUT/perf.data" -F tid,ip,sym 2>/dev/null > "$OUT/script.txt" || true
 python3 - "$OUT" "$(getconf CLK_TCK)" > "$OUT/per-switch.txt" <<'PY'
 import collections, sys
 out, hz = sys.argv[1], int(sys.argv[2])
 def threads(f):
-    t = {}
-    for line in open(f):
-        sw, _pid, tid, _comm, ticks, vol, inv = line.split()
-        t[(sw, tid)] = (int(ticks), int(vol), int(inv))
-    return t
+    return {(sw, tid): (comm, int(ticks), int(vol))
+            for sw, _pid, tid, comm, ticks, vol, _inv in (line.split() for line in open(f))}
 def tx(f):
     c = collections.Counter()
     for line in open(f):
@@ -96,12 +97,12 @@ def tx(f):
 t0, t1 = threads(f"{out}/threads-0.txt"), threads(f"{out}/threads-1.txt")
 c0, c1 = tx(f"{out}/counters-0.txt"), tx(f"{out}/counters-1.txt")
 cpu, sleeps = collections.Counter(), collections.Counter()
-for k, (ticks, vol, _inv) in t1.items():
-    a = t0.get(k, (0, 0, 0))
-    cpu[k[0]] += ticks - a[0]
-    sleeps[k[0]] += vol - a[1]
+for k, (_comm, ticks, vol) in t1.items():
+    _, ticks0, vol0 = t0.get(k, ("", 0, 0))
+    cpu[k[0]] += ticks - ticks0
+    sleeps[k[0]] += vol - vol0
 print("switch cpu_s tx_packets us_per_packet sleeps_per_packet")
-for role in ("spine", "leaf"):
+for role, group in (("spine", "all-spines"), ("leaf", "all-leaves")):
     tot_cpu = tot_tx = 0
     for sw in sorted(s for s in cpu if s.startswith(role)):
         n = c1[sw] - c0[sw]
@@ -112,21 +113,7 @@ for role in ("spine", "leaf"):
         sl = f"{sleeps[sw] / n:.4f}" if n else "-"
         print(f"{sw} {secs:.2f} {n} {per} {sl}")
     if tot_tx:
-        group = "all-leaves" if role == "leaf" else "all-spines"
         print(f"{group} {tot_cpu:.2f} {tot_tx} {tot_cpu / tot_tx * 1e6:.2f} -")
-PY
-# Where each switch's worker spends its samples: the share of its perf samples whose call stack
-# contains each of these (a sample can count under several: the hosts' TCP receive runs inside
-# the transmit that delivers to them).
-perf script -i "$OUT/perf.data" -F tid,ip,sym 2>/dev/null > "$OUT/script.txt" || true
-python3 - "$OUT" >> "$OUT/per-switch.txt" <<'PY'
-import collections, sys
-out = sys.argv[1]
-workers = {}
-for line in open(f"{out}/threads-1.txt"):
-    sw, _pid, tid, comm = line.split()[:4]
-    if comm.startswith("pisa-worker"):
-        workers[tid] = sw
 stacks = collections.defaultdict(list)
 cur = None
 for line in open(f"{out}/script.txt"):
@@ -148,7 +135,8 @@ parts = [
 ]
 print()
 print("worker samples " + " ".join(f"{name}%" for name, _ in parts))
-for tid, sw in sorted(workers.items(), key=lambda x: x[1]):
+workers = sorted((sw, tid) for (sw, tid), (comm, _, _) in t1.items() if comm.startswith("pisa-worker"))
+for sw, tid in workers:
     ss = stacks.get(tid, [])
     shares = [100 * sum(any(p in f for f in st for p in pats) for st in ss) / max(len(ss), 1)
               for _, pats in parts]

@@ -14,9 +14,9 @@
 //!
 //! The schedule of a (load, rep) depends only on the seed, the load, its position in `--loads`
 //! and the rep, so every scheme sees exactly the same flows; a load listed at another position
-//! in another invocation gets other flows. Loads are fractions of the capacity `--load-of` names: `host`
-//! (HPCC's: each host's link; the default) or `fabric` (CONGA's: each leaf's uplink capacity
-//! shared by its hosts).
+//! in another invocation gets other flows. Loads are fractions of the capacity `--load-of`
+//! names: `host` (HPCC's: each host's link; the default) or `fabric` (CONGA's: each leaf's
+//! uplink capacity shared by its hosts).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
