@@ -179,7 +179,11 @@ fn s3_the_best_hop_moves_away_from_an_uplink_that_other_traffic_loads() {
 /// leaf1 of [`two_by_two`] on one in-memory switch, programmed by the plan.
 fn leaf1() -> (Arc<Pipeline>, SimSwitch) {
     let t = two_by_two();
-    let pipe = Pipeline::new(hula::build(), 1, Config::default());
+    let pipe = Pipeline::new(
+        pipeline::program::by_name("hula").unwrap(),
+        1,
+        Config::default(),
+    );
     let plans = pipeline::program::fabric_plan(&t).unwrap();
     for line in &plans["leaf1"].routes {
         match parse_line(pipe.control.schema(), line).unwrap() {

@@ -168,6 +168,7 @@ fn main() {
     let args = Args::parse();
     let program = pipeline::program::by_name("basic").expect("basic program");
     let pipe = Pipeline::new(program, 1, Config::default());
+    pipe.control.set_pause(std::thread::yield_now);
     install_entries(&pipe.control);
     let cpu = pipe.config.cpu_port;
     let mut sw = SimSwitch::new(pipe.clone());

@@ -229,6 +229,8 @@ fn run(args: Args) -> Result<(), String> {
         ..Config::default()
     };
     let pipe = Pipeline::new(program, workers, config);
+    // Workers run on threads: a writer waiting for one to drop its snapshot yields the CPU.
+    pipe.control.set_pause(std::thread::yield_now);
     let mut ports = Vec::new();
     for (id, name) in &args.interfaces {
         if let Some(spec) = dataplane::io::shm::parse_spec(name) {

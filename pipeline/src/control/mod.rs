@@ -28,7 +28,6 @@ pub use read::{Cell, GroupRead};
 pub use types::*;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use arc_swap::{ArcSwap, Guard};
 use parking_lot::Mutex;
@@ -205,6 +204,8 @@ struct Writer {
     standby: Option<Arc<State>>,
     /// The previous current copy, waiting for readers to leave, and the ops it misses.
     lagging: Option<(Arc<State>, Vec<Op>)>,
+    /// What the writer does while it waits for a reader to leave ([`Control::set_pause`]).
+    pause: fn(),
 }
 
 /// The control plane of one program instance.
@@ -234,12 +235,21 @@ impl Control {
             writer: Mutex::new(Writer {
                 standby: Some(Arc::new(state)),
                 lagging: None,
+                pause: std::hint::spin_loop,
             }),
             schema,
             externs,
             now_ns: std::sync::atomic::AtomicU64::new(0),
             generation: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// Sets what the writer does while it waits for the last reader of the old copy to leave.
+    /// The engine owns no threads, so the default only spins; whoever runs workers on threads
+    /// passes `std::thread::yield_now`, so that a writer never spins against a descheduled
+    /// worker.
+    pub fn set_pause(&self, pause: fn()) {
+        self.writer.lock().pause = pause;
     }
 
     /// How many times the pipeline was reset ([`Control::clear`]); a switch-local agent resets

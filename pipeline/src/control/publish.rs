@@ -4,6 +4,22 @@
 
 use super::*;
 
+/// How long [`Control::catch_up`] waits for the last reader of the old copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Patience {
+    /// A few spins and pauses (after a write: a worker usually drops its snapshot within a
+    /// batch); if a reader is still there, the next write catches up.
+    Brief,
+    /// Until the readers leave (the writer needs the copy now).
+    Full,
+}
+
+/// Spins before the writer pauses.
+const SPINS: u32 = 64;
+/// Pauses a brief catch-up allows (with `std::thread::yield_now` as the pause, about as long as
+/// a worker's batch).
+const BRIEF_PAUSES: u32 = 16;
+
 impl Control {
     /// Applies a batch. Returns one result per update, in order.
     pub fn write(&self, updates: &[Update], atomicity: Atomicity) -> Vec<Result<(), WriteError>> {
@@ -51,7 +67,7 @@ impl Control {
         let old = self.current.swap(standby);
         w.lagging = Some((old, ops));
         // Catch the old copy up now if its readers are gone already; otherwise the next write does.
-        self.catch_up(&mut w, Duration::from_micros(200));
+        self.catch_up(&mut w, Patience::Brief);
         results
     }
 
@@ -79,17 +95,18 @@ impl Control {
         if let Some(s) = w.standby.take() {
             return s;
         }
-        self.catch_up(w, Duration::from_secs(3600));
+        self.catch_up(w, Patience::Full);
         w.standby.take().expect("caught up")
     }
 
-    /// Waits up to `patience` for the lagging copy's readers to leave, then replays its ops.
-    pub(super) fn catch_up(&self, w: &mut Writer, patience: Duration) {
+    /// Waits for the lagging copy's readers to leave (for as long as `patience` says), then
+    /// replays its ops. While it waits it spins, then calls the writer's pause
+    /// ([`Control::set_pause`]).
+    pub(super) fn catch_up(&self, w: &mut Writer, patience: Patience) {
         let Some((mut old, ops)) = w.lagging.take() else {
             return;
         };
-        let start = std::time::Instant::now();
-        let mut spins = 0u32;
+        let mut tries = 0u32;
         loop {
             if let Some(state) = Arc::get_mut(&mut old) {
                 for op in &ops {
@@ -99,15 +116,15 @@ impl Control {
                 w.standby = Some(old);
                 return;
             }
-            if start.elapsed() > patience {
+            tries += 1;
+            if patience == Patience::Brief && tries > SPINS + BRIEF_PAUSES {
                 w.lagging = Some((old, ops));
                 return;
             }
-            spins += 1;
-            if spins < 64 {
+            if tries <= SPINS {
                 std::hint::spin_loop();
             } else {
-                std::thread::yield_now();
+                (w.pause)();
             }
         }
     }
@@ -183,7 +200,7 @@ impl Control {
         let _ = state.apply(&self.schema, &Op::Clear);
         let old = self.current.swap(standby);
         w.lagging = Some((old, vec![Op::Clear]));
-        self.catch_up(&mut w, Duration::from_micros(200));
+        self.catch_up(&mut w, Patience::Brief);
         let x = &self.externs;
         x.counters
             .iter()

@@ -14,9 +14,7 @@
 //!    `ingress.ipv4_lpm` / `ingress.ipv6_lpm` pick a member of `ingress.ecmp_selector` (a group is
 //!    resolved by the CRC-32 of the 5-tuple); `set_nhop` rewrites both MACs, decrements the
 //!    TTL/hop limit (IPv4 checksum updated incrementally, RFC 1624) and picks the port; the last
-//!    routed time of the flow is stored in `ingress.flow_last_seen[hash % 4096]`; programs built
-//!    on `basic` may choose the next hop first ([`Steer`]: `spray`'s routes, `dbb`'s pairs) and
-//!    leave only what they do not match to the LPM;
+//!    routed time of the flow is stored in `ingress.flow_last_seen[hash % 4096]`;
 //! 8. `ingress.acl` (ternary, with priorities, direct counter and direct meter) may permit, drop,
 //!    punt to the CPU or clone to a session.
 //!
@@ -25,12 +23,21 @@
 //!
 //! The ACL's IPv4 address fields read 0 for non-IPv4 packets; its L4 ports read 0 for packets that
 //! are neither TCP nor UDP, and for IPv4 fragments after the first.
+//!
+//! **Options** ([`Options`]): flowlet switching (a flow's ECMP choice is re-hashed when it pauses
+//! longer than `ingress.flowlet_gap_ns[0]`) and DCTCP-style ECN marking in egress (CE on ECT
+//! packets when `enq_qdepth` exceeds `egress.ecn_threshold[egress_port]`).
+//!
+//! **Mechanisms**: `Basic<M>` runs the hooks of one [`Mechanism`] `M` at fixed points of the
+//! stages above (before and after the parser, before and after the route, in egress); see
+//! [`super::hook`]. `Basic<()>` is `basic`.
 
 use std::sync::Arc;
 
 use crate::externs::{Color, CounterKind, HashAlgorithm, HashFn, MeterAlgorithm, MeterUnit};
 use crate::frame::Frame;
 use crate::metadata::{DropReason, HeaderKind, PORT_BITS, PortId, StdMeta};
+use crate::program::hook::{Base, ComposeError, FlowletRegisters, Mechanism, Next, Steer};
 use crate::program::{Ctx, Program};
 use crate::schema::{
     ActionScope, CounterIx, DigestIx, MeterIx, RegisterIx, Schema, SchemaBuilder, TableIx,
@@ -62,82 +69,34 @@ struct Ids {
     port_meter: MeterIx,
     flow_last_seen: RegisterIx,
     mac_learn: DigestIx,
-    /// Flowlet switching, in programs that have it.
-    flowlets: Option<FlowletIds>,
-    /// ECN marking in egress, in programs that have it: K per egress port.
+    /// Flowlet switching, when on.
+    flowlets: Option<FlowletRegisters>,
+    /// ECN marking in egress, when on: K per egress port.
     ecn_threshold: Option<RegisterIx>,
-    /// HULA, in programs that have it.
-    hula: Option<super::hula::HulaIds>,
-    /// Packet spraying, in programs that have it.
-    spray: Option<super::spray::SprayIds>,
-    /// DBB, in programs that have it.
-    dbb: Option<super::dbb::DbbIds>,
-    /// P4QCN's congestion point, in programs that have it.
-    qcn: Option<super::p4qcn::QcnIds>,
-    /// PINT's path tracing, in programs that have it.
-    pint: Option<super::pint::PintIds>,
 }
 
-/// The registers of flowlet switching.
-#[derive(Clone, Copy, Debug)]
-struct FlowletIds {
-    /// Last packet of each flowlet cell, ns (48 bits).
-    time: RegisterIx,
-    /// Flowlet number of each cell (16 bits): a new flowlet re-hashes its ECMP choice.
-    id: RegisterIx,
-    /// The flowlet gap, ns, in cell 0 (0: flowlets off, plain per-flow ECMP).
-    gap: RegisterIx,
-}
-
-/// What a program built on `basic` adds to it.
+/// `basic`'s options.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Extensions {
+pub struct Options {
     /// Flowlet switching: a flow's ECMP choice is re-hashed when it pauses longer than the gap.
-    pub(crate) flowlets: bool,
+    pub flowlets: bool,
     /// ECN marking in egress: CE on ECT packets when `enq_qdepth` exceeds the port's K.
-    pub(crate) ecn: bool,
-    /// HULA's probes and best hops ([`super::hula`]; it needs `flowlets`, whose cells it uses).
-    pub(crate) hula: bool,
-    /// Packet spraying over multi-next-hop routes ([`super::spray`]).
-    pub(crate) spray: bool,
-    /// DBB's per-pair dispatch cycles ([`super::dbb`]).
-    pub(crate) dbb: bool,
-    /// P4QCN's congestion point and feedback packets ([`super::p4qcn`]).
-    pub(crate) qcn: bool,
-    /// PINT's path-tracing encoder and sink ([`super::pint`]).
-    pub(crate) pint: bool,
-}
-
-/// What a program's own forwarding decided for a routed packet, before `basic`'s LPM.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Steer {
-    /// Nothing: `basic`'s route decides.
-    Route,
-    /// Leave by `port`, with the destination and source MACs of that link.
-    Hop {
-        /// Destination MAC, as a 48-bit value.
-        dmac: u128,
-        /// Source MAC, as a 48-bit value.
-        smac: u128,
-        /// Egress port.
-        port: PortId,
-    },
-    /// The packet was dropped (the reason is set).
-    Dropped,
+    pub ecn: bool,
 }
 
 /// Cells of the flow register.
 const FLOW_CELLS: usize = 4096;
 
 /// Cells of the flowlet registers (the flow hash picks one).
-pub(crate) const FLOWLET_CELLS: usize = 8192;
+pub const FLOWLET_CELLS: usize = 8192;
 
-/// The `basic` program.
+/// The `basic` program, with the mechanism `M` at its hooks.
 #[derive(Debug)]
-pub struct Basic {
+pub struct Basic<M: Mechanism = ()> {
     schema: Arc<Schema>,
     ids: Ids,
     ecmp_hash: HashFn,
+    mechanism: M,
 }
 
 impl Default for Basic {
@@ -149,21 +108,39 @@ impl Default for Basic {
 impl Basic {
     /// The program with its schema.
     pub fn new() -> Self {
-        Self::with("basic", "0.1.0", Extensions::default())
-    }
-
-    /// A program named `name` built on `basic`, with `ext` added.
-    pub(crate) fn with(name: &'static str, version: &'static str, ext: Extensions) -> Self {
-        let (schema, ids) = schema(name, version, ext);
-        Basic {
-            schema: Arc::new(schema),
-            ids,
-            ecmp_hash: HashFn::new(HashAlgorithm::Crc32, 0),
-        }
+        Self::compose("basic", "0.1.0", Options::default())
+            .expect("basic alone composes: it declares each of its objects once")
     }
 }
 
-fn schema(name: &'static str, version: &'static str, ext: Extensions) -> (Schema, Ids) {
+impl<M: Mechanism> Basic<M> {
+    /// The program named `name` (its P4Info name and version): `basic` with `options` and the
+    /// mechanism `M`; fails if `M` needs an option that is off, or its schema clashes.
+    pub fn compose(
+        name: &'static str,
+        version: &'static str,
+        options: Options,
+    ) -> Result<Self, ComposeError> {
+        let (schema, ids, mechanism) = schema::<M>(name, version, options)?;
+        Ok(Basic {
+            schema: Arc::new(schema),
+            ids,
+            ecmp_hash: HashFn::new(HashAlgorithm::Crc32, 0),
+            mechanism,
+        })
+    }
+
+    /// The mechanism at the hooks.
+    pub fn mechanism(&self) -> &M {
+        &self.mechanism
+    }
+}
+
+fn schema<M: Mechanism>(
+    name: &'static str,
+    version: &'static str,
+    options: Options,
+) -> Result<(Schema, Ids, M), ComposeError> {
     use ActionScope::*;
     use MatchKind::*;
     let mut b = SchemaBuilder::new(name, version);
@@ -275,25 +252,24 @@ fn schema(name: &'static str, version: &'static str, ext: Extensions) -> (Schema
         "ingress.mac_learn",
         &[("src_addr", 48), ("ingress_port", PORT_BITS)],
     );
-    let flowlets = ext.flowlets.then(|| FlowletIds {
+    let flowlets = options.flowlets.then(|| FlowletRegisters {
         time: b.register("ingress.flowlet_time", 48, FLOWLET_CELLS),
         id: b.register("ingress.flowlet_id", 16, FLOWLET_CELLS),
         gap: b.register("ingress.flowlet_gap_ns", 48, 1),
     });
-    let ecn_threshold = ext
+    let ecn_threshold = options
         .ecn
         .then(|| b.register("egress.ecn_threshold", 32, 1 << PORT_BITS));
-    let hula =
-        (ext.hula && ext.flowlets).then(|| super::hula::declare(&mut b, no_action, FLOWLET_CELLS));
-    let spray = ext.spray.then(|| super::spray::declare(&mut b, no_action));
-    let dbb = ext.dbb.then(|| super::dbb::declare(&mut b, no_action));
-    let qcn = ext.qcn.then(|| super::p4qcn::declare(&mut b, no_action));
-    let pint = ext.pint.then(|| super::pint::declare(&mut b, no_action));
+    let base = Base {
+        program: name,
+        no_action,
+        flowlets,
+        ecn: options.ecn,
+    };
+    let mechanism = M::declare(&mut b, &base)?;
     b.controller_header("packet_in", &[("ingress_port", PORT_BITS), ("_pad", 7)]);
     b.controller_header("packet_out", &[("egress_port", PORT_BITS), ("_pad", 7)]);
-    let schema = b
-        .build()
-        .expect("the schema of basic and its extensions is consistent");
+    let schema = b.build()?;
     let ids = Ids {
         no_action,
         drop,
@@ -314,39 +290,48 @@ fn schema(name: &'static str, version: &'static str, ext: Extensions) -> (Schema
         mac_learn,
         flowlets,
         ecn_threshold,
-        hula,
-        spray,
-        dbb,
-        qcn,
-        pint,
     };
-    (schema, ids)
+    Ok((schema, ids, mechanism))
 }
 
-/// Fields the parser extracts, with the offsets of the headers that are rewritten in place.
+/// The headers `basic`'s parser extracts, with the offsets of those rewritten in place: what
+/// `basic`'s tables match on and what a [`Mechanism`]'s hooks read.
 #[derive(Clone, Copy, Debug, Default)]
-struct Parsed {
-    dst_mac: u64,
-    src_mac: u64,
+pub struct Headers {
+    /// Destination MAC, as a 48-bit value.
+    pub dst_mac: u64,
+    /// Source MAC, as a 48-bit value.
+    pub src_mac: u64,
     /// EtherType after any VLAN tag.
-    ether_type: u16,
-    /// Offset of the L3 header.
-    l3: usize,
-    ipv4: bool,
-    ipv6: bool,
-    arp: bool,
-    ndp: bool,
-    ip_proto: u8,
-    v4_src: u32,
-    v4_dst: u32,
-    v6_src: u128,
-    v6_dst: u128,
+    pub ether_type: u16,
+    /// Offset of the L3 header (or of whatever follows the EtherType).
+    pub l3: usize,
+    /// An IPv4 header was parsed.
+    pub ipv4: bool,
+    /// An IPv6 header was parsed.
+    pub ipv6: bool,
+    /// An ARP packet.
+    pub arp: bool,
+    /// An NDP message (ICMPv6 types 133-137).
+    pub ndp: bool,
+    /// IPv4 protocol or IPv6 next header.
+    pub ip_proto: u8,
+    /// IPv4 source (0 for other packets).
+    pub v4_src: u32,
+    /// IPv4 destination (0 for other packets).
+    pub v4_dst: u32,
+    /// IPv6 source (0 for other packets).
+    pub v6_src: u128,
+    /// IPv6 destination (0 for other packets).
+    pub v6_dst: u128,
     /// TTL or hop limit.
-    ttl: u8,
-    l4_sport: u16,
-    l4_dport: u16,
+    pub ttl: u8,
+    /// TCP or UDP source port (0 for other packets and later IPv4 fragments).
+    pub l4_sport: u16,
+    /// TCP or UDP destination port (0 for other packets and later IPv4 fragments).
+    pub l4_dport: u16,
     /// A TCP segment with ACK set, no SYN, FIN or RST, and no payload.
-    pure_ack: bool,
+    pub pure_ack: bool,
 }
 
 fn mac_u64(b: &[u8]) -> u64 {
@@ -360,15 +345,15 @@ fn mac_bytes(v: u128) -> [u8; 6] {
     [b[10], b[11], b[12], b[13], b[14], b[15]]
 }
 
-type ParseResult = Result<Parsed, (HeaderKind, wire::Error)>;
+type ParseResult = Result<Headers, (HeaderKind, wire::Error)>;
 
 /// The parser: Ethernet, one optional 802.1Q tag, then ARP / IPv4 / IPv6 and TCP / UDP / ICMPv6.
 fn parse(data: &[u8]) -> ParseResult {
     let eth = EthernetFrame::new_checked(data).map_err(|e| (HeaderKind::Ethernet, e))?;
-    let mut p = Parsed {
+    let mut p = Headers {
         dst_mac: mac_u64(eth.dst_addr().as_bytes()),
         src_mac: mac_u64(eth.src_addr().as_bytes()),
-        ..Parsed::default()
+        ..Headers::default()
     };
     let mut ether_type = eth.ethertype();
     let mut l3 = eth.header_len();
@@ -431,7 +416,27 @@ fn parse(data: &[u8]) -> ParseResult {
     Ok(p)
 }
 
-impl Parsed {
+impl Headers {
+    /// The IP destination, as the route's key (IPv4 in the low 32 bits).
+    #[inline]
+    pub fn dst(&self) -> u128 {
+        if self.ipv4 {
+            u128::from(self.v4_dst)
+        } else {
+            self.v6_dst
+        }
+    }
+
+    /// The IP source (IPv4 in the low 32 bits).
+    #[inline]
+    pub fn src(&self) -> u128 {
+        if self.ipv4 {
+            u128::from(self.v4_src)
+        } else {
+            self.v6_src
+        }
+    }
+
     /// The 5-tuple as bytes for hashing: addresses, protocol, ports.
     fn flow_bytes(&self, buf: &mut [u8; 39]) -> usize {
         if self.ipv4 {
@@ -452,9 +457,9 @@ impl Parsed {
     }
 }
 
-impl Basic {
-    /// Routes an IP packet: returns false if it was dropped or punted.
-    fn route(&self, cx: &mut Ctx<'_>, pkt: &mut Frame<'_>, md: &mut StdMeta, p: &Parsed) {
+impl<M: Mechanism> Basic<M> {
+    /// Routes an IP packet.
+    fn route(&self, cx: &mut Ctx<'_>, pkt: &mut Frame<'_>, md: &mut StdMeta, p: &Headers) {
         let ids = &self.ids;
         if p.ttl <= 1 {
             md.mark_to_drop(DropReason::TtlExpired);
@@ -464,30 +469,15 @@ impl Basic {
         let n = p.flow_bytes(&mut flow);
         let flow_hash = self.ecmp_hash.hash(&flow[..n], cx.rng);
         let mut hash = flow_hash;
-        // HULA keeps its own flowlets (a new one takes the best hop, not a new hash).
+        // A mechanism with flowlets of its own (HULA) picks a new flowlet's hop itself.
         if let Some(f) = ids.flowlets
-            && ids.hula.is_none()
+            && !M::OWN_FLOWLETS
         {
             hash = self.flowlet_hash(cx, f, hash, &mut flow, n, md.ingress_global_timestamp);
         }
-        let (table, key) = if p.ipv4 {
-            (ids.ipv4_lpm, u128::from(p.v4_dst))
-        } else {
-            (ids.ipv6_lpm, p.v6_dst)
-        };
-        let steer = if let Some(s) = &ids.spray {
-            super::spray::steer(cx, s, md, (p.ipv4, key), flow_hash)
-        } else if let Some(d) = &ids.dbb {
-            let src = if p.ipv4 {
-                u128::from(p.v4_src)
-            } else {
-                p.v6_src
-            };
-            super::dbb::steer(cx, d, md, (p.ipv4, src, key, p.pure_ack), flow_hash)
-        } else {
-            Steer::Route
-        };
-        match steer {
+        let table = if p.ipv4 { ids.ipv4_lpm } else { ids.ipv6_lpm };
+        let key = p.dst();
+        match self.mechanism.steer(cx, md, p, flow_hash) {
             Steer::Route => {}
             Steer::Hop { dmac, smac, port } => {
                 self.next_hop(cx, pkt, md, p, (dmac, smac, port), hash);
@@ -500,9 +490,7 @@ impl Basic {
         if a == ids.set_nhop {
             let hop = (r.action.arg(0), r.action.arg(1), r.action.arg(2) as PortId);
             self.next_hop(cx, pkt, md, p, hop, hash);
-            if let (Some(h), Some(f)) = (&ids.hula, ids.flowlets) {
-                super::hula::steer(cx, h, f.time, f.gap, pkt, md, (p.ipv4, key), flow_hash);
-            }
+            self.mechanism.routed(cx, pkt, md, p, flow_hash);
         } else if a == ids.punt {
             md.egress_spec = Some(cx.cpu_port);
         } else if r.entry.is_none() {
@@ -519,7 +507,7 @@ impl Basic {
         cx: &mut Ctx<'_>,
         pkt: &mut Frame<'_>,
         md: &mut StdMeta,
-        p: &Parsed,
+        p: &Headers,
         (dmac, smac, port): (u128, u128, PortId),
         hash: u64,
     ) {
@@ -544,7 +532,7 @@ impl Basic {
     fn flowlet_hash(
         &self,
         cx: &mut Ctx<'_>,
-        f: FlowletIds,
+        f: FlowletRegisters,
         flow_hash: u64,
         flow: &mut [u8; 39],
         n: usize,
@@ -569,7 +557,7 @@ impl Basic {
         self.ecmp_hash.hash(&flow[..n + 2], cx.rng)
     }
 
-    fn acl(&self, cx: &mut Ctx<'_>, md: &mut StdMeta, p: &Parsed) {
+    fn acl(&self, cx: &mut Ctx<'_>, md: &mut StdMeta, p: &Headers) {
         let ids = &self.ids;
         let (sport, dport) = (u128::from(p.l4_sport), u128::from(p.l4_dport));
         let key = [
@@ -600,7 +588,7 @@ impl Basic {
     }
 }
 
-impl Program for Basic {
+impl<M: Mechanism> Program for Basic<M> {
     fn schema(&self) -> &Arc<Schema> {
         &self.schema
     }
@@ -612,10 +600,7 @@ impl Program for Basic {
             super::packet_out(cx, pkt, md);
             return;
         }
-        if let Some(q) = &ids.qcn
-            && super::p4qcn::is_fbp_clone(md)
-            && !super::p4qcn::feedback(cx, q, pkt, md)
-        {
+        if self.mechanism.before_parse(cx, pkt, md) == Next::Done {
             return;
         }
         let p = match parse(pkt.data()) {
@@ -632,10 +617,7 @@ impl Program for Basic {
                 p.ether_type, p.ipv4, p.ipv6, p.ip_proto, p.l4_sport, p.l4_dport
             )
         });
-        if let Some(h) = &ids.hula
-            && p.ether_type == super::hula::ETHERTYPE
-        {
-            super::hula::probe(cx, h, pkt, md, p.l3);
+        if self.mechanism.parsed(cx, pkt, md, &p) == Next::Done {
             return;
         }
         if cx.meter(ids.port_meter, usize::from(md.ingress_port)) == Color::Red {
@@ -690,12 +672,7 @@ impl Program for Basic {
                 cx.trace(|| format!("ecn mark enq_qdepth={} k={k}", md.enq_qdepth));
             }
         }
-        if let Some(q) = &self.ids.qcn {
-            super::p4qcn::egress(cx, q, pkt, md);
-        }
-        if let Some(p) = &self.ids.pint {
-            super::pint::egress(cx, p, pkt, md);
-        }
+        self.mechanism.egress(cx, pkt, md);
         cx.packet_len = u32::try_from(pkt.len()).unwrap_or(u32::MAX);
         cx.count(self.ids.port_tx, usize::from(port));
     }

@@ -31,10 +31,9 @@
 //! pure TCP ACKs are dispatched too; A-DBB-6: default `ecmp`, [I]).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use super::Program;
-use super::basic::{Basic, Extensions, Steer};
+use super::basic::Headers;
+use super::hook::{Base, ComposeError, Mechanism, Steer};
 use crate::dbb::{IgnoreReason, Input, Link, Output, Ratio, compile};
 use crate::fabric::plan::{SwitchPlan, mac_text, neighbour_macs, routed, switch_mac};
 use crate::fabric::topo::{End, Switch, Topology};
@@ -92,22 +91,30 @@ impl std::str::FromStr for Counter {
     }
 }
 
-/// The program.
-pub fn build() -> Arc<dyn Program> {
-    Arc::new(Basic::with(
-        "dbb",
-        "0.1.0",
-        Extensions {
-            ecn: true,
-            dbb: true,
-            ..Extensions::default()
-        },
-    ))
+/// DBB on `basic`: per-pair dispatch cycles before `basic`'s LPM.
+#[derive(Clone, Copy, Debug)]
+pub struct Dbb(DbbIds);
+
+impl Mechanism for Dbb {
+    fn declare(b: &mut SchemaBuilder, base: &Base) -> Result<Self, ComposeError> {
+        Ok(Dbb(declare(b, base.no_action)))
+    }
+
+    #[inline]
+    fn steer(&self, cx: &mut Ctx<'_>, md: &mut StdMeta, h: &Headers, flow_hash: u64) -> Steer {
+        steer(
+            cx,
+            &self.0,
+            md,
+            (h.ipv4, h.src(), h.dst(), h.pure_ack),
+            flow_hash,
+        )
+    }
 }
 
 /// The schema objects DBB adds to `basic`.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct DbbIds {
+struct DbbIds {
     shared: usize,
     independent: usize,
     hop: usize,
@@ -120,7 +127,7 @@ pub(crate) struct DbbIds {
 }
 
 /// Declares DBB's tables, registers and drop reason.
-pub(crate) fn declare(b: &mut SchemaBuilder, no_action: usize) -> DbbIds {
+fn declare(b: &mut SchemaBuilder, no_action: usize) -> DbbIds {
     use ActionScope::*;
     use MatchKind::*;
     let pair: &[(&'static str, u8)] = &[("pair", 16), ("len", INDEX_BITS + 1)];
@@ -188,7 +195,7 @@ pub(crate) fn declare(b: &mut SchemaBuilder, no_action: usize) -> DbbIds {
 
 /// Ingress for a routed packet (IPv4 or not, source, destination, pure ACK): the next hop of
 /// its pair's list, or [`Steer::Route`] when no pair entry matches.
-pub(crate) fn steer(
+fn steer(
     cx: &mut Ctx<'_>,
     d: &DbbIds,
     md: &mut StdMeta,
@@ -354,49 +361,20 @@ struct Settings {
     acks: bool,
 }
 
-fn settings(s: &Switch, fixed: Option<Counter>) -> Result<Settings, String> {
+fn settings(s: &Switch) -> Result<Settings, String> {
     let at = |e: String| format!("switch {}: {e}", s.name);
-    let given = s
+    let counter = s
         .params
         .get("counter")
         .map(|v| v.parse::<Counter>().map_err(at))
-        .transpose()?;
-    let counter = match (fixed, given) {
-        (Some(f), Some(g)) if f != g => {
-            return Err(at(format!(
-                "counter={} contradicts the scheme dbb-{} (use the scheme dbb with counter=, or \
-                 leave counter= out)",
-                g.name(),
-                f.name()
-            )));
-        }
-        (Some(c), _) | (None, Some(c)) => c,
-        (None, None) => Counter::Shared,
-    };
+        .transpose()?
+        .unwrap_or(Counter::Shared);
     let acks = match s.params.get("acks").map(String::as_str) {
         None | Some("ecmp") => false,
         Some("dbb") => true,
         Some(v) => return Err(at(format!("acks={v}: ecmp or dbb"))),
     };
     Ok(Settings { counter, acks })
-}
-
-/// The fabric plan of `dbb` (counter from `counter=`, default shared).
-pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, String> {
-    plan_with(t, only, None)
-}
-
-/// The fabric plan of `dbb-shared`.
-pub fn plan_shared(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, String> {
-    plan_with(t, only, Some(Counter::Shared))
-}
-
-/// The fabric plan of `dbb-independent`.
-pub fn plan_independent(
-    t: &Topology,
-    only: &[&Switch],
-) -> Result<BTreeMap<String, SwitchPlan>, String> {
-    plan_with(t, only, Some(Counter::Independent))
 }
 
 /// One switch's DBB lines, and how many entries each table gets.
@@ -408,16 +386,14 @@ struct Lines {
     dispatch: usize,
 }
 
-fn plan_with(
-    t: &Topology,
-    only: &[&Switch],
-    fixed: Option<Counter>,
-) -> Result<BTreeMap<String, SwitchPlan>, String> {
+/// The fabric plan of `dbb` (counter from `counter=`, default shared; the registry's presets
+/// `dbb-shared` and `dbb-independent` set it).
+pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, String> {
     let mut plans = routed(t, only)?;
     let ports = t.ports();
     let mut set: BTreeMap<&str, (Settings, Lines)> = BTreeMap::new();
     for s in only {
-        set.insert(&s.name, (settings(s, fixed)?, Lines::default()));
+        set.insert(&s.name, (settings(s)?, Lines::default()));
     }
     let tors = tors(t);
     let (links, port_of) = compiler_links(t);

@@ -25,28 +25,12 @@
 //! - `ecn_k=` on a switch's line overrides K on all its ports.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use super::Program;
-use super::basic::{Basic, Extensions};
 use crate::fabric::plan::{SwitchPlan, routed};
 use crate::fabric::topo::{End, LinkProps, Switch, Topology};
 
 /// The default flowlet gap, µs.
 pub const DEFAULT_GAP_US: u64 = 500;
-
-/// The program.
-pub fn build() -> Arc<dyn Program> {
-    Arc::new(Basic::with(
-        "ecmp",
-        "0.1.0",
-        Extensions {
-            flowlets: true,
-            ecn: true,
-            ..Extensions::default()
-        },
-    ))
-}
 
 /// K in packets for a link of `rate_bps`, by the DCTCP rule (see the module documentation).
 pub fn dctcp_k(rate_bps: u64) -> u64 {

@@ -35,10 +35,9 @@
 //! destinations with no ToR entry (a ToR's own hosts), `basic`'s route (ECMP) decides.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
-use super::Program;
-use super::basic::{Basic, Extensions};
+use super::basic::{FLOWLET_CELLS, Headers};
+use super::hook::{Base, ComposeError, FlowletRegisters, Mechanism, Next};
 use crate::externs::CounterKind;
 use crate::fabric::plan::{SwitchPlan, mac_text, switch_mac};
 use crate::fabric::topo::{End, Switch, Topology};
@@ -61,23 +60,59 @@ pub const PKTGEN_APP: u8 = 0;
 /// The default probe period Tp, µs [I] (see docs/hula.md).
 pub const DEFAULT_PROBE_US: u64 = 1000;
 
-/// The program.
-pub fn build() -> Arc<dyn Program> {
-    Arc::new(Basic::with(
-        "hula",
-        "0.1.0",
-        Extensions {
-            flowlets: true,
-            ecn: true,
-            hula: true,
-            ..Extensions::default()
-        },
-    ))
+/// HULA on `basic` (it needs `basic`'s flowlets, whose cells it uses).
+#[derive(Clone, Copy, Debug)]
+pub struct Hula {
+    ids: HulaIds,
+    flowlets: FlowletRegisters,
+}
+
+impl Mechanism for Hula {
+    const OWN_FLOWLETS: bool = true;
+
+    fn declare(b: &mut SchemaBuilder, base: &Base) -> Result<Self, ComposeError> {
+        let flowlets = base.need_flowlets("hula")?;
+        Ok(Hula {
+            ids: declare(b, base.no_action, FLOWLET_CELLS),
+            flowlets,
+        })
+    }
+
+    #[inline]
+    fn parsed(&self, cx: &mut Ctx<'_>, pkt: &mut Frame<'_>, md: &mut StdMeta, h: &Headers) -> Next {
+        if h.ether_type != ETHERTYPE {
+            return Next::Continue;
+        }
+        probe(cx, &self.ids, pkt, md, h.l3);
+        Next::Done
+    }
+
+    #[inline]
+    fn routed(
+        &self,
+        cx: &mut Ctx<'_>,
+        pkt: &mut Frame<'_>,
+        md: &mut StdMeta,
+        h: &Headers,
+        flow_hash: u64,
+    ) {
+        let f = self.flowlets;
+        steer(
+            cx,
+            &self.ids,
+            f.time,
+            f.gap,
+            pkt,
+            md,
+            (h.ipv4, h.dst()),
+            flow_hash,
+        );
+    }
 }
 
 /// The schema objects HULA adds to `basic`.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct HulaIds {
+struct HulaIds {
     set_dst_tor: usize,
     fanout: usize,
     set_macs: usize,
@@ -103,7 +138,7 @@ pub(crate) struct HulaIds {
 }
 
 /// Declares HULA's tables, registers and drop reasons.
-pub(crate) fn declare(b: &mut SchemaBuilder, no_action: usize, cells: usize) -> HulaIds {
+fn declare(b: &mut SchemaBuilder, no_action: usize, cells: usize) -> HulaIds {
     use ActionScope::*;
     use MatchKind::*;
     let set_dst_tor = b.action("ingress.set_dst_tor", &[("tor", 24)]);
@@ -202,13 +237,7 @@ fn util8(cx: &Ctx<'_>, h: &HulaIds, port: PortId, now: u64) -> u64 {
 }
 
 /// Ingress for a probe (EtherType [`ETHERTYPE`]; `l3` is where its header starts).
-pub(crate) fn probe(
-    cx: &mut Ctx<'_>,
-    h: &HulaIds,
-    pkt: &mut Frame<'_>,
-    md: &mut StdMeta,
-    l3: usize,
-) {
+fn probe(cx: &mut Ctx<'_>, h: &HulaIds, pkt: &mut Frame<'_>, md: &mut StdMeta, l3: usize) {
     let Some(hdr) = pkt.data().get(l3..l3 + PROBE_LEN) else {
         md.mark_to_drop(DropReason::Malformed(
             HeaderKind::Shim,
@@ -272,7 +301,7 @@ pub(crate) fn probe(
     clippy::too_many_arguments,
     reason = "the parsed fields a P4 control would see"
 )]
-pub(crate) fn steer(
+fn steer(
     cx: &mut Ctx<'_>,
     h: &HulaIds,
     flowlet_time: RegisterIx,

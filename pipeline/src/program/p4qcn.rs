@@ -26,17 +26,16 @@
 //! PFC too.
 //!
 //! **Fabric plan**: `basic`'s routes, the clone session, and per switch port a `qcn_cp` entry and
-//! a PFC threshold as the scheme says: `p4qcn` (two-point), `p4qcn-pfc` (two-point and PFC),
-//! `p4qcn-3pt` (three-point), `pfc` (PFC alone), `p4qcn-off` (neither: plain forwarding). The
+//! a PFC threshold as `cp=` and `pfc=` say, which the schemes preset: `p4qcn` (two-point),
+//! `p4qcn-pfc` (two-point and PFC), `p4qcn-3pt` (three-point), `pfc` (PFC alone), `p4qcn-off`
+//! (neither: plain forwarding). The
 //! thresholds follow §3.2.2 from each switch's buffer and links ([`thresholds`]), and the FBP
 //! pacing's N is the fabric's base round trip ([`base_rtt_us`]), unless the switch's line gives
 //! `q_min=`, `q_max=`, `q_pfc=` (packets) or `pace_us=`.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use super::Program;
-use super::basic::{Basic, Extensions};
+use super::hook::{Base, ComposeError, Mechanism, Next};
 use crate::fabric::plan::{SwitchPlan, routed};
 use crate::fabric::topo::{LinkProps, Switch, Topology};
 use crate::metadata::{DropReason, InstanceType, PORT_BITS, StdMeta};
@@ -56,21 +55,38 @@ pub const FBP_PAYLOAD: usize = 32;
 /// The replication id of the FBP replica.
 const RID_FBP: u16 = 1;
 
-/// The program.
-pub fn build() -> Arc<dyn Program> {
-    Arc::new(Basic::with(
-        "p4qcn",
-        "0.1.0",
-        Extensions {
-            qcn: true,
-            ..Extensions::default()
-        },
-    ))
+/// P4QCN's congestion point on `basic`: feedback packets built from recirculated clones before
+/// the parser, the congestion point in egress.
+#[derive(Clone, Copy, Debug)]
+pub struct P4qcn(QcnIds);
+
+impl Mechanism for P4qcn {
+    fn declare(b: &mut SchemaBuilder, base: &Base) -> Result<Self, ComposeError> {
+        Ok(P4qcn(declare(b, base.no_action)))
+    }
+
+    #[inline]
+    fn before_parse(
+        &self,
+        cx: &mut Ctx<'_>,
+        pkt: &mut crate::frame::Frame<'_>,
+        md: &mut StdMeta,
+    ) -> Next {
+        if is_fbp_clone(md) && !feedback(cx, &self.0, pkt, md) {
+            return Next::Done;
+        }
+        Next::Continue
+    }
+
+    #[inline]
+    fn egress(&self, cx: &mut Ctx<'_>, pkt: &mut crate::frame::Frame<'_>, md: &mut StdMeta) {
+        egress(cx, &self.0, pkt, md);
+    }
 }
 
 /// The schema objects P4QCN adds to `basic`.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct QcnIds {
+struct QcnIds {
     fbp: usize,
     mark: usize,
     cp: TableIx,
@@ -81,7 +97,7 @@ pub(crate) struct QcnIds {
 }
 
 /// Declares the congestion point's table, registers, counters and drop reason.
-pub(crate) fn declare(b: &mut SchemaBuilder, no_action: usize) -> QcnIds {
+fn declare(b: &mut SchemaBuilder, no_action: usize) -> QcnIds {
     let fbp = b.action(
         "egress.qcn_fbp",
         &[("q_min", 16), ("q_max", 16), ("pace_us", 32)],
@@ -126,12 +142,7 @@ pub(crate) fn ipv4_at(frame: &[u8]) -> Option<usize> {
 }
 
 /// The congestion point, on a packet leaving by `md.egress_port`.
-pub(crate) fn egress(
-    cx: &mut Ctx<'_>,
-    q: &QcnIds,
-    pkt: &mut crate::frame::Frame<'_>,
-    md: &mut StdMeta,
-) {
+fn egress(cx: &mut Ctx<'_>, q: &QcnIds, pkt: &mut crate::frame::Frame<'_>, md: &mut StdMeta) {
     if md.instance_type != InstanceType::Normal {
         return;
     }
@@ -181,13 +192,13 @@ pub(crate) fn egress(
 }
 
 /// Whether this recirculated packet is a clone to turn into a feedback packet.
-pub(crate) fn is_fbp_clone(md: &StdMeta) -> bool {
+fn is_fbp_clone(md: &StdMeta) -> bool {
     md.instance_type == InstanceType::Recirculated && md.bridged[0] == KIND_FBP
 }
 
 /// Turns the recirculated clone into the feedback packet, in place. Returns false (dropped) if it
 /// is not an IPv4 UDP packet after all.
-pub(crate) fn feedback(
+fn feedback(
     cx: &mut Ctx<'_>,
     q: &QcnIds,
     pkt: &mut crate::frame::Frame<'_>,
@@ -312,43 +323,24 @@ fn param<T: std::str::FromStr>(s: &Switch, key: &str) -> Result<Option<T>, Strin
         .transpose()
 }
 
-/// The fabric plan of `p4qcn` (two-point CP; PFC with `pfc=on`).
+/// The congestion point of switch `s`: `cp=` on its line (`two-point`, `three-point` or `off`;
+/// the registry's presets set it), default two-point.
+fn cp_of(s: &Switch) -> Result<Cp, String> {
+    match s.params.get("cp").map(String::as_str) {
+        None | Some("two-point") => Ok(Cp::TwoPoint),
+        Some("three-point") => Ok(Cp::ThreePoint),
+        Some("off") => Ok(Cp::Off),
+        Some(v) => Err(format!(
+            "switch {}: cp={v}: two-point, three-point or off",
+            s.name
+        )),
+    }
+}
+
+/// The fabric plan of `p4qcn`: the congestion point from `cp=` (default two-point), PFC from
+/// `pfc=` (default off). The registry's presets `p4qcn-pfc`, `p4qcn-3pt`, `pfc` and `p4qcn-off`
+/// set both.
 pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, String> {
-    plan_with(t, only, Cp::TwoPoint, None)
-}
-
-/// The fabric plan of `p4qcn-pfc`: two-point CP and PFC.
-pub fn plan_pfc(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, String> {
-    plan_with(t, only, Cp::TwoPoint, Some(true))
-}
-
-/// The fabric plan of `p4qcn-3pt`: the three-point baseline's CP (CE marks), no PFC.
-pub fn plan_three_point(
-    t: &Topology,
-    only: &[&Switch],
-) -> Result<BTreeMap<String, SwitchPlan>, String> {
-    plan_with(t, only, Cp::ThreePoint, Some(false))
-}
-
-/// The fabric plan of `pfc`: PFC alone.
-pub fn plan_pfc_only(
-    t: &Topology,
-    only: &[&Switch],
-) -> Result<BTreeMap<String, SwitchPlan>, String> {
-    plan_with(t, only, Cp::Off, Some(true))
-}
-
-/// The fabric plan of `p4qcn-off`: neither CP nor PFC (plain UDP and TCP on the same program).
-pub fn plan_off(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, String> {
-    plan_with(t, only, Cp::Off, Some(false))
-}
-
-fn plan_with(
-    t: &Topology,
-    only: &[&Switch],
-    cp: Cp,
-    pfc: Option<bool>,
-) -> Result<BTreeMap<String, SwitchPlan>, String> {
     let mut plans = routed(t, only)?;
     let ports = t.ports();
     let recirc = crate::runtime::Config::default().recirc_port;
@@ -379,11 +371,11 @@ fn plan_with(
             return Err(format!("switch {}: q_min > q_max", s.name));
         }
         let pace_us: Option<u64> = param(s, "pace_us")?;
-        let pfc = match (pfc, s.params.get("pfc").map(String::as_str)) {
-            (Some(fixed), _) => fixed,
-            (None, None | Some("off")) => false,
-            (None, Some("on")) => true,
-            (None, Some(v)) => return Err(format!("switch {}: pfc={v}: on or off", s.name)),
+        let cp = cp_of(s)?;
+        let pfc = match s.params.get("pfc").map(String::as_str) {
+            None | Some("off") => false,
+            Some("on") => true,
+            Some(v) => return Err(format!("switch {}: pfc={v}: on or off", s.name)),
         };
         plan.routes.push(format!(
             "mirroring_add_replicas {SESSION} {recirc}:{RID_FBP}"

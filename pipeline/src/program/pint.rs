@@ -34,10 +34,9 @@
 //! switch's line sets them for all ([`fabric_config`]).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
-use super::Program;
-use super::basic::{Basic, Extensions};
+use super::hook::{Base, ComposeError, Mechanism};
 use crate::fabric::plan::{SwitchPlan, routed};
 use crate::fabric::topo::{End, Switch, Topology};
 use crate::metadata::{InstanceType, PORT_BITS, StdMeta};
@@ -67,21 +66,24 @@ pub const DEFAULT_SEED: u64 = 0x5049_4e54_5345_4544; // "PINTSEED"
 /// The hosts' initial TTL when no switch gives `pint_ttl=` (Linux's and `pisa-sim`'s).
 pub const DEFAULT_TTL: u8 = 64;
 
-/// The program.
-pub fn build() -> Arc<dyn Program> {
-    Arc::new(Basic::with(
-        "pint",
-        "0.1.0",
-        Extensions {
-            pint: true,
-            ..Extensions::default()
-        },
-    ))
+/// PINT on `basic`: the encoder and the sink in egress.
+#[derive(Clone, Copy, Debug)]
+pub struct Pint(PintIds);
+
+impl Mechanism for Pint {
+    fn declare(b: &mut SchemaBuilder, base: &Base) -> Result<Self, ComposeError> {
+        Ok(Pint(declare(b, base.no_action)))
+    }
+
+    #[inline]
+    fn egress(&self, cx: &mut Ctx<'_>, pkt: &mut crate::frame::Frame<'_>, md: &mut StdMeta) {
+        egress(cx, &self.0, pkt, md);
+    }
 }
 
 /// The schema objects PINT adds to `basic`.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct PintIds {
+struct PintIds {
     transit: usize,
     sink: usize,
     table: TableIx,
@@ -91,7 +93,7 @@ pub(crate) struct PintIds {
 }
 
 /// Declares the encoder's table and the sink's record digest.
-pub(crate) fn declare(b: &mut SchemaBuilder, no_action: usize) -> PintIds {
+fn declare(b: &mut SchemaBuilder, no_action: usize) -> PintIds {
     let params: &[(&'static str, u8)] = &[
         ("switch_id", 32),
         ("seed", 64),
@@ -196,12 +198,7 @@ fn traced(d: &[u8]) -> Option<Traced> {
 
 /// The Encoding Module on a packet leaving by `md.egress_port`, and the sink's export.
 #[inline(never)]
-pub(crate) fn egress(
-    cx: &mut Ctx<'_>,
-    p: &PintIds,
-    pkt: &mut crate::frame::Frame<'_>,
-    md: &mut StdMeta,
-) {
+fn egress(cx: &mut Ctx<'_>, p: &PintIds, pkt: &mut crate::frame::Frame<'_>, md: &mut StdMeta) {
     if md.instance_type != InstanceType::Normal {
         return;
     }

@@ -32,10 +32,9 @@
 //! `mode=` on the switch's line (default `random`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
-use super::Program;
-use super::basic::{Basic, Extensions, Steer};
+use super::basic::Headers;
+use super::hook::{Base, ComposeError, Mechanism, Steer};
 use crate::fabric::plan::{SwitchPlan, mac_text, neighbour_macs, next_hops, routed, switch_mac};
 use crate::fabric::topo::{Switch, Topology};
 use crate::fabric::tors::tors;
@@ -101,22 +100,24 @@ impl std::str::FromStr for Mode {
     }
 }
 
-/// The program.
-pub fn build() -> Arc<dyn Program> {
-    Arc::new(Basic::with(
-        "spray",
-        "0.1.0",
-        Extensions {
-            ecn: true,
-            spray: true,
-            ..Extensions::default()
-        },
-    ))
+/// Packet spraying on `basic`: spray routes before `basic`'s LPM.
+#[derive(Clone, Copy, Debug)]
+pub struct Spray(SprayIds);
+
+impl Mechanism for Spray {
+    fn declare(b: &mut SchemaBuilder, base: &Base) -> Result<Self, ComposeError> {
+        Ok(Spray(declare(b, base.no_action)))
+    }
+
+    #[inline]
+    fn steer(&self, cx: &mut Ctx<'_>, md: &mut StdMeta, h: &Headers, flow_hash: u64) -> Steer {
+        steer(cx, &self.0, md, (h.ipv4, h.dst()), flow_hash)
+    }
 }
 
 /// The schema objects spraying adds to `basic`.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct SprayIds {
+struct SprayIds {
     random: usize,
     counter: usize,
     rr: usize,
@@ -132,7 +133,7 @@ pub(crate) struct SprayIds {
 }
 
 /// Declares the spray tables, registers and drop reason.
-pub(crate) fn declare(b: &mut SchemaBuilder, no_action: usize) -> SprayIds {
+fn declare(b: &mut SchemaBuilder, no_action: usize) -> SprayIds {
     use ActionScope::*;
     use MatchKind::*;
     let group: &[(&'static str, u8)] = &[("group", 16), ("size", 8)];
@@ -237,7 +238,7 @@ fn least_loaded(
 
 /// Ingress for a routed packet to `dst` (IPv4 or not, and the address): a spray route's member,
 /// or [`Steer::Route`] when no spray route matches.
-pub(crate) fn steer(
+fn steer(
     cx: &mut Ctx<'_>,
     s: &SprayIds,
     md: &mut StdMeta,
@@ -281,65 +282,21 @@ pub(crate) fn steer(
     }
 }
 
-/// The mode of switch `s`: the scheme's, or `mode=` on its line for `spray` (default random).
-fn mode_of(s: &Switch, fixed: Option<Mode>) -> Result<Mode, String> {
-    let given = s
-        .params
+/// The mode of switch `s`: `mode=` on its line (the registry's presets `spray-random`, ...
+/// set it), default random.
+fn mode_of(s: &Switch) -> Result<Mode, String> {
+    s.params
         .get("mode")
         .map(|v| {
             v.parse::<Mode>()
                 .map_err(|e| format!("switch {}: {e}", s.name))
         })
-        .transpose()?;
-    match (fixed, given) {
-        (Some(f), Some(g)) if f != g => Err(format!(
-            "switch {}: mode={} contradicts the scheme spray-{} (use the scheme spray with mode=, \
-             or leave mode= out)",
-            s.name,
-            g.name(),
-            f.name()
-        )),
-        (Some(m), _) | (None, Some(m)) => Ok(m),
-        (None, None) => Ok(Mode::Random),
-    }
+        .transpose()
+        .map(|m| m.unwrap_or(Mode::Random))
 }
 
 /// The fabric plan of `spray` (mode from `mode=`, default random).
 pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, String> {
-    plan_with(t, only, None)
-}
-
-/// The fabric plan of `spray-random`.
-pub fn plan_random(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, String> {
-    plan_with(t, only, Some(Mode::Random))
-}
-
-/// The fabric plan of `spray-counter`.
-pub fn plan_counter(
-    t: &Topology,
-    only: &[&Switch],
-) -> Result<BTreeMap<String, SwitchPlan>, String> {
-    plan_with(t, only, Some(Mode::Counter))
-}
-
-/// The fabric plan of `spray-rr`.
-pub fn plan_rr(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, String> {
-    plan_with(t, only, Some(Mode::Rr))
-}
-
-/// The fabric plan of `spray-rr-prefix`.
-pub fn plan_rr_prefix(
-    t: &Topology,
-    only: &[&Switch],
-) -> Result<BTreeMap<String, SwitchPlan>, String> {
-    plan_with(t, only, Some(Mode::RrPrefix))
-}
-
-fn plan_with(
-    t: &Topology,
-    only: &[&Switch],
-    fixed: Option<Mode>,
-) -> Result<BTreeMap<String, SwitchPlan>, String> {
     let mut plans = routed(t, only)?;
     let ports = t.ports();
     let hops = next_hops(t);
@@ -349,7 +306,7 @@ fn plan_with(
         let Some(plan) = plans.get_mut(me) else {
             continue;
         };
-        let mode = mode_of(s, fixed)?;
+        let mode = mode_of(s)?;
         plan.routes.extend(super::ecmp::ecn_thresholds(&ports, s)?);
         let index = t
             .switches

@@ -13,6 +13,7 @@
 //! | `rc_bytes` (B) | the RTT × the host link rate | [A-P4TE-14] |
 //! | `ecn` | 0: no ECN marking (the paper gives P4TE none); 1: CE beyond `ecmp`'s K per port | [X], for experiments |
 //! | `ecn_k` | K for every port when `ecn=1` | |
+//! | `rate_control` | `on`; `off` turns FACKs off (the scheme `p4te-nra` presets it) | [P §7.3: P4TE-NRA] |
 //!
 //! The RTT estimate: the longest host-to-host path's propagation delay both ways, a 1,500-byte
 //! frame's serialisation on each of its links, and 30 µs per switch traversal (the measured
@@ -79,21 +80,9 @@ pub fn estimate_rtt_us(t: &Topology) -> u64 {
         + 2 * (fabric_links + 1) * SWITCH_US
 }
 
-/// The plan of `p4te`: rate adaptation on.
+/// The plan of `p4te`: rate adaptation on unless the switch's line says `rate_control=off`
+/// (the registry's preset `p4te-nra`).
 pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, String> {
-    plan_with(t, only, true)
-}
-
-/// The plan of `p4te-nra`: the same program with rate adaptation off.
-pub fn plan_nra(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, String> {
-    plan_with(t, only, false)
-}
-
-fn plan_with(
-    t: &Topology,
-    only: &[&Switch],
-    rate_control: bool,
-) -> Result<BTreeMap<String, SwitchPlan>, String> {
     let hops = next_hops(t);
     let ports = t.ports();
     let rtt_default = estimate_rtt_us(t);
@@ -115,6 +104,11 @@ fn plan_with(
         let my_mac = mac_text(switch_mac(index));
         let my_ports = ports.get(me).cloned().unwrap_or_default();
         let get = |k: &str, d: u64| param(s, k).map(|v| v.unwrap_or(d));
+        let rate_control = match s.params.get("rate_control").map(String::as_str) {
+            None | Some("on") => true,
+            Some("off") => false,
+            Some(v) => return Err(format!("switch {me}: rate_control={v}: on or off")),
+        };
         let slowest = my_ports
             .values()
             .map(|(_, p)| p.rate_bps)
