@@ -138,7 +138,7 @@ def fmt_pct(v):
     return "-" if v is None else f"{v:+.0f}%"
 
 
-# The paper's headline ranges (P4TE §7.1-§7.2, App. A; ../shared/docs/seed-spec.md §1.6).
+# The paper's headline ranges (P4TE §7.1-§7.2, App. A; docs/p4te.md).
 PAPER = {
     ("websearch", "ecmp", "short"): "+40 to +55%",
     ("websearch", "ecmp", "large"): "+4 to +35%",

@@ -1,4 +1,4 @@
-//! The packet generator (design.md section 4) at run time: the settings of
+//! The packet generator (docs/dataplane.md) at run time: the settings of
 //! [`pipeline::pktgen`], shared by the control side and worker 0, which injects each application's
 //! frames into ingress on the generator port every period.
 //!

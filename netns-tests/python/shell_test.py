@@ -8,7 +8,7 @@ ports sw1..swN have their peers p1..pN:
         --p4info pipeline/p4info/basic.txt --bin /tmp/dummy.bin --ports 1=p1,2=p2,3=p3,4=p4
 
 Many small named checks; each prints PASS or FAIL (with the reason) and the items of
-shared/docs/p4runtime.md it covers. Exit status 1 if any check failed.
+docs/p4runtime.md it covers. Exit status 1 if any check failed.
 
 Mostly the shell's own API (TableEntry, ActionProfileMember, CounterEntry, PacketOut ...), as a
 user would; the error cases build their requests from the protobufs, because the shell refuses

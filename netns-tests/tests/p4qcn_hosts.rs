@@ -1,5 +1,5 @@
-//! P4QCN (seed 002) with the real host tools in namespaces: `pisa-host rp-send` senders paced by
-//! QCN's reaction point, `pisa-host sink` receivers, one `pisa-switch` running `p4qcn`. The same
+//! P4QCN (docs/p4qcn.md) with the real host tools in namespaces: `pisa-host rp-send` senders paced
+//! by QCN's reaction point, `pisa-host sink` receivers, one `pisa-switch` running `p4qcn`. The same
 //! incast as `pipeline/tests/p4qcn.rs` in `pisa-sim`: h1 and h2 send at line rate into h3's link,
 //! twice what it carries.
 //! - §3.1: plain UDP loses about half; with the CP's feedback packets (ECN = 11, which the

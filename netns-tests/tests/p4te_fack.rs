@@ -1,4 +1,4 @@
-//! P4TE's fake ACKs (seed 000 §4.3) against an unmodified Linux TCP sender, in namespaces.
+//! P4TE's fake ACKs (P4TE §4.3) against an unmodified Linux TCP sender, in namespaces.
 //!
 //! h1 -- [1] leaf (pisa-switch, program p4te) [2] -- h2. h1 sends one iperf3 flow tagged large
 //! (ToS 0x10) to h2 at 40 Mb/s, below every link's capacity, so nothing is lost. The class

@@ -90,7 +90,7 @@ fn attach(h: &Host, sw: &Netns, mac: &str, gw: &str) -> String {
         .unwrap();
     h.ns.exec("ip", &["neigh", "add", gw, "lladdr", ROUTER, "dev", &hif])
         .unwrap();
-    // Partial checksums would reach the other host unfinished (machine.md item 17).
+    // Partial checksums would reach the other host unfinished (docs/af_xdp-notes.md, pitfall 3).
     h.ns.exec("ethtool", &["-K", &hif, "tx", "off"]).unwrap();
     sif
 }

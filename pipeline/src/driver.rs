@@ -1,4 +1,4 @@
-//! The one packet path (design.md section 3): parser, ingress, PRE, traffic manager, egress, PRE,
+//! The one packet path (docs/architecture.md): parser, ingress, PRE, traffic manager, egress, PRE,
 //! deparser.
 //!
 //! ```text

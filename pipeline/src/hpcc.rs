@@ -1,5 +1,5 @@
 //! HPCC's window controller (Li et al., SIGCOMM 2019, Algorithm 1), sans-IO: the sender of PINT's
-//! congestion-control use case (seed-spec §4.5; docs/pint.md, "HPCC").
+//! congestion-control use case (PINT §4.5, §6.1; docs/pint.md, "HPCC").
 //!
 //! The sender keeps a reference window W_c, updated once per RTT (when an ACK acknowledges data
 //! sent after the last update), and computes its window W on every ACK from the normalised
@@ -17,8 +17,8 @@
 //!   records, u_i = min(qlen, qlen')/(B·T) + txRate/B; the sender's U is an EWMA over the largest
 //!   u_i with weight τ/T, τ that link's time between the two records, capped at T.
 //! - **PINT**: the bottleneck's U itself, decoded from the 8-bit digest
-//!   ([`crate::pint::HpccUtil`]): the switches already keep the EWMA per port (seed-spec
-//!   §4.4(c)), so the sender uses it as it is.
+//!   ([`crate::pint::HpccUtil`]): the switches already keep the EWMA per port (PINT's Example
+//!   #3), so the sender uses it as it is.
 //!
 //! The window is kept within [W_min, W_init], W_init the sender's line rate × T (HPCC starts at
 //! line rate and never exceeds it). The pacing rate is W/T.

@@ -1,5 +1,6 @@
-//! P4QCN's arithmetic (seed 002, docs/p4qcn.md): the congestion point's feedback probability
-//! (Eq. 1) and the reaction point, the rate limiter a sending host runs (§3.1.2, Eqs. 2-4).
+//! P4QCN's arithmetic (Geng, Yan and Zhang, 2019; docs/p4qcn.md, whose "Open questions" lists the
+//! A-QCN ids cited here): the congestion point's feedback probability (Eq. 1) and the reaction
+//! point, the rate limiter a sending host runs (§3.1.2, Eqs. 2-4).
 //!
 //! Both are sans-IO: the `p4qcn` program calls [`feedback_probability`] on each packet, and the
 //! same [`Rp`] paces `pisa-sim`'s `cc=qcn-rp` flows and `pisa-host rp-send`.

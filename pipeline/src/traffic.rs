@@ -421,7 +421,7 @@ pub fn quantile_nearest_rank(xs: &[f64], q: f64) -> f64 {
     v[rank - 1]
 }
 
-/// One flow of P4QCN's random background (seed 002 §4): UDP from host `src` to host `dst` at
+/// One flow of P4QCN's random background (P4QCN §4): UDP from host `src` to host `dst` at
 /// `rate_bps` (frame bits) from `start_ns` to `stop_ns`, `bytes` (frame bytes) in all.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BackgroundFlow {
@@ -440,10 +440,10 @@ pub struct BackgroundFlow {
 }
 
 /// P4QCN's random traffic model ("any host randomly initiates a UDP data stream to another host
-/// with a random flow size"; A-QCN-8 leaves the sizes open): every host sends, back to back until
-/// `until_ns`, flows to a uniformly random other host, each with an exponential size of mean
-/// `mean_bytes` and a rate drawn uniformly from `rates`. Deterministic for a seed, and each host's
-/// flows depend only on its own index, so the hosts of a namespace run need not talk.
+/// with a random flow size"; A-QCN-8 in docs/p4qcn.md: the sizes are open): every host sends, back
+/// to back until `until_ns`, flows to a uniformly random other host, each with an exponential size
+/// of mean `mean_bytes` and a rate drawn uniformly from `rates`. Deterministic for a seed, and each
+/// host's flows depend only on its own index, so the hosts of a namespace run need not talk.
 pub fn background(
     hosts: usize,
     rates: &[u64],

@@ -5,7 +5,7 @@
 //!
 //! The mean of a CDF is the piecewise-linear model's (trapezoid rule), as HPCC's `getAvg` and
 //! TrafficGenerator's `avg_cdf` compute it: web search 1,711,250 B, data mining 12,658,199 B,
-//! Hadoop 120,421 B (shared/docs/workloads.md).
+//! Hadoop 120,421 B (docs/workloads.md, with the tables' sources).
 
 use crate::externs::Rng;
 

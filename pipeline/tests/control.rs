@@ -600,7 +600,8 @@ fn clear_restores_the_initial_state() {
     assert_eq!(c.read_entries(None, false, false).unwrap().len(), 2);
 }
 
-/// design.md section 5: a single-entry write is visible in <= 1 ms with 1M entries in the table.
+/// The contract's target (docs/architecture.md): a single-entry write is visible in <= 1 ms with
+/// 1M entries in the table.
 #[test]
 #[cfg_attr(
     debug_assertions,

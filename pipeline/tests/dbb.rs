@@ -1,7 +1,7 @@
-//! DBB (seed 001) as a program: `pisa-sim` fabrics whose links carry exactly the compiler's
-//! `N_ij` packets per dispatching cycle, the shared and independent counters of §III-E on one
-//! switch, the reverse direction (A-DBB-6), malformed frames and the plan's errors. Tests are
-//! named after the paper's sections.
+//! DBB (docs/dbb.md, whose "Open questions" lists the A-DBB ids) as a program: `pisa-sim` fabrics
+//! whose links carry exactly the compiler's `N_ij` packets per dispatching cycle, the shared and
+//! independent counters of §III-E on one switch, the reverse direction (A-DBB-6), malformed frames
+//! and the plan's errors. Tests are named after the paper's sections.
 
 use std::collections::BTreeMap;
 

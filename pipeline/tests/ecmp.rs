@@ -1,4 +1,4 @@
-//! The `ecmp` baseline (baselines.md (a)) in `pisa-sim`: flowlets keep a flow on one path while
+//! The `ecmp` baseline (docs/ecmp.md) in `pisa-sim`: flowlets keep a flow on one path while
 //! it sends and move it only across gaps; ECN marks ECT packets in queues longer than K; the plan
 //! sets K by the DCTCP rule.
 

@@ -1,4 +1,4 @@
-//! HULA (Katta et al., SOSR 2016; baselines.md (b)), deterministically: the program on one
+//! HULA (Katta et al., SOSR 2016; docs/hula.md), deterministically: the program on one
 //! in-memory switch, and whole fabrics in `pisa-sim` whose ToRs' packet generators send the probes.
 //! Tests are named after the paper's sections.
 

@@ -1,4 +1,4 @@
-//! P4QCN (seed 002; seed-spec §3) in `pisa-sim`: the congestion point's feedback packets (§3.1.1)
+//! P4QCN (docs/p4qcn.md) in `pisa-sim`: the congestion point's feedback packets (§3.1.1)
 //! driving `cc=qcn-rp` reaction points (§3.1.2), PFC (§3.2), the three-point baseline (§2.4),
 //! the thresholds of §3.2.2, and the paper's topology (§4.1). Tests are named after the paper's
 //! sections; every run is deterministic for its seed.

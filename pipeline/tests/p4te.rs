@@ -1,4 +1,4 @@
-//! P4TE (seed 000), deterministically: the program on the in-memory switch and on bare egress
+//! P4TE (docs/p4te.md), deterministically: the program on the in-memory switch and on bare egress
 //! runs, and whole fabrics in `pisa-sim`. Tests are named after the paper's sections.
 
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! PINT path tracing (seed 003; seed-spec §4; docs/pint.md) in `pisa-sim`: `pint` switches encode
+//! PINT path tracing (docs/pint.md) in `pisa-sim`: `pint` switches encode
 //! their switch IDs hop by hop (§4.2), the sinks export records, and the simulator's collector
 //! decodes every flow's path. Tests are named after the paper's sections; every run is
 //! deterministic for its seed.

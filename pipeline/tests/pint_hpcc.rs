@@ -1,4 +1,4 @@
-//! PINT's HPCC use case (seed 003 Example #3, §6.1; seed-spec §4.4(c), §4.5; docs/pint.md,
+//! PINT's HPCC use case (PINT Example #3, §6.1; docs/pint.md,
 //! "HPCC"): the `pint` program's HPCC query and INT mode at byte level, and `cc=hpcc-pint` /
 //! `cc=hpcc-int` flows in `pisa-sim`. Tests are named after the paper's sections; every run is
 //! deterministic.

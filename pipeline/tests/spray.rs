@@ -1,4 +1,4 @@
-//! Packet-level traffic splitting (seed 004 §III.A; seed-spec §5) as the `spray` program: its
+//! Packet-level traffic splitting (Dixit et al., §III.A; docs/spray.md) as the `spray` program: its
 //! random, counter, per-flow and per-prefix round-robin modes on one switch and in `pisa-sim`
 //! fabrics, the counter's skew of the paper's Fig. 2, unique downward paths, malformed frames and
 //! the plan's errors. Tests are named after the paper's sections.

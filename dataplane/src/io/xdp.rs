@@ -187,7 +187,7 @@ impl XdpPort {
                 None => other(e),
             })?;
         let (fill, comp) = rings.ok_or_else(|| other("no fill/completion ring for this socket"))?;
-        // Let one sendto() move up to 128 frames (machine.md item 12); best effort.
+        // Let one sendto() move up to 128 frames (docs/af_xdp-notes.md, pitfall 2); best effort.
         let budget: libc::c_int = 128;
         // SAFETY: setsockopt reads `budget` (a live c_int) for the duration of the call.
         unsafe {

@@ -1,6 +1,6 @@
 //! A running switch: ports, worker threads, the traffic manager, the CPU and recirculation paths.
 //!
-//! # Threads (design.md section 7)
+//! # Threads (docs/architecture.md, docs/dataplane.md)
 //!
 //! `workers` threads (one per core by default). Each port belongs to one worker, which receives
 //! on it, runs ingress, and queues the copies in the traffic manager for their egress ports

@@ -1,4 +1,4 @@
-//! `pisa-host`: P4QCN's hosts in namespaces (issue 14; seed 002 §3.1.2, §4).
+//! `pisa-host`: P4QCN's hosts in namespaces (issue 14; P4QCN §3.1.2, §4).
 //!
 //! ```text
 //! pisa-host rp-send --to ADDR:PORT --rate RATE --seconds S [--size B] [--link RATE]

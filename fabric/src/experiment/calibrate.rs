@@ -4,10 +4,10 @@
 //! (routing only: the base RTT does not depend on the scheme), and the first host pings the last
 //! host on another switch 50 times. From the replies:
 //! - `rtt_us`, the median: the plans' RTT-derived defaults use it (P4TE's rate-control bytes);
-//! - `flowlet_gap_us` [I], for every scheme alike (seed-spec E2: "All use flowlets", one gap):
+//! - `flowlet_gap_us` [I], for every scheme alike (P4TE §7: "All use flowlets", one gap):
 //!   P4TE's rule, 40/70 of the RTT (its App. A.1: 40 ms at 70 ms), but at least the spread of
 //!   the replies (p90 minus min) plus the standing queues of a loaded path. A gap must exceed
-//!   the delay difference between parallel paths (baselines.md (a)). On an idle software fabric
+//!   the delay difference between parallel paths (FLARE; docs/ecmp.md). On an idle software fabric
 //!   that difference is the scheduling jitter; under load it is the queues, which DCTCP holds
 //!   near the marking threshold K: so the gap adds K full frames at each egress port of the
 //!   timed path, at that port's rate (K by the rule the `ecmp` plan uses). Counting every port

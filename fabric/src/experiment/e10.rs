@@ -1,4 +1,4 @@
-//! E10 (seed 002 §4, issue 14): P4QCN's six configurations on the paper's topology, in `pisa-sim`
+//! E10 (P4QCN §4, issue 14): P4QCN's six configurations on the paper's topology, in `pisa-sim`
 //! and in namespaces, with every rate scaled from the paper's 7 Mb/s links.
 //!
 //! The topology is `pisa-fabric gen p4qcn` with two hosts per ToR (2 spines, 4 leaves, 4 ToRs).
@@ -99,7 +99,7 @@ pub struct Setup {
     pub seconds: f64,
     /// UDP payload bytes.
     pub size: usize,
-    /// Mean background flow size, frame bytes (A-QCN-8 leaves it open).
+    /// Mean background flow size, frame bytes (A-QCN-8 in docs/p4qcn.md: the paper leaves it open).
     pub mean_bytes: u64,
     /// Seed of the background schedule and the simulation.
     pub seed: u64,

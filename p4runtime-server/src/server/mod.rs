@@ -5,8 +5,8 @@
 //! the data plane's clock). Two plain threads feed the stream channel: one carries packet-ins
 //! from the CPU port to the primary; the other batches digests and watches idle timeouts.
 //!
-//! What real clients need of it, item by item, is ../shared/docs/p4runtime.md; the tests say
-//! which item each covers.
+//! What real clients need of it, item by item, is docs/p4runtime.md, "What real clients need of a
+//! server"; the tests say which item each covers.
 //!
 //! This module holds the service's state, its entry points and the server; the work is in
 //! [`write`] (Write), [`oneshot`] (one-shot action sets), [`read`] (Read), [`config`]

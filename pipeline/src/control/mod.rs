@@ -1,6 +1,6 @@
 //! The control API: the only door for writes, and reads of every object.
 //!
-//! # Contract (design.md section 5)
+//! # Contract (docs/architecture.md, "The control/data-plane contract")
 //!
 //! A write batch is handled update by update on a private standby copy of the [`State`]: each
 //! update is validated against the schema and the standby state as the earlier updates of the batch

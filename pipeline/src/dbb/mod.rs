@@ -1,9 +1,11 @@
-//! DBB compiler: deterministic bandwidth-based packet-level traffic splitting (seed 001, issue 13).
+//! DBB compiler: deterministic bandwidth-based packet-level traffic splitting (issue 13; Wu, Yen,
+//! Hsieh and Tseng, APNOMS 2022).
 //!
 //! Offline and sans-IO. [`compile`] turns one source-sink switch pair and its directed links into
 //! the packet dispatching cycle (PDC) of the paper: `N` packets, the path of each, and for every
 //! switch the ordered list of next hops that its circular counter walks through. The steps follow
-//! the paper [P §III-A…E] with the corrections of seed-spec §2.4; docs/dbb.md records each choice.
+//! the paper [P §III-A…E] with our corrections; docs/dbb.md records each choice, and its "Open
+//! questions" the A-DBB ids cited here.
 //!
 //! 1. **Stage DAG** (A-DBB-1, [I]). A switch's stage is its hop distance from the source plus 1.
 //!    Only links on a shortest source-to-sink path (stage `s` to `s + 1`, leading on to the sink)

@@ -611,7 +611,7 @@ pub fn fat_tree(k: usize, p: GenProps) -> Topology {
     t
 }
 
-/// P4QCN's topology (seed-spec.md 3.6): 2 spines, 4 leaves, 4 ToRs. The paper's host and ToR
+/// P4QCN's topology (P4QCN §4, Fig. 10): 2 spines, 4 leaves, 4 ToRs. The paper's host and ToR
 /// attachment is not in the text; ours [I]: each ToR hangs off two leaves (ToRs 1-2 off leaves
 /// 1-2, ToRs 3-4 off leaves 3-4), every leaf connects to both spines, and ToR r has hosts
 /// `host<r>1`.. `host<r><hosts_per_tor>`.
@@ -658,7 +658,7 @@ pub fn p4qcn(hosts_per_tor: usize, p: GenProps) -> Topology {
     t
 }
 
-/// DBB's evaluation topology (seed-spec.md 2.6): 8 switches, 12 hosts, every stage four parallel
+/// DBB's evaluation topology (DBB §IV): 8 switches, 12 hosts, every stage four parallel
 /// paths. The paper's wiring (its Fig. 6) is not in the text; this one is our reading [I]: ToR s1
 /// (hosts h1-h8) sprays over s2-s5, which pair up into s6 and s7, which reach ToR s8 (hosts
 /// h9-h12) over two links each.

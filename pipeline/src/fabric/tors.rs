@@ -1,6 +1,6 @@
 //! The ToRs of a fabric (the switches with hosts) and, for each, the address prefixes that cover
 //! its hosts and no other host of the fabric: what a key matches to tell a packet's source or
-//! destination ToR (DBB's pair identification, A-DBB-3; `spray`'s per-ToR routes).
+//! destination ToR (DBB's pair identification, A-DBB-3 in docs/dbb.md; `spray`'s per-ToR routes).
 //!
 //! A ToR's prefix is the longest one common to all its hosts' addresses (`10.0.1.0/30` for
 //! `10.0.1.1`-`10.0.1.4`). If that prefix would also cover a host of another switch (hand-written

@@ -1,5 +1,4 @@
-//! Value compression (PINT §4.3) and HPCC's utilisation digest (PINT Example #3, seed-spec
-//! §4.4(b)-(c)).
+//! Value compression (PINT §4.3) and HPCC's utilisation digest (PINT Example #3; docs/pint.md).
 //!
 //! - **Multiplicative**: write an exponent a ≈ log_β v and decode β^a. With nearest rounding
 //!   and β = (1+ε)² (the paper's form) the decoded value is within a factor 1+ε; with randomised
@@ -179,8 +178,8 @@ pub struct HpccUtil {
 impl HpccUtil {
     /// The paper's setting: 8 bits, ε = 0.025.
     pub const PAPER_EPS: f64 = 0.025;
-    /// The largest utilisation the paper setting represents (the offset of seed-spec §4.4(c)
-    /// [X]): 8 bits at ε = 0.025 span β^254 ≈ 2.8·10⁵, so 16 down to ≈ 6·10⁻⁵.
+    /// The largest utilisation the paper setting represents (a fixed offset [X], since log U is
+    /// negative for U < 1): 8 bits at ε = 0.025 span β^254 ≈ 2.8·10⁵, so 16 down to ≈ 6·10⁻⁵.
     pub const PAPER_MAX_UTIL: f64 = 16.0;
 
     /// 8 bits, base (1+`eps`)², utilisations up to `max_util`.
@@ -212,7 +211,7 @@ impl HpccUtil {
     }
 }
 
-/// The per-egress-port EWMA of link utilisation of PINT Example #3 (seed-spec §4.4(c)):
+/// The per-egress-port EWMA of link utilisation of PINT Example #3:
 /// U ← ((T−τ)/T)·U + qlen·τ/(B·T²) + byte/(B·T), with τ the time since the port's last packet,
 /// capped at T [I].
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

@@ -1,5 +1,5 @@
-//! PINT's latency query (PINT §5, §6.2; seed-spec §4.4(d)) and the Query Engine that chooses,
-//! per packet, which query its digest carries (seed-spec §4.2 [X]), sans-IO.
+//! PINT's latency query (PINT §5, §6.2) and the Query Engine that chooses, per packet, which
+//! query its digest carries ([X]: PINT §3.4 is not in the text we worked from), sans-IO.
 //!
 //! **Encoding.** Hop i measures its hop latency (egress timestamp − ingress timestamp [I]),
 //! compresses it to `bits` bits ([`LatencyCodec`]) and overwrites the digest iff

@@ -1,4 +1,5 @@
-//! PINT, probabilistic in-band network telemetry (seed 003, seed-spec §4; docs/pint.md), sans-IO.
+//! PINT, probabilistic in-band network telemetry (Ben Basat et al., SIGCOMM 2020; docs/pint.md),
+//! sans-IO.
 //!
 //! PINT replaces per-hop INT stacks with a fixed per-packet bit budget: each switch
 //! probabilistically writes, XORs in, or aggregates a hashed or compressed value, and a collector
@@ -38,19 +39,19 @@ pub use hash::Hashes;
 pub use latency::{LatencyCodec, LatencyConfig, Query};
 pub use path::{Budget, Layer, LayerConfig, MAX_HOPS, PathTracing, XorLayer, encode_hop};
 
-/// The packet ID PINT hashes (seed-spec §4.2, [X]): invariant fields of the packet, here the
-/// flow's 5-tuple and a per-packet field that does not change along the path (the IPv4
-/// identification, or the TCP sequence number).
+/// The packet ID PINT hashes ([X]: the paper's text we have does not define it): invariant fields
+/// of the packet, here the flow's 5-tuple and a per-packet field that does not change along the
+/// path (the IPv4 identification, or the TCP sequence number).
 pub fn packet_id(src: u32, dst: u32, proto: u8, sport: u16, dport: u16, per_packet: u32) -> u64 {
     let a = u64::from(src) << 32 | u64::from(dst);
     let b = u64::from(proto) << 32 | u64::from(sport) << 16 | u64::from(dport);
     hash::mix64(hash::mix64(hash::mix64(a) ^ b) ^ u64::from(per_packet))
 }
 
-/// The hop number from the IPv4 TTL (seed-spec §4.2, [X]): with hosts sending at
-/// `initial_ttl` and every switch decrementing once *after* encoding, the switch seeing `ttl` is
-/// hop `initial_ttl − ttl + 1`, and the sink seeing `ttl` has a path of `initial_ttl − ttl` hops.
-/// `None` when `ttl` is above `initial_ttl`.
+/// The hop number from the IPv4 TTL ([X]: the paper's text we have does not say how a switch learns
+/// it): with hosts sending at `initial_ttl` and every switch decrementing once *after* encoding,
+/// the switch seeing `ttl` is hop `initial_ttl − ttl + 1`, and the sink seeing `ttl` has a path of
+/// `initial_ttl − ttl` hops. `None` when `ttl` is above `initial_ttl`.
 pub fn hops_from_ttl(initial_ttl: u8, ttl: u8) -> Option<u32> {
     initial_ttl.checked_sub(ttl).map(u32::from)
 }

@@ -1,7 +1,8 @@
-//! `dbb`: deterministic bandwidth-based packet-level traffic splitting (seed 001; seed-spec §2)
+//! `dbb`: deterministic bandwidth-based packet-level traffic splitting (Wu et al., APNOMS 2022)
 //! on `basic`'s routing, with `ecmp`'s ECN marking. Each switch walks, per (source ToR, sink ToR)
 //! pair, the circular list of next hops that [`crate::dbb::compile`] lays out, so that over every
-//! dispatching cycle each link carries exactly its `N_ij` packets. docs/dbb.md records the choices.
+//! dispatching cycle each link carries exactly its `N_ij` packets. docs/dbb.md records the choices,
+//! and its "Open questions" the A-DBB ids cited here.
 //!
 //! **Pair** (A-DBB-3 [I]): `ingress.dbb_pair_v4` / `_v6`, ternary on (source address,
 //! destination address, `meta.pure_ack`), name the pair and its list's length at this switch;

@@ -3,7 +3,7 @@
 //!
 //! - **ECMP** on the 5-tuple (CRC-32), as in `basic`: routes name groups of
 //!   `ingress.ecmp_selector`.
-//! - **Flowlets** (FLARE/LetFlow semantics, baselines.md (a)): the flow hash picks one of 8,192
+//! - **Flowlets** (FLARE/LetFlow semantics, docs/ecmp.md): the flow hash picks one of 8,192
 //!   cells holding the flow's last packet time (`ingress.flowlet_time`, 48 bits) and flowlet number
 //!   (`ingress.flowlet_id`, 16 bits). A packet that comes more than the gap after the last one
 //!   (`ingress.flowlet_gap_ns[0]`, ns; 0 turns flowlets off) starts a new flowlet, whose group
@@ -58,7 +58,7 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
             continue;
         };
         // The same gap as P4TE's plan where the RTT is known, so that every scheme of an
-        // experiment has one (seed-spec E2: "All use flowlets", 40 ms at a 70 ms RTT).
+        // experiment has one (P4TE §7: "All use flowlets"; App. A.1: 40 ms at a 70 ms RTT).
         let gap_us = match (param(s, "flowlet_gap_us")?, param(s, "rtt_us")?) {
             (Some(gap), _) => gap,
             (None, Some(rtt)) => (rtt * 40 / 70).max(1),

@@ -4,7 +4,7 @@
 //! Each ToR's packet generator originates a probe every period Tp. Probes travel up/down through
 //! the fabric; every switch they reach learns, per destination ToR, the best next hop and the
 //! utilisation of the best path through it, and data packets take the best hop at each new
-//! flowlet. Baselines.md (b) gives the algorithm; docs/hula.md records our choices.
+//! flowlet. docs/hula.md gives the algorithm and records our choices.
 //!
 //! **Probe** (one per ToR per Tp, from the generator port, [`InstanceType::Generated`]):
 //! Ethernet (broadcast destination, the ToR's source MAC, EtherType [`ETHERTYPE`]) then

@@ -1,5 +1,6 @@
-//! `p4qcn`: P4QCN's congestion point (seed 002 §3.1.1, seed-spec §3) on `basic`'s routing, with
-//! PFC from the traffic manager. docs/p4qcn.md records the choices.
+//! `p4qcn`: P4QCN's congestion point (P4QCN §3.1.1) on `basic`'s routing, with PFC from the
+//! traffic manager. docs/p4qcn.md records the choices, and its "Open questions" the A-QCN ids
+//! cited here.
 //!
 //! **Congestion point (egress).** `egress.qcn_cp` (exact on the egress port) picks what a port
 //! does; a miss does nothing, so every mechanism is switched per port by a table entry:

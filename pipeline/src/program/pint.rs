@@ -1,4 +1,4 @@
-//! `pint`: PINT path tracing (seed 003, seed-spec §4; docs/pint.md) on `basic`'s routing.
+//! `pint`: PINT path tracing (PINT §4.2; docs/pint.md) on `basic`'s routing.
 //!
 //! **Encoding (egress).** `egress.pint` (exact on the egress port) says what a port does; a miss
 //! does nothing. Both actions carry the fabric-wide configuration (switch ID, hash seed, budget,

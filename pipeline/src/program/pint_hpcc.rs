@@ -1,4 +1,4 @@
-//! `pint`'s HPCC query (PINT Example #3, seed-spec §4.3, §4.4(c); docs/pint.md, "HPCC") and the
+//! `pint`'s HPCC query (PINT §4.3, Example #3; docs/pint.md, "HPCC") and the
 //! INT baseline it is compared with.
 //!
 //! **Per egress port, on every packet** (`egress.pint_hpcc` names the port's rate B, the base RTT
@@ -6,10 +6,10 @@
 //! `egress.hpcc_util`, fixed point 32.32, and `egress.hpcc_last_ts`) and the port's transmitted
 //! bytes (`egress.hpcc_tx_bytes`, wrapping at 2^32) are updated at dequeue, whatever the packet.
 //!
-//! **Where the telemetry rides [X]** (seed-spec §4.2's proposal): a shim at the start of the
-//! payload of UDP datagrams to a designated port (`pint_hpcc_port=`, default 4791), laid out as
-//! [`Shim`] describes. The receiver echoes the shim in its ACK; switches leave ACKs alone (they
-//! are not to that port).
+//! **Where the telemetry rides [X]** (the paper does not say; docs/pint.md): a shim at the start of
+//! the payload of UDP datagrams to a designated port (`pint_hpcc_port=`, default 4791), laid out as
+//! [`Shim`] describes. The receiver echoes the shim in its ACK; switches leave ACKs alone (they are
+//! not to that port).
 //! - `KIND_PINT`: a sampled packet ([`sampled`]: a p = 2^-m fraction, decided by a global hash
 //!   of the packet so that every hop agrees) gets the flag [`FLAG_SAMPLED`] and each hop writes
 //!   max(digest, [log_(1+ε)² U]_R) into the digest byte ([`crate::pint::HpccUtil`]).

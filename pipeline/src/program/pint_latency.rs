@@ -1,4 +1,4 @@
-//! `pint`'s latency query and Query Engine (PINT §5, §6.2; seed-spec §4.4(d); docs/pint.md),
+//! `pint`'s latency query and Query Engine (PINT §5, §6.2; docs/pint.md),
 //! hooked into [`super::pint::egress`].
 //!
 //! `egress.pint_query` (exact on the egress port; a miss: every packet carries path tracing)

@@ -1,7 +1,7 @@
-//! `spray`: packet-level traffic splitting (PLTS, seed 004 §III.A; seed-spec §5) on `basic`'s
+//! `spray`: packet-level traffic splitting (PLTS: Dixit et al., INFOCOM 2013, §III.A) on `basic`'s
 //! routing, with `ecmp`'s ECN marking. Each packet toward a destination with several equal-cost
 //! next hops picks one of them on its own; destinations with one next hop (a fat-tree's downward
-//! paths) keep `basic`'s route. docs/spray.md records the choices.
+//! paths) keep `basic`'s route. docs/spray.md records the choices, and the A-PLTS ids cited here.
 //!
 //! **Tables.** `ingress.spray_v4` / `ingress.spray_v6` (LPM on the destination) are consulted
 //! before `basic`'s `ipv4_lpm` / `ipv6_lpm`; a hit names a group of next hops (`group`, with

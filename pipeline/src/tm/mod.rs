@@ -1,4 +1,4 @@
-//! The traffic manager (design.md section 6): per egress port, up to 8 strict-priority FIFO queues
+//! The traffic manager (docs/architecture.md): per egress port, up to 8 strict-priority FIFO queues
 //! with depth limits in packets and bytes and tail drop, optional ECN marking above a threshold,
 //! per-port shaping (bits/s or packets/s), a shared-buffer mode with per-ingress accounting and
 //! PFC (802.1Qbb) generation, and honouring of received pause frames.
@@ -594,7 +594,7 @@ impl<B> TrafficManager<B> {
 
     /// A packet that arrived on `ingress` left its egress queue: the packet PFC threshold's
     /// accounting, and XON once fewer than the threshold remain (no hysteresis: the paper
-    /// resumes "once the queue is back under the threshold", A-QCN-9).
+    /// resumes "once the queue is back under the threshold", A-QCN-9 in docs/p4qcn.md).
     fn release_ingress(&self, ingress: PortId, qid: usize) {
         if !self.count_ingress.load(Ordering::Relaxed) {
             return;

@@ -22,7 +22,7 @@ pub(super) struct DbbArgs {
         value_delimiter = ','
     )]
     schemes: Vec<String>,
-    /// Scenarios of seed-spec §2.6: A<load %>, B/C/D<connections>.
+    /// Scenarios of DBB §IV (docs/dbb.md): A<load %>, B/C/D<connections>.
     #[arg(long, default_value = "A50,A100,B40,C40,D40", value_delimiter = ',')]
     scenarios: Vec<Scenario>,
     /// E8: every fabric link's rate. E9: the rate of one paper Gb/s (Fig. 5's links are 2.5 to

@@ -1,4 +1,4 @@
-//! `pisa-fabric e10`: P4QCN's experiment E10 (seed 002 §4) in `pisa-sim` and in namespaces,
+//! `pisa-fabric e10`: P4QCN's experiment E10 (P4QCN §4) in `pisa-sim` and in namespaces,
 //! and the threshold sweep of its Fig. 17 (`--sweep`). See `pisa_fabric::experiment::e10`.
 
 use std::fmt::Write as _;

@@ -1,6 +1,6 @@
-//! DBB's experiments E8 and E9 (issue 13, seed 001 §IV) in namespaces with kernel TCP: long-lived
+//! DBB's experiments E8 and E9 (issue 13, DBB §IV) in namespaces with kernel TCP: long-lived
 //! paced flows from `pisa-traffic` between four host pairs, the paper's scenarios A-D
-//! (seed-spec §2.6) with every rate scaled to the stage capacity, on
+//! (DBB §IV) with every rate scaled to the stage capacity, on
 //! - **E8:** `topo::dbb`, four equal parallel paths per stage (our reading of the paper's Fig. 6);
 //! - **E9:** the paper's Fig. 5, its link capacities (5, 20, 2.5, 2.5, 7.5, 12.5, 10, 15 Gb/s) in
 //!   the same proportions at `unit` bits/s per paper Gb/s, four hosts at either end.

@@ -1,4 +1,4 @@
-//! The fake ACK (FACK) of rate adaptation [P §4.3, §5.2b; seed-spec §1.2, §1.4.5].
+//! The fake ACK (FACK) of rate adaptation [P §4.3, §5.2b; docs/p4te.md, "Formats"].
 //!
 //! A switch that decides to slow a flow down (or speed it up) clones the data packet and
 //! recirculates the clone; [`build`] turns it, in place, into a TCP ACK from the receiver to the

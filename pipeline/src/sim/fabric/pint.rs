@@ -1,4 +1,4 @@
-//! PINT's collector in `pisa-sim`: the Recording and Inference Modules (seed-spec §4.1) fed by
+//! PINT's collector in `pisa-sim`: the Recording and Inference Modules (PINT §4.2) fed by
 //! the records the sinks of `pint` switches export (docs/pint.md).
 //!
 //! After each turn of a switch running `pint` the simulator drains its digest queue (what a
