@@ -1,0 +1,13 @@
+"""pisa-switch's analysis package: the tables and plots of the experiments' CSV and JSON files.
+
+Run as `scripts/analysis SUBCOMMAND ...` (the plot venv's python when there is one), or
+`cd scripts && python3 -m pisa_analysis SUBCOMMAND ...`; `--help` lists the subcommands and
+each one's `--help` says what it reads and writes:
+
+  experiment-plots  fct_vs_load.png, fct_cdf.png, uplink_balance.png of a `pisa-fabric experiment` run
+  uplinks-plot      per-uplink load of a `pisa-fabric demo` run
+
+Modules: `data` (the one CSV/JSON reader), `stats` (the one definition of each statistic),
+`style` (the one plotting style), one module per family. Tables need only the standard
+library; plots need matplotlib, imported only when a plot is drawn.
+"""
