@@ -8,6 +8,8 @@ each one's `--help` says what it reads and writes:
   uplinks-plot      per-uplink load of a `pisa-fabric demo` run
   p4te-table        P4TE's reproduction tables (E2-E4, E6)
   p4te-e5           P4TE's flowlet-gap sweep (E5)
+  splitting-table   the packet-splitting tables (E14, E15)
+  e14-fig2          E14's Fig. 2 arrangement
 
 Modules: `data` (the one CSV/JSON reader), `stats` (the one definition of each statistic),
 `style` (the one plotting style), one module per family. Tables need only the standard
