@@ -6,6 +6,10 @@ each one's `--help` says what it reads and writes:
 
   experiment-plots  fct_vs_load.png, fct_cdf.png, uplink_balance.png of a `pisa-fabric experiment` run
   uplinks-plot      per-uplink load of a `pisa-fabric demo` run
+  dbb-plot          goodput and reordering of `pisa-fabric dbb` (E8, E9)
+  pint-plot         PINT's E13, E12 and E11 figures
+  qcn-plot          P4QCN's Fig. 12 (a reaction point's rates)
+  qcn-fbps          P4QCN's feedback packets in a capture
   p4te-table        P4TE's reproduction tables (E2-E4, E6)
   p4te-e5           P4TE's flowlet-gap sweep (E5)
   splitting-table   the packet-splitting tables (E14, E15)
