@@ -19,10 +19,11 @@ forwarding runs in softirq context, accounted as softirq time, not to a process.
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
+
+from pisa_analysis.stats import median  # scripts/ is this script's directory, on sys.path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TICK = os.sysconf("SC_CLK_TCK")
@@ -230,7 +231,7 @@ def main():
     print("# medians")
     for p in dict.fromkeys(r["program"] for r in results):
         rs = [r for r in results if r["program"] == p]
-        med = {c: statistics.median(r[c] for r in rs) for c in cols[1:-1]}
+        med = {c: median([r[c] for r in rs]) for c in cols[1:-1]}
         print(f"{p:>9} " + " ".join(f"{med[c]:>9.1f}" for c in cols[1:-1]))
 
 

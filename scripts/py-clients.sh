@@ -4,7 +4,7 @@
 #   shell  p4runtime-shell + scapy              (netns-tests/python/shell_test.py)
 #   finsy  finsy                                (netns-tests/python/finsy_test.py)
 #   ptf    ptf + scapy + p4runtime-shell        (netns-tests/python/ptf/basic_test.py)
-#   plot   matplotlib                           (scripts/plot-uplinks.py, the main job's plot)
+#   plot   matplotlib                           (scripts/analysis: scripts/pisa_analysis's plots, e.g. the main job's)
 # They live outside the git tree, under ${PISA_VENV_DIR:-/var/cache/pisa-switch/venvs}. Idempotent: a
 # venv whose marker file records the same pins is left alone; any other is rebuilt from scratch.
 # Needs PyPI; installs python3-venv with apt if `python3 -m venv` does not work (Debian, root).

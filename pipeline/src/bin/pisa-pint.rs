@@ -50,7 +50,7 @@ enum Cmd {
         /// Seed of every trial.
         #[arg(long, default_value_t = 1)]
         seed: u64,
-        /// Also write the rows as JSON here (for scripts/plot-pint.py).
+        /// Also write the rows as JSON here (for scripts/analysis pint-plot).
         #[arg(long)]
         json: Option<PathBuf>,
     },
@@ -66,7 +66,7 @@ enum Cmd {
         /// Path length.
         #[arg(long, default_value_t = 5)]
         hops: u32,
-        /// Also write the rows as JSON here (for scripts/plot-pint.py).
+        /// Also write the rows as JSON here (for scripts/analysis pint-plot).
         #[arg(long)]
         json: Option<PathBuf>,
     },

@@ -235,18 +235,17 @@ pub(super) fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> Result<(), String> 
     let venv =
         std::env::var("PISA_VENV_DIR").unwrap_or_else(|_| "/var/cache/pisa-switch/venvs".into());
     let python = PathBuf::from(venv).join("plot/bin/python");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/plot-uplinks.py");
+    let scripts = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts");
     match std::process::Command::new(&python)
-        .args([
-            script,
-            csv_path.to_str().unwrap_or_default(),
-            png.to_str().unwrap_or_default(),
-        ])
+        .args(["-m", "pisa_analysis", "uplinks-plot"])
+        .args([&csv_path, &png])
+        .env("PYTHONPATH", scripts)
         .status()
     {
         Ok(s) if s.success() => step(&format!("plot of the uplink load: {}", png.display())),
         _ => step(&format!(
-            "no plot: {} could not run scripts/plot-uplinks.py (run scripts/py-clients.sh)",
+            "no plot: {} could not run `-m pisa_analysis uplinks-plot` from scripts/ \
+             (run scripts/py-clients.sh)",
             python.display()
         )),
     }

@@ -332,9 +332,11 @@ fn experiment(a: &ExperimentArgs, cancel: Arc<AtomicBool>) -> Result<(), String>
     let venv =
         std::env::var("PISA_VENV_DIR").unwrap_or_else(|_| "/var/cache/pisa-switch/venvs".into());
     let python = PathBuf::from(venv).join("plot/bin/python");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/plot-experiment.py");
+    let scripts = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts");
     match std::process::Command::new(&python)
-        .args([script, a.out.to_str().unwrap_or_default()])
+        .args(["-m", "pisa_analysis", "experiment-plots"])
+        .arg(&a.out)
+        .env("PYTHONPATH", scripts)
         .status()
     {
         Ok(s) if s.success() => println!(
@@ -342,7 +344,8 @@ fn experiment(a: &ExperimentArgs, cancel: Arc<AtomicBool>) -> Result<(), String>
             a.out.display()
         ),
         _ => println!(
-            "no plots: {} could not run scripts/plot-experiment.py (run scripts/py-clients.sh)",
+            "no plots: {} could not run `-m pisa_analysis experiment-plots` from scripts/ \
+             (run scripts/py-clients.sh)",
             python.display()
         ),
     }

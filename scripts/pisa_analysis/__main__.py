@@ -1,0 +1,24 @@
+"""The command line: `python3 -m pisa_analysis SUBCOMMAND ...` (see the package's doc)."""
+
+from __future__ import annotations
+
+import argparse
+
+from . import dbb, experiment, p4te, pint, qcn, splitting, uplinks
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        prog="pisa_analysis",
+        description="The tables and plots of pisa-switch's experiments; each subcommand's --help "
+        "says what it reads and writes.",
+    )
+    sub = ap.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND")
+    for module in (experiment, uplinks, dbb, pint, qcn, p4te, splitting):
+        module.register(sub)
+    a = ap.parse_args()
+    a.run(a)
+
+
+if __name__ == "__main__":
+    main()
