@@ -37,7 +37,7 @@ LARGE = 10e6
 
 
 def topology(sample):
-    """The k = 4 fat-tree of pipeline::fabric::topo::fat_tree, as text."""
+    """The k = 4 fat-tree of topo::fat_tree, as text."""
     half = K // 2
     params = f"program=pint pint_pfc_xoff=500 pint_hpcc_sample={sample}"
     lines = ["defaults rate=4G delay=50us buffer=1000"]
@@ -74,7 +74,7 @@ def topology(sample):
 
 def cdf(name):
     pts = []
-    with open(os.path.join(ROOT, "pipeline", "workloads", f"{name}.txt")) as f:
+    with open(os.path.join(ROOT, "pipeline", "sim", "workloads", f"{name}.txt")) as f:
         for line in f:
             line = line.split("#")[0].split()
             if len(line) == 2:

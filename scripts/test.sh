@@ -7,6 +7,10 @@ bash scripts/setup.sh
 
 echo "== rustfmt"
 cargo fmt --all -- --check
+echo "== the engine: no clock, no threads, no clap, no serde"
+bash scripts/check-engine.sh
+echo "== analysis package (Python)"
+python3 -m unittest discover -s scripts
 echo "== clippy"
 cargo clippy --workspace --all-targets --release -- -D warnings
 echo "== build (the namespace tests run the switch binaries)"

@@ -62,7 +62,7 @@ pub fn write_all(c: &Control, ups: Vec<Update>) {
 
 /// A `basic` pipeline loaded with `w`; returns it and the IPv4 prefixes installed (value, len).
 pub fn basic_with(w: Workload, workers: usize) -> (Arc<Pipeline>, Vec<(u32, u8)>) {
-    let program = pipeline::program::by_name("basic").expect("basic");
+    let program = programs::by_name("basic").expect("basic");
     let pipe = Pipeline::new(program, workers, Config::default());
     let c = &pipe.control;
     let s = c.schema().clone();

@@ -94,11 +94,7 @@ fn the_admin_socket_is_private_bounded_and_capped() {
         id: 1,
         io: PortIo::Mem(p),
     }];
-    let pipe = Pipeline::new(
-        pipeline::program::by_name("basic").unwrap(),
-        1,
-        Config::default(),
-    );
+    let pipe = Pipeline::new(programs::by_name("basic").unwrap(), 1, Config::default());
     let config = SwitchConfig {
         workers: 1,
         ..SwitchConfig::default()

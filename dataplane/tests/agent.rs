@@ -66,11 +66,7 @@ fn frame(dst: [u8; 6], dport: u16) -> Vec<u8> {
 
 #[test]
 fn the_agent_gets_packet_ins_and_digests_and_its_writes_reach_the_workers() {
-    let pipe = Pipeline::new(
-        pipeline::program::by_name("basic").unwrap(),
-        1,
-        Config::default(),
-    );
+    let pipe = Pipeline::new(programs::by_name("basic").unwrap(), 1, Config::default());
     // Frames to 02:00:00:00:00:fe are switched to port 2; feedback frames among them (UDP to
     // port 7777) go to the CPU instead.
     for line in [

@@ -17,11 +17,7 @@ const ROUTER: [u8; 6] = [0x02, 0, 0, 0, 0, 0xfe];
 
 /// basic with 10.0.3.0/24 routed to port 3.
 fn basic() -> Arc<Pipeline> {
-    let pipe = Pipeline::new(
-        pipeline::program::by_name("basic").unwrap(),
-        2,
-        Config::default(),
-    );
+    let pipe = Pipeline::new(programs::by_name("basic").unwrap(), 2, Config::default());
     let c: &Control = &pipe.control;
     let s = c.schema().clone();
     let ups = [

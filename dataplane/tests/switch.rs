@@ -22,11 +22,7 @@ fn mac(b: [u8; 6]) -> u128 {
 
 /// basic routing 10.0.<p>.0/24 to port p for p in 1..=4.
 fn basic() -> Arc<Pipeline> {
-    let pipe = Pipeline::new(
-        pipeline::program::by_name("basic").unwrap(),
-        2,
-        Config::default(),
-    );
+    let pipe = Pipeline::new(programs::by_name("basic").unwrap(), 2, Config::default());
     let c: &Control = &pipe.control;
     let s = c.schema().clone();
     let profile = s.action_profiles[0].id;

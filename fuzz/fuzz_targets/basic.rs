@@ -7,12 +7,12 @@ use std::sync::OnceLock;
 use libfuzzer_sys::fuzz_target;
 use pipeline::control::{ActionSpec, Atomicity, Entity, TableAction, TableEntry, Update, UpdateKind};
 use pipeline::runtime::{Config, Pipeline};
-use pipeline::sim::SimSwitch;
+use sim::SimSwitch;
 
 fn pipeline() -> &'static std::sync::Arc<Pipeline> {
     static P: OnceLock<std::sync::Arc<Pipeline>> = OnceLock::new();
     P.get_or_init(|| {
-        let program = pipeline::program::by_name("basic").expect("basic");
+        let program = programs::by_name("basic").expect("basic");
         let p = Pipeline::new(program, 1, Config::default());
         // Default routes through one next hop, so that the routing path runs too.
         let c = &p.control;

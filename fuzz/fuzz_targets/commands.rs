@@ -14,7 +14,7 @@ use pipeline::runtime::{Config, Pipeline};
 fn switch() -> &'static Switch {
     static S: OnceLock<Switch> = OnceLock::new();
     S.get_or_init(|| {
-        let program = pipeline::program::by_name("basic").expect("basic");
+        let program = programs::by_name("basic").expect("basic");
         let pipe = Pipeline::new(program, 1, Config::default());
         let (ports, links) = PortSpec::mem_pairs(1..=4).expect("in-memory ports");
         // Whatever the commands make the switch send (the packet generator) is taken off the

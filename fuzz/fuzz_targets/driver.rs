@@ -1,4 +1,4 @@
-//! The packet driver (`pipeline::driver` through `pipeline::sim::SimSwitch`): random table
+//! The packet driver (`pipeline::driver` through `sim::SimSwitch`): random table
 //! entries (ACL, routes, multicast groups, clone sessions, members and groups), random traffic
 //! manager settings (queue limits, shaping, ECN, propagation delay, PFC, the shared buffer), and
 //! random frames at increasing times: raw bytes, routed IPv4, ARP, VLAN-tagged, PAUSE and PFC
@@ -23,7 +23,7 @@ use pipeline::metadata::StdMeta;
 use pipeline::program::{Ctx, Program};
 use pipeline::runtime::{Config, Pipeline};
 use pipeline::schema::Schema;
-use pipeline::sim::SimSwitch;
+use sim::SimSwitch;
 use pipeline::tm::{PortConfig, Shaping, SharedBuffer};
 
 /// `basic`, then whatever the frame's last byte asks of the driver.
@@ -83,7 +83,7 @@ impl Program for Chaos {
 fn pipeline() -> &'static Arc<Pipeline> {
     static P: OnceLock<Arc<Pipeline>> = OnceLock::new();
     P.get_or_init(|| {
-        let basic = pipeline::program::by_name("basic").expect("basic");
+        let basic = programs::by_name("basic").expect("basic");
         Pipeline::new(Arc::new(Chaos(basic)), 1, Config::default())
     })
 }

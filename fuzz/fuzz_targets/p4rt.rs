@@ -31,7 +31,7 @@ fn fixtures() -> &'static [Fixture] {
         ["basic", "ecmp"]
             .into_iter()
             .map(|name| {
-                let program = pipeline::program::by_name(name).expect(name);
+                let program = programs::by_name(name).expect(name);
                 let pipe = Pipeline::new(program, 1, Config::default());
                 let service = Service::new(
                     pipe.control.clone(),

@@ -4,7 +4,7 @@
 Run with the `finsy` venv (scripts/py-clients.sh), as root, inside the switch's namespace:
 
     python finsy_test.py --grpc-addr 127.0.0.1:9559 --device-id 1 \
-        --p4info pipeline/p4info/basic.txt --bin /tmp/dummy.bin --ports 1=p1,2=p2,3=p3,4=p4
+        --p4info pipeline/programs/p4info/basic.txt --bin /tmp/dummy.bin --ports 1=p1,2=p2,3=p3,4=p4
 
 finsy connects (Capabilities, arbitration, cookie check and SetForwardingPipelineConfig, gNMI which
 may be absent), then the checks batch-write entries, read them back, write and read a register

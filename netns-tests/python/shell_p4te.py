@@ -5,7 +5,7 @@ through the shell's own API and reads every table, register, counter and meter b
 Run with the `shell` venv (scripts/py-clients.sh), as root, inside the switch's namespace:
 
     python shell_p4te.py --grpc-addr 127.0.0.1:9559 --device-id 1 \
-        --p4info pipeline/p4info/p4te.txt --bin /tmp/dummy.bin
+        --p4info pipeline/programs/p4info/p4te.txt --bin /tmp/dummy.bin
 
 The shell has no register API; registers are read and written with its client's stub and the
 P4Runtime protobufs, as a shell user would from the same session. Exit status 1 on any failure.

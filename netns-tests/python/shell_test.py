@@ -5,7 +5,7 @@ Run with the `shell` venv (scripts/py-clients.sh), as root, inside the namespace
 ports sw1..swN have their peers p1..pN:
 
     python shell_test.py --grpc-addr 127.0.0.1:9559 --device-id 1 \
-        --p4info pipeline/p4info/basic.txt --bin /tmp/dummy.bin --ports 1=p1,2=p2,3=p3,4=p4
+        --p4info pipeline/programs/p4info/basic.txt --bin /tmp/dummy.bin --ports 1=p1,2=p2,3=p3,4=p4
 
 Many small named checks; each prints PASS or FAIL (with the reason) and the items of
 docs/p4runtime.md it covers. Exit status 1 if any check failed.
@@ -378,7 +378,7 @@ def connect_with_config():
     want = INFO.p4info
     expect(got.SerializeToString(deterministic=True) == want.SerializeToString(deterministic=True)
            or text_format.MessageToString(got) == text_format.MessageToString(want),
-           "GetForwardingPipelineConfig P4Info differs from pipeline/p4info/basic.txt")
+           "GetForwardingPipelineConfig P4Info differs from pipeline/programs/p4info/basic.txt")
     PACKET_IN = sh.PacketIn()
     DIGESTS = sh.DigestList()
 

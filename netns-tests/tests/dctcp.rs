@@ -105,9 +105,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use pisa_fabric::experiment::port_queues;
-use pisa_fabric::fabric::topo::Topology;
 use pisa_fabric::fabric::{Fabric, Options};
 use pisa_fabric::{Netns, Process, workspace_bin};
+use topo::Topology;
 
 /// h1's link (the sender's) and h2's, the bottleneck, where leaf1's port 2 queues.
 const FAST: u64 = 100_000_000;

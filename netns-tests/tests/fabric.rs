@@ -6,9 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use pisa_fabric::fabric::topo::{GenProps, LinkProps, fat_tree};
 use pisa_fabric::fabric::{Fabric, Options, teardown};
 use pisa_fabric::run;
+use topo::{GenProps, LinkProps, fat_tree};
 
 mod common;
 

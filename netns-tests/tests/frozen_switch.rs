@@ -7,9 +7,9 @@
 
 use std::time::Instant;
 
-use pisa_fabric::fabric::topo::{LinkProps, leaf_spine};
 use pisa_fabric::fabric::{Fabric, GRPC_PORT, Options, mgmt_addrs, teardown};
 use pisa_fabric::{NetError, run, workspace_bin};
+use topo::{LinkProps, leaf_spine};
 
 /// SIGSTOPs a process, and SIGCONTs it on drop, so that teardown can stop it also when the
 /// test fails.

@@ -12,10 +12,10 @@
 //!
 //! Needs root, iproute2 and the workspace binaries.
 
-use pipeline::fabric::topo::Topology;
 use pisa_fabric::experiment::hpcc::{self, HostFlow, Plan};
 use pisa_fabric::fabric::{Fabric, Options};
 use serde_json::Value;
+use topo::Topology;
 
 const RATE: u64 = 100_000_000;
 /// Each flow of the fairness runs: 4 MB, 0.34 s at line rate, about 0.7 s shared.
@@ -58,7 +58,7 @@ fn run(tag: char, int: bool, flows: &[(&str, u64)]) -> Value {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let t = topology();
-    let hp = pipeline::program::pint_hpcc::fabric_of(&t)
+    let hp = programs::pint_hpcc::fabric_of(&t)
         .unwrap()
         .expect("pint switches");
     let opts = Options::for_test(tag);

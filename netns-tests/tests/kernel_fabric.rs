@@ -11,9 +11,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use pisa_fabric::fabric::kernel;
-use pisa_fabric::fabric::topo::{LinkProps, Topology, leaf_spine};
 use pisa_fabric::fabric::{Fabric, Options};
 use pisa_fabric::{Process, run, workspace_bin};
+use topo::{LinkProps, Topology, leaf_spine};
 
 mod common;
 use common::{Cleanup, csv};
@@ -36,7 +36,7 @@ fn kernel_leaf_spine() -> Topology {
         },
     );
     for s in &mut t.switches {
-        s.program = pipeline::program::KERNEL.into();
+        s.program = programs::KERNEL.into();
     }
     t
 }

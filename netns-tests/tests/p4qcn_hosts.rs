@@ -1,6 +1,6 @@
 //! P4QCN (docs/p4qcn.md) with the real host tools in namespaces: `pisa-host rp-send` senders paced
 //! by QCN's reaction point, `pisa-host sink` receivers, one `pisa-switch` running `p4qcn`. The same
-//! incast as `pipeline/tests/p4qcn.rs` in `pisa-sim`: h1 and h2 send at line rate into h3's link,
+//! incast as `pipeline/programs/tests/p4qcn.rs` in `pisa-sim`: h1 and h2 send at line rate into h3's link,
 //! twice what it carries.
 //! - §3.1: plain UDP loses about half; with the CP's feedback packets (ECN = 11, which the
 //!   senders read with IP_RECVTOS) the RPs cut their rates and the loss stays small.
@@ -11,10 +11,10 @@
 //!
 //! Needs root, iproute2 and the workspace binaries.
 
-use pipeline::fabric::topo::Topology;
 use pisa_fabric::experiment::qcn::{self, Plan, Sender};
 use pisa_fabric::fabric::{Fabric, Options};
 use serde_json::Value;
+use topo::Topology;
 
 /// Every link's rate. The switch's traffic manager shapes h3's port to it.
 const RATE: u64 = 200_000_000;

@@ -190,7 +190,7 @@ fn python_dir() -> PathBuf {
 }
 
 fn p4info(program: &str) -> PathBuf {
-    repo_root().join(format!("pipeline/p4info/{program}.txt"))
+    repo_root().join(format!("pipeline/programs/p4info/{program}.txt"))
 }
 
 /// Runs a client script of netns-tests/python with `venv`'s python and the usual arguments.

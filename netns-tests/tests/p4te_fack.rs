@@ -22,9 +22,9 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use pipeline::fabric::plan::{host_mac, mac_text, switch_mac};
-use pipeline::fabric::topo::{End, Host, Link, LinkProps, Role, Switch, Topology};
 use pisa_fabric::{Netns, Process, run, veth, workspace_bin};
+use topo::plan::{host_mac, mac_text, switch_mac};
+use topo::{End, Host, Link, LinkProps, Role, Switch, Topology};
 
 const RATE: u64 = 200_000_000;
 
@@ -97,10 +97,7 @@ impl Drop for Rig {
 
 fn rig(tag: &str, extra: &[String]) -> Rig {
     let t = topology();
-    let plan = pipeline::program::fabric_plan(&t)
-        .unwrap()
-        .remove("leaf1")
-        .unwrap();
+    let plan = programs::fabric_plan(&t).unwrap().remove("leaf1").unwrap();
     let sw_ns = Netns::new(&format!("{tag}s")).unwrap();
     let h1 = Netns::new(&format!("{tag}a")).unwrap();
     let h2 = Netns::new(&format!("{tag}b")).unwrap();

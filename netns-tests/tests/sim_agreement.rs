@@ -5,10 +5,10 @@
 
 use std::time::{Duration, Instant};
 
-use pipeline::sim::fabric::{Options as SimOptions, Sim};
-use pipeline::sim::flow::FlowSpec;
-use pisa_fabric::fabric::topo::Topology;
 use pisa_fabric::fabric::{Fabric, Options};
+use sim::fabric::{Options as SimOptions, Sim};
+use sim::flow::FlowSpec;
+use topo::Topology;
 
 const TOPOLOGY: &str = "\
 switch s1 program=basic
@@ -44,7 +44,7 @@ fn shaped_bottleneck_loses_the_same_share_in_pisa_sim_and_in_namespaces() {
         .push(FlowSpec::parse(&format!("h1>h2 rate={OFFERED_BPS} size={SIZE}"), 0).unwrap());
     let report = Sim::new(&topo, opts).unwrap().run();
     let flow = match report.get("flows") {
-        Some(pipeline::sim::json::Json::A(f)) => f[0].clone(),
+        Some(hosts::json::Json::A(f)) => f[0].clone(),
         _ => panic!("no flows in the report"),
     };
     let n = |k: &str| flow.get(k).and_then(|v| v.as_u64()).unwrap();

@@ -9,9 +9,9 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use pisa_fabric::fabric::topo::Topology;
 use pisa_fabric::fabric::{Fabric, Options};
 use pisa_fabric::{Netns, Process, workspace_bin};
+use topo::Topology;
 
 /// The lone-flow test measures time: the tests run one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());

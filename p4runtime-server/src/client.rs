@@ -484,7 +484,7 @@ impl Client {
             .as_ref()
             .map(|p| p.name.clone())
             .unwrap_or_default();
-        let program = pipeline::program::by_name(&name).ok_or_else(|| {
+        let program = programs::by_name(&name).ok_or_else(|| {
             ClientError::Usage(format!(
                 "the switch runs {name:?}, a program this tool does not know"
             ))

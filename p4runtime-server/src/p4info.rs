@@ -1,5 +1,5 @@
 //! A program's P4Info as the `p4.config.v1.P4Info` message, built from the same
-//! [`pipeline::schema::Schema`] as the checked-in text (`pipeline/p4info/<program>.txt`), so the
+//! [`pipeline::schema::Schema`] as the checked-in text (`pipeline/programs/p4info/<program>.txt`), so the
 //! service hands controllers exactly the ids, names and widths the data plane uses. Only fields of
 //! P4Runtime 1.4.1 are set (p4runtime-shell parses P4Info with those descriptors).
 
@@ -301,8 +301,8 @@ mod tests {
     /// survives an encode/decode round trip.
     #[test]
     fn basic_p4info_matches_its_schema() {
-        for name in pipeline::program::names() {
-            let program = pipeline::program::by_name(name).unwrap();
+        for name in programs::names() {
+            let program = programs::by_name(name).unwrap();
             let s = program.schema();
             let info = p4info(s);
             let back = p4i::P4Info::decode(info.encode_to_vec().as_slice()).unwrap();

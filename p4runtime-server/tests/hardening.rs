@@ -25,7 +25,7 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Fixture {
-        let program = pipeline::program::by_name("basic").unwrap();
+        let program = programs::by_name("basic").unwrap();
         let pipe = Pipeline::new(program, 1, Config::default());
         let control = pipe.control.clone();
         let io = DeviceIo::detached();

@@ -80,7 +80,7 @@ fn report(what: &str, lat: &[Duration], op: Duration) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_answers_within_100ms_during_a_large_write_and_a_large_read() {
-    let program = pipeline::program::by_name("basic").unwrap();
+    let program = programs::by_name("basic").unwrap();
     let pipe = Pipeline::new(program, 1, Config::default());
     let control = pipe.control.clone();
     let io = DeviceIo::detached();

@@ -4,9 +4,9 @@
 //! `pisa-pint decode` reads.
 
 mod common;
+use analysis::pint::collector::SinkRecord;
 use common::*;
 use p4runtime_server::client::digest_values;
-use pipeline::pint::collector::SinkRecord;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s4_1_sink_records_reach_a_p4runtime_controller_intact() {

@@ -50,7 +50,7 @@ impl Ca {
 }
 
 fn server(tls: Tls) -> Running {
-    let program = pipeline::program::by_name("basic").unwrap();
+    let program = programs::by_name("basic").unwrap();
     let pipe = Pipeline::new(program, 1, Config::default());
     let io = DeviceIo::detached();
     let service = Service::new(pipe.control.clone(), io, ServerConfig::default());
@@ -140,7 +140,7 @@ async fn mutual_tls_refuses_absent_and_untrusted_client_certificates() {
 
 #[test]
 fn unusable_tls_files_fail_before_serving() {
-    let program = pipeline::program::by_name("basic").unwrap();
+    let program = programs::by_name("basic").unwrap();
     let pipe = Pipeline::new(program, 1, Config::default());
     let io = DeviceIo::detached();
     let service = Service::new(pipe.control.clone(), io, ServerConfig::default());

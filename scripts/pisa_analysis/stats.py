@@ -5,8 +5,9 @@ is absent, never 0 or NaN, so a table prints "-" and a plot leaves the point out
 
 - `mean`, `median`, `pstd` are the `statistics` module's (exact arithmetic; the median of an
   even count is the mean of the middle two).
-- `quantile` is the nearest-rank quantile, as the Rust side's `traffic::quantile_nearest_rank`
-  (the p99 FCTs of summary.csv): the value at rank ceil(q n), clamped to 1..n.
+- `quantile` is the nearest-rank quantile, as the Rust side's
+  `sim::traffic::quantile_nearest_rank` (the p99 FCTs of summary.csv): the value at rank
+  ceil(q n), clamped to 1..n.
 - `cv` is std / mean (population std), comparable across link rates; None when the mean is 0;
   `mean_cv` averages it over groups (the uplink balance of the tables).
 - `bootstrap_ci` is a percentile bootstrap interval over repetitions with a fixed seed, so the

@@ -19,8 +19,8 @@ use std::time::Duration;
 use bench::harness::median;
 use bench::latency::{OneSwitch, ping, summary, warm_up};
 use clap::Parser;
-use pisa_fabric::fabric::topo::Topology;
 use pisa_fabric::fabric::{Fabric, Options, SWITCH_WAIT};
+use topo::Topology;
 
 #[derive(Parser, Debug)]
 #[command(

@@ -17,8 +17,8 @@ use pipeline::control::{
     ActionSpec, Atomicity, Control, Entity, TableAction, TableEntry, Update, UpdateKind,
 };
 use pipeline::runtime::{Config, Pipeline};
-use pipeline::sim::SimSwitch;
 use pipeline::table::FieldMatch;
+use sim::SimSwitch;
 
 #[derive(Parser, Debug)]
 #[command(about = "Run the basic program on in-memory ports")]
@@ -166,7 +166,7 @@ fn ipv4_tcp(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, ttl: u8) -> Ve
 
 fn main() {
     let args = Args::parse();
-    let program = pipeline::program::by_name("basic").expect("basic program");
+    let program = programs::by_name("basic").expect("basic program");
     let pipe = Pipeline::new(program, 1, Config::default());
     pipe.control.set_pause(std::thread::yield_now);
     install_entries(&pipe.control);

@@ -27,7 +27,7 @@
 //!   `--qcn-link` paces each flow by a reaction point too.
 //!
 //! - `hpcc-send` (issue 15): HPCC flows of a given size to `hpcc-recv`, paced and windowed by
-//!   `pipeline::hpcc::Hpcc` (`HpccConfig::scaled(--line, --rtt-us)`) fed by the shim the receiver
+//!   `hosts::hpcc::Hpcc` (`HpccConfig::scaled(--line, --rtt-us)`) fed by the shim the receiver
 //!   echoes; selective-repeat retransmission (`pisa_fabric::host::hpcc`; docs/pint.md). One
 //!   flow (`--to`, `--bytes`) or a schedule, one flow a line: `START_US DST:PORT BYTES [ID]`.
 //!   `--size` is the IPv4 length of a full datagram (default 1000), `--slots` the INT slots
@@ -42,11 +42,11 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
-use pipeline::fabric::topo::parse_rate;
-use pipeline::qcn::Rp;
-use pipeline::sim::json::Json;
+use hosts::json::Json;
+use hosts::qcn::Rp;
 use pisa_fabric::host::hpcc::{self, Planned, SendOpts, TxConfig};
 use pisa_fabric::host::{self, BackgroundOpts, Flow, SinkOpts, TosSocket};
+use topo::parse_rate;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -250,10 +250,10 @@ fn run(c: Command) -> Result<(), String> {
             trace,
             out,
         } => {
-            if size < pipeline::sim::flow::STAMP_LEN {
+            if size < sim::flow::STAMP_LEN {
                 return Err(format!(
                     "--size {size}: at least {} bytes (the stamp)",
-                    pipeline::sim::flow::STAMP_LEN
+                    sim::flow::STAMP_LEN
                 ));
             }
             let mut sock = TosSocket::bind(bind).map_err(err)?;
@@ -324,7 +324,7 @@ fn run(c: Command) -> Result<(), String> {
             let Some(me) = hosts.iter().position(|h| *h == me) else {
                 return Err(format!("--self {me} is not in --hosts"));
             };
-            if rates.is_empty() || size < pipeline::sim::flow::STAMP_LEN {
+            if rates.is_empty() || size < sim::flow::STAMP_LEN {
                 return Err("--rates must name a rate and --size hold the stamp".into());
             }
             let j = host::background(&BackgroundOpts {
@@ -381,7 +381,7 @@ fn run(c: Command) -> Result<(), String> {
                 ip_len: size,
                 int,
                 slots: slots.unwrap_or(if int { 5 } else { 0 }),
-                hpcc: pipeline::hpcc::HpccConfig::scaled(line, rtt_us * 1000),
+                hpcc: hosts::hpcc::HpccConfig::scaled(line, rtt_us * 1000),
             };
             if template.per_packet().is_none() {
                 return Err(format!("--size {size}: no room for the shim and the stamp"));

@@ -8,7 +8,7 @@
 //! ```
 //!
 //! `sample` prints N flow sizes (bytes), one per line, drawn from the workload's published CDF by
-//! piecewise-linear interpolation (`pipeline::workload`), deterministically for a seed.
+//! piecewise-linear interpolation (`sim::workload`), deterministically for a seed.
 //!
 //! `serve` and `client` run inside host namespaces: every flow of the client's schedule is a
 //! kernel TCP connection to a `serve` on the destination, with the run's congestion control (both
@@ -26,8 +26,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, Subcommand};
 use pipeline::externs::Rng;
-use pipeline::workload::Cdf;
 use pisa_fabric::traffic::{self, Transport};
+use sim::workload::Cdf;
 
 #[derive(Parser, Debug)]
 #[command(version, about = "Host traffic for pisa-switch experiments")]

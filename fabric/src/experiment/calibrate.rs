@@ -80,7 +80,7 @@ impl Calibration {
 /// one shortest path from host `from` to host `to` (indices into `t.hosts`); and how many
 /// switches that path crosses.
 pub(super) fn standing_queues_us(t: &Topology, from: usize, to: usize) -> (u64, usize) {
-    let hops = crate::fabric::plan::next_hops(t);
+    let hops = topo::plan::next_hops(t);
     let ports = t.ports();
     let Some((mut at, _)) = t.host_attachment(&t.hosts[from].name) else {
         return (0, 0);
@@ -99,12 +99,12 @@ pub(super) fn standing_queues_us(t: &Topology, from: usize, to: usize) -> (u64, 
         };
         switches += 1;
         if props.rate_bps > 0 {
-            let k = pipeline::program::ecmp::dctcp_k(props.rate_bps);
+            let k = programs::ecmp::dctcp_k(props.rate_bps);
             total += k * 1514 * 8 * 1_000_000 / props.rate_bps;
         }
         match end {
-            crate::fabric::topo::End::Switch(next, _) => at = next.as_str(),
-            crate::fabric::topo::End::Host(_) => break,
+            topo::End::Switch(next, _) => at = next.as_str(),
+            topo::End::Host(_) => break,
         }
     }
     (total, switches)
@@ -201,7 +201,7 @@ mod tests {
 
     #[test]
     fn the_standing_queues_are_k_frames_at_each_port_of_the_path() {
-        use crate::fabric::topo::{LinkProps, leaf_spine};
+        use topo::{LinkProps, leaf_spine};
         // 4x4 leaf-spine, 4 hosts per leaf at 100 Mb/s, 2:1: uplinks at 50 Mb/s.
         let host = LinkProps {
             rate_bps: 100_000_000,
@@ -211,8 +211,8 @@ mod tests {
         let t = leaf_spine(4, 4, 4, 2.0, host);
         // h1 -> h16: leaf uplink (50 Mb/s, K 4), spine downlink (50 Mb/s, K 4), host port
         // (100 Mb/s, K 6): 968 + 968 + 726 us.
-        let k50 = pipeline::program::ecmp::dctcp_k(50_000_000);
-        let k100 = pipeline::program::ecmp::dctcp_k(100_000_000);
+        let k50 = programs::ecmp::dctcp_k(50_000_000);
+        let k100 = programs::ecmp::dctcp_k(100_000_000);
         assert_eq!((k50, k100), (4, 6));
         let want =
             2 * (4 * 1514 * 8 * 1_000_000 / 50_000_000) + 6 * 1514 * 8 * 1_000_000 / 100_000_000;

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use pipeline::program::is_kernel;
+use programs::is_kernel;
 
 use crate::fabric::{Fabric, kernel};
 use crate::workspace_bin;

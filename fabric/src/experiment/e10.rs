@@ -3,7 +3,7 @@
 //!
 //! The topology is `pisa-fabric gen p4qcn` with two hosts per ToR (2 spines, 4 leaves, 4 ToRs).
 //! A UDP flow of 4/7 of the link rate goes from host11 to host41 (the paper's 4 Mb/s at 7 Mb/s),
-//! and every host sends the paper's random background (`pipeline::traffic::background`) at one
+//! and every host sends the paper's random background (`sim::traffic::background`) at one
 //! level, 2, 3, 4 or 5 Mb/s scaled the same way, to the other hosts. Thresholds are the paper's:
 //! Q_P4QCN = Q_min = Q_max = 11 packets and Q_PFC = 14 packets, at every rate (they are queue
 //! occupancies).
@@ -16,10 +16,10 @@
 
 use std::path::Path;
 
-use pipeline::fabric::topo::{self, GenProps, LinkProps, Topology};
-use pipeline::sim::fabric::{Options as SimOptions, Sim};
-use pipeline::sim::flow::FlowSpec;
 use serde_json::Value;
+use sim::fabric::{Options as SimOptions, Sim};
+use sim::flow::FlowSpec;
+use topo::{self, GenProps, LinkProps, Topology};
 
 use super::qcn::{self, Background, Plan, Sender, f64_at, u};
 use crate::fabric::{Fabric, Options};
@@ -202,7 +202,7 @@ fn sim_specs(s: &Setup, c: &Config, t: &Topology, bg_bps: u64) -> Vec<String> {
         s.scale(PAPER_FLOW_BPS)
     ))];
     let until = (s.seconds * 1e9) as u64;
-    for f in pipeline::traffic::background(t.hosts.len(), &[bg_bps], s.mean_bytes, until, s.seed) {
+    for f in sim::traffic::background(t.hosts.len(), &[bg_bps], s.mean_bytes, until, s.seed) {
         specs.push(opts(format!(
             "{}>{} rate={} start_ms={} stop_ms={}",
             t.hosts[f.src].name,

@@ -5,7 +5,7 @@
 //! - **Topology**: `topo::leaf_spine(2, 2, H, 1.0, host link)`: 2 leaves, 2 spines, H hosts per
 //!   leaf, uplinks at H × host rate / 2 (no oversubscription); every switch `pint` with the HPCC
 //!   query, `pint_hpcc_rtt_us=T` and PFC at `pfc_xoff` packets.
-//! - **Flows**: web search sizes (`pipeline/workloads/`) times `scale` (so a run takes minutes at
+//! - **Flows**: web search sizes (`pipeline/sim/workloads/`) times `scale` (so a run takes minutes at
 //!   100 Mb/s), Poisson arrivals per host at `load` of its link, destinations uniform over the
 //!   other hosts, seeded; every scheme runs the same flows.
 //! - **Slowdown** = FCT / ideal FCT, the ideal being every frame of the flow (with its scheme's
@@ -18,11 +18,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use pipeline::externs::Rng;
-use pipeline::fabric::topo::{self, LinkProps, Topology};
-use pipeline::program::pint_hpcc::Shim;
-use pipeline::program::pint_hpcc::{KIND_INT, KIND_PINT};
-use pipeline::workload::Cdf;
+use programs::pint_hpcc::Shim;
+use programs::pint_hpcc::{KIND_INT, KIND_PINT};
 use serde_json::Value;
+use sim::workload::Cdf;
+use topo::{self, LinkProps, Topology};
 
 use super::hpcc::{self, HostFlow, Plan, switch_total};
 use super::ping_times_us;
@@ -237,7 +237,7 @@ pub fn row(s: &Setup, sc: &Scheme, slots: u8, fl: &[E11Flow], r: &Value, idle_rt
         .into_iter()
         .map(|v| {
             let n = v.len();
-            let q = (n > 0).then(|| pipeline::traffic::quantile_nearest_rank(&v, 0.95));
+            let q = (n > 0).then(|| sim::traffic::quantile_nearest_rank(&v, 0.95));
             (q, n)
         })
         .collect();
@@ -319,8 +319,8 @@ pub fn netns(
 ) -> Result<(Row, Value), String> {
     let t = topology(s, sc);
     let fl = flows(s, &t)?;
-    let hp = pipeline::program::pint_hpcc::fabric_of(&t)?.ok_or("no pint switches")?;
-    let slots = pipeline::fabric::plan::host_path_switches(&t).clamp(1, 255) as u8;
+    let hp = programs::pint_hpcc::fabric_of(&t)?.ok_or("no pint switches")?;
+    let slots = topo::plan::host_path_switches(&t).clamp(1, 255) as u8;
     let f = Fabric::up(&t, opts, progress)?;
     f.program()?;
     let last = t.hosts.last().map_or("", |h| h.name.as_str());

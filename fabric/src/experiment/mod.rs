@@ -12,9 +12,11 @@
 //! - `flows.csv`, `summary.csv`, `uplinks.csv`: every finished point's rows, in sweep order,
 //!   rebuilt after each point.
 //!
-//! The schedule of a (load, rep) depends only on the seed, the load, its position in `--loads`
-//! and the rep, so every scheme sees exactly the same flows; a load listed at another position
-//! in another invocation gets other flows. Loads are fractions of the capacity `--load-of`
+//! The schedule of a (load, rep) depends only on the seed, the workload, the pattern, the load and
+//! the rep ([`Seeding::Value`]), so every scheme sees exactly the same flows, and a load gets the
+//! same flows in every sweep that lists it: points of different sweeps pair. Sweeps recorded
+//! before 2026-11-26 seeded a point by its load's position in `--loads` instead
+//! ([`Seeding::Position`], `--seeding position`), which reproduces them. Loads are fractions of the capacity `--load-of`
 //! names: `host` (HPCC's: each host's link; the default) or `fabric` (CONGA's: each leaf's
 //! uplink capacity shared by its hosts).
 
@@ -28,10 +30,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use pipeline::externs::Rng;
-use pipeline::fabric::topo::{End, Role, Topology};
-use pipeline::program::is_kernel;
-use pipeline::traffic::{self, Class, Flow, Layout, Pattern, Stats, Tagging};
-use pipeline::workload::Cdf;
+use programs::is_kernel;
+use sim::traffic::{self, Class, Flow, Layout, Pattern, Stats, Tagging};
+use sim::workload::Cdf;
+use topo::{End, Role, Topology};
 
 use crate::dctcp::Dctcp;
 use crate::fabric::{Fabric, Options, kernel};
@@ -84,7 +86,7 @@ pub struct Experiment {
     pub schemes: Vec<String>,
     /// `--set KEY=VALUE`: fabric-plan parameters for every switch.
     pub sets: Vec<(String, String)>,
-    /// Workload name (`pipeline::workload`).
+    /// Workload name (`sim::workload`).
     pub workload: String,
     /// Loads, fractions.
     pub loads: Vec<f64>,
@@ -111,12 +113,37 @@ pub struct Experiment {
     pub large_tos: u8,
     /// Seed.
     pub seed: u64,
+    /// How a point's flows are seeded from `seed`.
+    pub seeding: Seeding,
     /// Fabric name.
     pub name: String,
     /// How switches are linked to each other.
     pub links: crate::fabric::Links,
     /// Program counters recorded per switch at the end of each point (`counters.csv`).
     pub counters: Vec<String>,
+}
+
+/// How a point's flows are seeded (see the module documentation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Seeding {
+    /// From the point's value: the workload, the pattern, the load and the rep. A load gets the
+    /// same flows in every sweep that lists it.
+    #[default]
+    Value,
+    /// From the load's position in `--loads` and the rep: how the runner seeded points before
+    /// 2026-11-26, kept to reproduce the sweeps recorded then.
+    Position,
+}
+
+impl std::str::FromStr for Seeding {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "value" => Ok(Seeding::Value),
+            "position" => Ok(Seeding::Position),
+            _ => Err(format!("seeding {s}: value or position")),
+        }
+    }
 }
 
 /// Records how the fabric is built (`DIR/fabric`: the links and the switches' wait flags), so that
@@ -127,8 +154,14 @@ fn check_fabric_record(e: &Experiment) -> Result<(), String> {
         crate::fabric::Links::Veth => "veth",
         crate::fabric::Links::Shm => "shm",
     };
+    // Sweeps from before value seeding have no seeding line: they resume with
+    // `--seeding position` only, and points seeded one way never mix with the other's.
+    let seeding = match e.seeding {
+        Seeding::Value => "seeding=value\n",
+        Seeding::Position => "",
+    };
     let record = format!(
-        "links={links}\nswitch_wait={}\n",
+        "links={links}\nswitch_wait={}\n{seeding}",
         crate::fabric::SWITCH_WAIT.join(" ")
     );
     let path = e.out.join("fabric");
@@ -264,11 +297,11 @@ pub fn run(
     up: &dyn Fn(&Topology, &Options) -> Result<Fabric, String>,
 ) -> Result<(), String> {
     for s in &e.schemes {
-        if pipeline::program::lookup(s).is_none() && !is_kernel(s) {
+        if programs::lookup(s).is_none() && !is_kernel(s) {
             return Err(format!(
                 "scheme {s}: no such program (this build has: {}; `kernel` is a fabric of Linux \
                  routers; plan parameters go in --set)",
-                pipeline::program::names().collect::<Vec<_>>().join(", ")
+                programs::names().collect::<Vec<_>>().join(", ")
             ));
         }
     }
@@ -560,7 +593,7 @@ fn run_point(
         sw.uplinks.push((leaf, port, spine, n));
     }
     // The scheme's reasons for packets that end by design (kernel routers have none).
-    let consumed: Vec<&str> = pipeline::program::by_name(&p.scheme)
+    let consumed: Vec<&str> = programs::by_name(&p.scheme)
         .map(|prog| prog.schema().consumed.clone())
         .unwrap_or_default();
     for (sock, ps) in &socks {
@@ -657,7 +690,7 @@ fn run_point(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pipeline::fabric::topo::{LinkProps, leaf_spine};
+    use topo::{LinkProps, leaf_spine};
 
     fn exp(t: Topology) -> Experiment {
         Experiment {
@@ -681,6 +714,7 @@ mod tests {
             short_tos: 8,
             large_tos: 16,
             seed: 1,
+            seeding: Seeding::Value,
             name: "x".into(),
             links: Default::default(),
             counters: vec![],
@@ -740,6 +774,31 @@ mod tests {
         let ratio = heavy.len() as f64 / a.len() as f64;
         assert!((2.0..3.0).contains(&ratio), "{ratio}");
         assert!(a.iter().all(|f| f.src != f.dst && f.dst < 12));
+    }
+
+    #[test]
+    fn a_load_gets_the_same_flows_whatever_else_the_sweep_lists() {
+        let t = ls();
+        let mut one = exp(t.clone());
+        one.loads = vec![0.8];
+        let mut two = exp(t.clone());
+        two.loads = vec![0.2, 0.8];
+        let at = |e: &Experiment, load: f64, rep: usize| {
+            let p = points(e)
+                .into_iter()
+                .find(|p| p.load == load && p.rep == rep)
+                .unwrap();
+            schedule(e, &t, &p).unwrap()
+        };
+        let a = at(&one, 0.8, 2);
+        assert!(!a.is_empty());
+        assert_eq!(a, at(&two, 0.8, 2));
+        assert_ne!(a, at(&two, 0.8, 1));
+        // The seeding of the sweeps recorded before: by the load's position.
+        one.seeding = Seeding::Position;
+        two.seeding = Seeding::Position;
+        assert_ne!(at(&one, 0.8, 2), at(&two, 0.8, 2));
+        assert_ne!(at(&one, 0.8, 2), a);
     }
 
     #[test]

@@ -20,8 +20,8 @@ use serde_json::Value;
 
 use super::{admin, port_tx_bytes};
 use crate::fabric::Fabric;
-use crate::fabric::topo::End;
 use crate::workspace_bin;
+use topo::End;
 
 /// One `rp-send` flow.
 #[derive(Clone, Debug)]

@@ -62,6 +62,25 @@ pub fn capacity_per_host(t: &Topology, load_of: LoadOf) -> Result<f64, String> {
     }
 }
 
+/// The seed of a point's flows, by the sweep's [`Seeding`]. With value seeding it is FNV-1a of
+/// the point's workload, pattern, load and rep, mixed with the run's seed, so that it does not
+/// depend on what else the sweep lists.
+pub fn point_seed(e: &Experiment, p: &Point) -> u64 {
+    match e.seeding {
+        Seeding::Position => e
+            .seed
+            .wrapping_mul(1_000_003)
+            .wrapping_add((p.rep as u64) * 1000 + p.load_index as u64),
+        Seeding::Value => {
+            let key = format!("{}|{}|{}|{}", e.workload, e.pattern, p.load, p.rep);
+            let h = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            });
+            h ^ e.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        }
+    }
+}
+
 /// The flows of (load, rep): the same for every scheme. Host numbers are indices into
 /// `t.hosts`.
 pub fn schedule(e: &Experiment, t: &Topology, p: &Point) -> Result<Vec<Flow>, String> {
@@ -75,10 +94,7 @@ pub fn schedule(e: &Experiment, t: &Topology, p: &Point) -> Result<Vec<Flow>, St
     }
     let (order, layout) = host_groups(t);
     let n = order.len();
-    let seed = e
-        .seed
-        .wrapping_mul(1_000_003)
-        .wrapping_add((p.rep as u64) * 1000 + p.load_index as u64);
+    let seed = point_seed(e, p);
     let window_ns = (e.seconds * 1e9) as u64;
     // Pattern host numbers are positions in `order` (group-major); map them back.
     let flows = if e.pattern == "incast" {
@@ -223,7 +239,7 @@ pub fn uplinks(t: &Topology) -> Vec<(String, u16, String)> {
 
 #[cfg(test)]
 mod tests {
-    use pipeline::fabric::topo::{GenProps, LinkProps, fat_tree};
+    use topo::{GenProps, LinkProps, fat_tree};
 
     use super::*;
 

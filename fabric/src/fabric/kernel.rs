@@ -22,8 +22,9 @@ use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
-use super::{ip_batch, plan, topo};
+use super::ip_batch;
 use crate::{Netns, run};
+use topo::plan;
 use topo::{End, Topology};
 
 /// The IPv4 next-hop address standing for switch number `j` (0-based, topology order) in its

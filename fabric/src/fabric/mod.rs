@@ -9,13 +9,12 @@
 //! is `eth0`. [`teardown`] removes everything of a fabric by those names, so a fabric left behind by
 //! a crash or Ctrl-C is removed by the next `down` or `up`.
 //!
-//! A switch whose program is `kernel` ([`pipeline::program::KERNEL`]) is a Linux router instead
+//! A switch whose program is `kernel` ([`programs::KERNEL`]) is a Linux router instead
 //! of a `pisa-switch` process: see [`kernel`].
 
 pub mod kernel;
 
-pub use pipeline::fabric::{plan, topo};
-use pipeline::program::is_kernel;
+use programs::is_kernel;
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -25,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::{Netns, Process, run, workspace_bin};
-use topo::{End, Topology};
+use topo::{End, Topology, plan};
 
 /// The P4Runtime port every switch serves on its management address.
 pub const GRPC_PORT: u16 = 9559;
@@ -388,7 +387,7 @@ impl Fabric {
         progress(&format!("{} hosts addressed and routed", topo.hosts.len()));
 
         // Switches.
-        let plans = pipeline::program::fabric_plan(topo)?;
+        let plans = programs::fabric_plan(topo)?;
         let bin = workspace_bin("pisa-switch");
         let mut routers = 0;
         for (i, s) in topo.switches.iter().enumerate() {

@@ -2,11 +2,11 @@
 //! a receiver that measures loss, reordering and one-way latency and can act as the three-point
 //! baseline's notification point, and the paper's random background traffic.
 //!
-//! The reaction point is `pipeline::qcn::Rp`, the same sans-IO state machine `pisa-sim`'s
+//! The reaction point is `hosts::qcn::Rp`, the same sans-IO state machine `pisa-sim`'s
 //! `cc=qcn-rp` flows run. The payload starts with `pisa-sim`'s stamp (magic, flow id, sequence
 //! number, send time in CLOCK_REALTIME ns; namespaces share the clock, so one-way latency is the
 //! receive time minus the stamp), and the receiver keeps the same record as `pisa-sim`'s hosts
-//! (`pipeline::sim::rx::RxStats`), so the JSON of both reads alike.
+//! (`sim::rx::RxStats`), so the JSON of both reads alike.
 //!
 //! A feedback packet is any datagram from the flow's destination address and port with ECN = 11:
 //! the switch's FBP (its ports swapped back) or the NP's answer. The TOS byte of each datagram
@@ -22,12 +22,12 @@ use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use hosts::json::Json;
+use hosts::qcn::{Rp, RpConfig, RpState};
 use nix::errno::Errno;
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, SockaddrIn, recvmsg, setsockopt, sockopt};
-use pipeline::qcn::{Rp, RpConfig, RpState};
-use pipeline::sim::flow::{STAMP_LEN, read_stamp, stamp};
-use pipeline::sim::json::Json;
-use pipeline::sim::rx::RxStats;
+use sim::flow::{STAMP_LEN, read_stamp, stamp};
+use sim::rx::RxStats;
 
 /// Ethernet, IPv4 and UDP headers: what a frame adds to a UDP payload.
 pub const FRAME_OVERHEAD: usize = 14 + 20 + 8;
@@ -402,11 +402,11 @@ pub struct BackgroundOpts {
     pub rp_link_bps: Option<u64>,
 }
 
-/// Sends this host's part of `pipeline::traffic::background` and reports every flow.
+/// Sends this host's part of `sim::traffic::background` and reports every flow.
 pub fn background(o: &BackgroundOpts) -> io::Result<Json> {
     let until_ns = (o.seconds * 1e9) as u64;
     let schedule =
-        pipeline::traffic::background(o.hosts.len(), &o.rates, o.mean_bytes, until_ns, o.seed);
+        sim::traffic::background(o.hosts.len(), &o.rates, o.mean_bytes, until_ns, o.seed);
     let mut sock = TosSocket::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))?;
     sock.set_tos(ECT0)?;
     let t0 = Instant::now();

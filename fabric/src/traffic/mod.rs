@@ -31,7 +31,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use dataplane::sockopt::{self, TcpInfo};
-use pipeline::traffic::Class;
+use sim::traffic::Class;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use crate::dctcp::{self, Dctcp};

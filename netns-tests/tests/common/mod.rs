@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
-use pisa_fabric::fabric::topo::{LinkProps, Topology, leaf_spine};
 use pisa_fabric::fabric::{Fabric, GRPC_PORT, mgmt_addrs, teardown};
 use pisa_fabric::workspace_bin;
+use topo::{LinkProps, Topology, leaf_spine};
 
 /// A 2x2 leaf-spine, two hosts per leaf, every link 100 Mb/s with a 64-packet buffer and no
 /// delay, every switch running `program`. Spines come first: leaf1 is switch 2, with h1, h2 on
@@ -95,8 +95,8 @@ impl Drop for Cleanup {
 pub(crate) fn iperf3(
     f: &Fabric,
     dir: &Path,
-    src: &pisa_fabric::fabric::topo::Host,
-    dst: &pisa_fabric::fabric::topo::Host,
+    src: &topo::Host,
+    dst: &topo::Host,
     args: &[&str],
 ) -> std::process::Output {
     let addr = dst.ipv4.to_string();

@@ -202,11 +202,11 @@ fn main() {
 }
 
 fn run(args: Args) -> Result<(), String> {
-    let program = pipeline::program::by_name(&args.program).ok_or_else(|| {
+    let program = programs::by_name(&args.program).ok_or_else(|| {
         format!(
             "no program {} (have: {})",
             args.program,
-            pipeline::program::names().collect::<Vec<_>>().join(", ")
+            programs::names().collect::<Vec<_>>().join(", ")
         )
     })?;
     if args.resources {
@@ -342,7 +342,7 @@ fn run(args: Args) -> Result<(), String> {
         Some(running)
     };
     // The program's agent, on its own thread, unless told otherwise.
-    let agent = match pipeline::program::lookup(&args.program).and_then(|e| e.agent) {
+    let agent = match programs::lookup(&args.program).and_then(|e| e.agent) {
         Some(build) if !args.no_agent => {
             let a =
                 dataplane::agent::AgentThread::spawn(&sw, build(sw.pipeline().program.schema()))

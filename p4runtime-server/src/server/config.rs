@@ -49,7 +49,7 @@ impl Inner {
             return Err(Status::invalid_argument(format!(
                 "this switch runs the fixed program {:?}; the P4Info given is not its P4Info \
                  (first difference: {diff}); get it with GetForwardingPipelineConfig or from \
-                 pipeline/p4info/{}.txt",
+                 pipeline/programs/p4info/{}.txt",
                 self.schema.name, self.schema.name
             )));
         }

@@ -805,7 +805,7 @@ mod tests {
     use super::*;
 
     fn service() -> Service {
-        let program = pipeline::program::by_name("basic").expect("basic");
+        let program = programs::by_name("basic").expect("basic");
         let pipe =
             pipeline::runtime::Pipeline::new(program, 1, pipeline::runtime::Config::default());
         let (_in_tx, in_rx) = crossbeam::channel::unbounded();

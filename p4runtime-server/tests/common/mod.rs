@@ -35,7 +35,7 @@ impl Fixture {
 
     /// The same, running program `name`.
     pub(crate) fn with_program(name: &str, election: Election, device_id: u64) -> Fixture {
-        let program = pipeline::program::by_name(name).unwrap();
+        let program = programs::by_name(name).unwrap();
         let pipe = Pipeline::new(program, 1, Config::default());
         let control = pipe.control.clone();
         let (out_tx, packet_outs) = crossbeam::channel::unbounded();

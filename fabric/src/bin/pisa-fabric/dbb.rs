@@ -93,7 +93,7 @@ pub(super) fn dbb_experiment(a: &DbbArgs, cancel: Arc<AtomicBool>) -> Result<(),
         return Err("--host-rate, --reps and --buffer must be positive".into());
     }
     for s in &a.schemes {
-        if pipeline::program::lookup(s).is_none() {
+        if programs::lookup(s).is_none() {
             return Err(format!("scheme {s}: no such program"));
         }
     }

@@ -33,8 +33,8 @@ use e10::{E10Args, e10};
 use e11::{E11Args, e11};
 use p4runtime_server::client::{Client, ClientError, Deadlines, health_check};
 use p4runtime_server::proto::p4::v1 as p4;
-use pisa_fabric::fabric::topo::{self, End, GenProps, LinkProps, Topology};
 use pisa_fabric::fabric::{self, Fabric, GRPC_PORT, Options, mgmt_addrs};
+use topo::{self, End, GenProps, LinkProps, Topology};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -249,6 +249,11 @@ struct ExperimentArgs {
     /// Seed of the schedules.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// How a point's flows are seeded: `value` (from the workload, pattern, load and rep, so a
+    /// load gets the same flows in every sweep) or `position` (from the load's position in
+    /// --loads: the sweeps recorded before 2026-11-26).
+    #[arg(long, default_value = "value")]
+    seeding: pisa_fabric::experiment::Seeding,
     /// Fabric name (1-6 letters and digits).
     #[arg(long, default_value = "exp")]
     name: String,
@@ -318,6 +323,7 @@ fn experiment(a: &ExperimentArgs, cancel: Arc<AtomicBool>) -> Result<(), String>
         short_tos: a.short_tos,
         large_tos: a.large_tos,
         seed: a.seed,
+        seeding: a.seeding,
         name: a.name.clone(),
         links: a.links,
         counters: a.record_counters.clone(),
@@ -437,11 +443,11 @@ fn generate(kind: &Gen) -> Result<(Topology, String), String> {
 
 /// Gives every switch of `t` program `p` (a registry name, or `kernel`).
 fn set_program(t: &mut Topology, p: &str) -> Result<(), String> {
-    if pipeline::program::lookup(p).is_none() && !pipeline::program::is_kernel(p) {
+    if programs::lookup(p).is_none() && !programs::is_kernel(p) {
         return Err(format!(
             "--program {p}: no such program (this build has: {}, and `{}` for Linux routers)",
-            pipeline::program::names().collect::<Vec<_>>().join(", "),
-            pipeline::program::KERNEL
+            programs::names().collect::<Vec<_>>().join(", "),
+            programs::KERNEL
         ));
     }
     for s in &mut t.switches {
@@ -487,12 +493,12 @@ fn from_switch(name: &str, e: &ClientError) -> String {
 }
 
 async fn program(t: &Topology, deadlines: Deadlines) -> Result<(), String> {
-    let plans = pipeline::program::fabric_plan(t)?;
+    let plans = programs::fabric_plan(t)?;
     let started = Instant::now();
     let mut entries = 0;
     let mut programmed = 0;
     for (i, s) in t.switches.iter().enumerate() {
-        if pipeline::program::is_kernel(&s.program) {
+        if programs::is_kernel(&s.program) {
             println!("  {:<8} a Linux router (routed at bring-up)", s.name);
             continue;
         }
@@ -516,7 +522,7 @@ async fn program(t: &Topology, deadlines: Deadlines) -> Result<(), String> {
 async fn counters(t: &Topology, name: &str, deadlines: Deadlines) -> Result<(), String> {
     let required = name == pisa_fabric::experiment::PORT_TX;
     for (i, s) in t.switches.iter().enumerate() {
-        if pipeline::program::is_kernel(&s.program) {
+        if programs::is_kernel(&s.program) {
             continue; // a Linux router: its interfaces count (`kernel::port_tx`)
         }
         let mut c = connect(i, &s.name, deadlines).await?;
@@ -554,7 +560,7 @@ async fn health(t: &Topology, timeout: Duration) -> Result<(), String> {
         .switches
         .iter()
         .enumerate()
-        .filter(|(_, s)| !pipeline::program::is_kernel(&s.program))
+        .filter(|(_, s)| !programs::is_kernel(&s.program))
         .map(|(i, s)| {
             let addr = format!("{}:{GRPC_PORT}", mgmt_addrs(i).1);
             let name = s.name.clone();

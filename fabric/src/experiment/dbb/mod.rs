@@ -21,9 +21,9 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use pipeline::fabric::topo::{self, End, GenProps, LinkProps, Topology};
-use pipeline::program::dbb::{compile_balanced, compiler_links};
+use programs::dbb::{compile_balanced, compiler_links};
 use serde_json::{Value, json};
+use topo::{self, End, GenProps, LinkProps, Topology};
 
 use super::{admin, port_queues, port_tx_packets, wait_listening};
 use crate::fabric::{Fabric, Options};
@@ -269,7 +269,7 @@ pub fn window(f: &[Paced]) -> Option<(u64, u64)> {
 pub fn expected_shares(t: &Topology, w: Which) -> Result<(u64, Vec<Share>), String> {
     let (src, dst) = tors(w);
     let (links, _) = compiler_links(t);
-    let input = pipeline::dbb::Input {
+    let input = analysis::dbb::Input {
         source: src.into(),
         sink: dst.into(),
         links,

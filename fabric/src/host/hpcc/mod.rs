@@ -6,7 +6,7 @@
 //! the sender reserves for every hop), `pisa-sim`'s stamp (flow id, the packet's sequence number,
 //! the send time of this transmission) and data, as `pisa-sim`'s HPCC hosts send. The receiver
 //! answers every datagram with an ACK that echoes the shim as it arrived and the stamp. The
-//! sender feeds every ACK to `pipeline::hpcc::Hpcc`, the controller `pisa-sim` runs, keeps at most
+//! sender feeds every ACK to `hosts::hpcc::Hpcc`, the controller `pisa-sim` runs, keeps at most
 //! its window in flight (one packet may always go when nothing is), paces at W/T, and finishes
 //! when every packet is acknowledged.
 //!
@@ -29,12 +29,12 @@ pub use run::{Planned, SendOpts, parse_schedule, recv, send};
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddrV4;
 
-use pipeline::hpcc::{Feedback, Hpcc, HpccConfig};
-use pipeline::pint::HpccUtil;
-use pipeline::program::pint_hpcc::{FLAG_SAMPLED, KIND_INT, KIND_PINT, Shim};
-use pipeline::sim::flow::{STAMP_LEN, read_stamp, stamp};
-use pipeline::sim::json::Json;
-use pipeline::sim::rx::RxStats;
+use analysis::pint::HpccUtil;
+use hosts::hpcc::{Feedback, Hpcc, HpccConfig};
+use hosts::json::Json;
+use programs::pint_hpcc::{FLAG_SAMPLED, KIND_INT, KIND_PINT, Shim};
+use sim::flow::{STAMP_LEN, read_stamp, stamp};
+use sim::rx::RxStats;
 
 use super::FRAME_OVERHEAD;
 

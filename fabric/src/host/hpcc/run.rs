@@ -5,7 +5,7 @@ use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
-use pipeline::sim::json::Json;
+use hosts::json::Json;
 
 use super::{HpccRx, HpccTx, Step, TxConfig};
 use crate::host::{TosSocket, now_ns};
@@ -189,7 +189,7 @@ pub fn recv(listen: SocketAddrV4, seconds: f64) -> io::Result<Json> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pipeline::hpcc::HpccConfig;
+    use hosts::hpcc::HpccConfig;
 
     fn cfg() -> TxConfig {
         TxConfig {

@@ -1,0 +1,115 @@
+//! `pisa-sim` on `basic`: queues, tail drops and loss on an overloaded downlink, and
+//! determinism.
+
+use hosts::json::Json;
+use sim::fabric::{Options, Sim};
+use sim::flow::FlowSpec;
+use topo::{LinkProps, leaf_spine};
+
+const BUFFER: u32 = 64;
+
+fn fabric() -> topo::Topology {
+    let host = LinkProps {
+        rate_bps: 100_000_000,
+        delay_us: 10,
+        buffer: BUFFER,
+    };
+    // 2 leaves x 2 spines, 2 hosts per leaf, no oversubscription: uplinks at 100 Mb/s.
+    leaf_spine(2, 2, 2, 1.0, host)
+}
+
+fn run(duration_ms: u64, seed: u64, flows: &[&str]) -> Json {
+    let mut opts = Options::new(duration_ms * 1_000_000, seed);
+    for (i, f) in flows.iter().enumerate() {
+        opts.flows.push(FlowSpec::parse(f, i).unwrap());
+    }
+    Sim::new(&fabric(), opts).unwrap().run()
+}
+
+fn at<'a>(j: &'a Json, path: &[&str]) -> &'a Json {
+    path.iter().fold(j, |j, k| {
+        j.get(k).unwrap_or_else(|| panic!("no {k} in {path:?}"))
+    })
+}
+
+fn num(j: &Json, path: &[&str]) -> u64 {
+    at(j, path).as_u64().unwrap()
+}
+
+#[test]
+fn overloaded_downlink_fills_its_queue_tail_drops_and_loses_the_excess() {
+    // h3's downlink (leaf2 port 1) at 100 Mb/s gets 125 Mb/s: h4 (same leaf) and h1 (across a
+    // spine) at 62.5 Mb/s each.
+    let flows = ["h4>h3 rate=62.5M", "h1>h3 rate=62.5M"];
+    let r = run(500, 1, &flows);
+    let port = ["switches", "leaf2", "ports", "1"];
+    assert_eq!(
+        num(&r, &[&port[..], &["max_enq_qdepth"]].concat()),
+        u64::from(BUFFER) - 1,
+        "the queue reaches its limit"
+    );
+    let drops = num(&r, &[&port[..], &["drops"]].concat());
+    assert!(drops > 0);
+    assert_eq!(
+        num(&r, &["switches", "leaf2", "drops_by_reason", "tail_drop"]),
+        drops,
+        "every drop is a counted tail drop"
+    );
+    let Json::A(fl) = at(&r, &["flows"]) else {
+        panic!()
+    };
+    let (sent, lost): (u64, u64) = fl.iter().fold((0, 0), |(s, l), f| {
+        (s + num(f, &["sent"]), l + num(f, &["lost"]))
+    });
+    assert_eq!(lost, drops, "lost counts only drops (the fabric drained)");
+    // The link carries 1/1.25 of what is offered; the queue holds BUFFER packets of the rest
+    // for a while, and serialisation of the last packets spills past the end.
+    let expected = sent as f64 * (1.0 - 1.0 / 1.25) - f64::from(BUFFER);
+    assert!(
+        (lost as f64 - expected).abs() <= 0.01 * sent as f64,
+        "lost {lost} of {sent}, expected about {expected:.0}"
+    );
+    // Nothing else in the fabric dropped anything.
+    assert_eq!(num(&r, &["switches", "leaf1", "ports", "3", "drops"]), 0);
+}
+
+#[test]
+fn one_seed_gives_identical_output_and_another_seed_differs() {
+    let flows = [
+        "h1>h3 rate=60M pattern=poisson",
+        "h2>h3 rate=60M pattern=poisson proto=tcp",
+        "h4>h1 rate=20M pattern=onoff size=200",
+    ];
+    let a = run(100, 42, &flows).pretty();
+    let b = run(100, 42, &flows).pretty();
+    assert_eq!(a, b);
+    let c = run(100, 43, &flows).pretty();
+    assert_ne!(a, c, "the seed drives the Poisson sources");
+}
+
+#[test]
+fn tcp_segments_are_answered_with_acks_that_cross_the_fabric() {
+    let r = run(50, 1, &["h1>h3 rate=10M proto=tcp"]);
+    let Json::A(fl) = at(&r, &["flows"]) else {
+        panic!()
+    };
+    let received = num(&fl[0], &["received"]);
+    assert!(received > 0);
+    // h1 receives one pure ACK per segment h3 received.
+    assert_eq!(num(&r, &["hosts", "h1", "rx_packets"]), received);
+}
+
+#[test]
+fn a_kernel_router_is_refused_by_name_and_gets_no_fabric_plan() {
+    let mut t = fabric();
+    t.switches[0].program = programs::KERNEL.into();
+    let err = Sim::new(&t, Options::new(1_000_000, 1)).unwrap_err();
+    assert!(
+        err.contains("spine1") && err.contains("cannot simulate") && err.contains("kernel"),
+        "{err}"
+    );
+    // The other switches keep their plans; the Linux router has none (pisa-fabric routes it).
+    let plans = programs::fabric_plan(&t).unwrap();
+    assert!(!plans.contains_key("spine1"));
+    assert_eq!(plans.len(), t.switches.len() - 1);
+}
