@@ -16,9 +16,9 @@
 //! the rep ([`Seeding::Value`]), so every scheme sees exactly the same flows, and a load gets the
 //! same flows in every sweep that lists it: points of different sweeps pair. Sweeps recorded
 //! before 2026-11-26 seeded a point by its load's position in `--loads` instead
-//! ([`Seeding::Position`], `--seeding position`), which reproduces them. Loads are fractions of the capacity `--load-of`
-//! names: `host` (HPCC's: each host's link; the default) or `fabric` (CONGA's: each leaf's
-//! uplink capacity shared by its hosts).
+//! ([`Seeding::Position`], `--seeding position`), which reproduces them. Loads are fractions of
+//! the capacity `--load-of` names: `host` (HPCC's: each host's link; the default) or `fabric`
+//! (CONGA's: each leaf's uplink capacity shared by its hosts).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -1,7 +1,10 @@
 //! A JSON value with deterministic output (object keys keep their insertion order), enough for
-//! the simulator's report: two runs with one seed print the same bytes.
+//! the simulator's report: two runs with one seed print the same bytes. serde_json writes it.
 
-use std::fmt::Write as _;
+use std::io;
+
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::ser::{Formatter, PrettyFormatter};
 
 /// A JSON value.
 #[derive(Clone, Debug, PartialEq)]
@@ -48,76 +51,87 @@ impl Json {
         }
     }
 
-    /// Pretty-printed text, two spaces per level.
+    /// Pretty-printed text, two spaces per level, and a final newline: serde_json's pretty
+    /// printer, with floats rounded to 3 decimals (trailing zeros dropped, so 2.0 prints as 2).
     pub fn pretty(&self) -> String {
-        let mut out = String::new();
-        self.write(&mut out, 0);
-        out.push('\n');
-        out
+        let mut out = Vec::new();
+        let mut ser = serde_json::Serializer::with_formatter(&mut out, Report::default());
+        // Writing to a Vec cannot fail, and every value serializes.
+        self.serialize(&mut ser).expect("a Json value serializes");
+        let mut text = String::from_utf8(out).expect("serde_json writes UTF-8");
+        text.push('\n');
+        text
     }
+}
 
-    fn write(&self, out: &mut String, depth: usize) {
-        let pad = |out: &mut String, d: usize| {
-            out.push('\n');
-            out.extend(std::iter::repeat_n(' ', 2 * d));
-        };
+impl Serialize for Json {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
-            Json::U(v) => {
-                let _ = write!(out, "{v}");
-            }
-            Json::F(v) if v.is_finite() => {
-                let s = format!("{v:.3}");
-                let s = s.trim_end_matches('0').trim_end_matches('.');
-                out.push_str(if s.is_empty() || s == "-" { "0" } else { s });
-            }
-            Json::F(_) => out.push_str("null"),
-            Json::S(s) => quote(out, s),
-            Json::A(items) if items.is_empty() => out.push_str("[]"),
-            Json::A(items) => {
-                out.push('[');
-                for (i, v) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    pad(out, depth + 1);
-                    v.write(out, depth + 1);
-                }
-                pad(out, depth);
-                out.push(']');
-            }
-            Json::O(fields) if fields.is_empty() => out.push_str("{}"),
+            Json::U(v) => s.serialize_u64(*v),
+            Json::F(v) if v.is_finite() => s.serialize_f64(*v),
+            Json::F(_) => s.serialize_unit(),
+            Json::S(v) => s.serialize_str(v),
+            Json::A(items) => s.collect_seq(items),
             Json::O(fields) => {
-                out.push('{');
-                for (i, (k, v)) in fields.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    pad(out, depth + 1);
-                    quote(out, k);
-                    out.push_str(": ");
-                    v.write(out, depth + 1);
+                let mut m = s.serialize_map(Some(fields.len()))?;
+                for (k, v) in fields {
+                    m.serialize_entry(k, v)?;
                 }
-                pad(out, depth);
-                out.push('}');
+                m.end()
             }
         }
     }
 }
 
-fn quote(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
+/// serde_json's pretty formatter, with the report's float format.
+#[derive(Debug, Default)]
+struct Report(PrettyFormatter<'static>);
+
+impl Formatter for Report {
+    fn write_f64<W: ?Sized + io::Write>(&mut self, w: &mut W, v: f64) -> io::Result<()> {
+        let s = format!("{v:.3}");
+        let s = s.trim_end_matches('0').trim_end_matches('.');
+        w.write_all(if s.is_empty() || s == "-" {
+            b"0"
+        } else {
+            s.as_bytes()
+        })
     }
-    out.push('"');
+    fn begin_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.begin_array(w)
+    }
+    fn end_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_array(w)
+    }
+    fn begin_array_value<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        self.0.begin_array_value(w, first)
+    }
+    fn end_array_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_array_value(w)
+    }
+    fn begin_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.begin_object(w)
+    }
+    fn end_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_object(w)
+    }
+    fn begin_object_key<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        self.0.begin_object_key(w, first)
+    }
+    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.begin_object_value(w)
+    }
+    fn end_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_object_value(w)
+    }
 }
 
 impl From<u64> for Json {

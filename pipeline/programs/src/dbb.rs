@@ -1,6 +1,6 @@
-//! `dbb`: deterministic bandwidth-based packet-level traffic splitting (Wu et al., APNOMS 2022)
-//! on `basic`'s routing, with `ecmp`'s ECN marking. Each switch walks, per (source ToR, sink ToR)
-//! pair, the circular list of next hops that [`analysis::dbb::compile`] lays out, so that over every
+//! `dbb`: deterministic bandwidth-based packet-level traffic splitting (Wu, Yen, Hsieh and
+//! Tseng; docs/dbb.md) on `basic`'s routing, with `ecmp`'s ECN marking. Each switch walks, per
+//! (source ToR, sink ToR) pair, the circular list of next hops that [`analysis::dbb::compile`] lays out, so that over every
 //! dispatching cycle each link carries exactly its `N_ij` packets. docs/dbb.md records the choices,
 //! and its "Open questions" the A-DBB ids cited here.
 //!

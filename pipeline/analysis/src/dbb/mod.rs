@@ -1,5 +1,6 @@
 //! DBB compiler: deterministic bandwidth-based packet-level traffic splitting (issue 13; Wu, Yen,
-//! Hsieh and Tseng, APNOMS 2022).
+//! Hsieh and Tseng, "Deterministic Bandwidth-Based Packet-Level Traffic Splitting for Datacenter
+//! Networks").
 //!
 //! Offline and sans-IO. [`compile`] turns one source-sink switch pair and its directed links into
 //! the packet dispatching cycle (PDC) of the paper: `N` packets, the path of each, and for every

@@ -1,7 +1,8 @@
 //! `p4te`: P4TE, in-band monitoring, load-aware flowlet routing and fake-ACK rate control
-//! (Robin and Khan, arXiv:2207.09378; docs/p4te.md). Roles leaf and spine, IPv4 and IPv6, one
-//! program. The ids A-P4TE-n cited in this module and its submodules are the paper's open
-//! questions, listed with our choices in docs/p4te.md, "Open questions".
+//! (Robin and Khan, "P4TE: PISA Switch Based Traffic Engineering in Fat-Tree Data Center
+//! Networks"; docs/p4te.md). Roles leaf and spine, IPv4 and IPv6, one program. The ids A-P4TE-n
+//! cited in this module and its submodules are the paper's open questions, listed with our
+//! choices in docs/p4te.md, "Open questions".
 //!
 //! **Ingress**
 //! 1. From the CPU port: a `packet_out` header names the egress port. From the recirculation
