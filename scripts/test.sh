@@ -14,11 +14,11 @@ python3 -m unittest discover -s scripts
 echo "== clippy"
 cargo clippy --workspace --all-targets --release -- -D warnings
 echo "== build (the namespace tests run the switch binaries)"
-# With --tests the binaries are built with the same features as `cargo test` below (which
-# unifies the dev-dependencies' features), so the test step compiles only what is left and no
-# crate twice.
-cargo build --workspace --release --bins --tests
-echo "== tests (release: the timing checks run only in optimised builds)"
-cargo test --workspace --release 2>&1 | tee target/test-output.txt
+# The `ci` profile (Cargo.toml): release's optimisation without LTO, so the test binaries link
+# fast. With --tests the binaries are built with the same features as `cargo test` below (which
+# unifies the dev-dependencies' features), so the test step compiles no crate twice.
+cargo build --workspace --profile ci --bins --tests
+echo "== tests (optimised: the timing checks run only in optimised builds)"
+cargo test --workspace --profile ci 2>&1 | tee target/test-output.txt
 # Guard against a silently empty run.
 grep -q "test result: ok" target/test-output.txt
