@@ -116,7 +116,8 @@ def fmt_pct(v: Optional[float]) -> str:
     return "-" if v is None else f"{v:+.0f}%"
 
 
-# The paper's headline ranges (P4TE §7.1-§7.2, App. A; ../shared/docs/seed-spec.md §1.6).
+# The paper's headline ranges (Robin and Khan, "P4TE: PISA Switch Based Traffic Engineering in
+# Fat-Tree Data Center Networks", §7.1-§7.2 and App. A; docs/p4te.md lists them).
 PAPER = {
     ("websearch", "ecmp", "short"): "+40 to +55%",
     ("websearch", "ecmp", "large"): "+4 to +35%",
