@@ -250,10 +250,10 @@ fn run(c: Command) -> Result<(), String> {
             trace,
             out,
         } => {
-            if size < sim::flow::STAMP_LEN {
+            if size < hosts::stamp::STAMP_LEN {
                 return Err(format!(
                     "--size {size}: at least {} bytes (the stamp)",
-                    sim::flow::STAMP_LEN
+                    hosts::stamp::STAMP_LEN
                 ));
             }
             let mut sock = TosSocket::bind(bind).map_err(err)?;
@@ -324,7 +324,7 @@ fn run(c: Command) -> Result<(), String> {
             let Some(me) = hosts.iter().position(|h| *h == me) else {
                 return Err(format!("--self {me} is not in --hosts"));
             };
-            if rates.is_empty() || size < sim::flow::STAMP_LEN {
+            if rates.is_empty() || size < hosts::stamp::STAMP_LEN {
                 return Err("--rates must name a rate and --size hold the stamp".into());
             }
             let j = host::background(&BackgroundOpts {

@@ -26,7 +26,7 @@ use hosts::json::Json;
 use hosts::qcn::{Rp, RpConfig, RpState};
 use nix::errno::Errno;
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, SockaddrIn, recvmsg, setsockopt, sockopt};
-use sim::flow::{STAMP_LEN, read_stamp, stamp};
+use hosts::stamp::{STAMP_LEN, read_stamp, stamp};
 use sim::rx::RxStats;
 
 /// Ethernet, IPv4 and UDP headers: what a frame adds to a UDP payload.

@@ -33,7 +33,7 @@ use analysis::pint::HpccUtil;
 use hosts::hpcc::{Feedback, Hpcc, HpccConfig};
 use hosts::json::Json;
 use programs::pint_hpcc::{FLAG_SAMPLED, KIND_INT, KIND_PINT, Shim};
-use sim::flow::{STAMP_LEN, read_stamp, stamp};
+use hosts::stamp::{STAMP_LEN, read_stamp, stamp};
 use sim::rx::RxStats;
 
 use super::FRAME_OVERHEAD;

@@ -152,7 +152,7 @@ impl Sim {
             window: 0xffff,
         };
         f.tcp_seq = f.tcp_seq.wrapping_add(payload_len);
-        let stamp = flow::stamp(k as u32, f.sent, now);
+        let stamp = ::hosts::stamp::stamp(k as u32, f.sent, now);
         f.sent += 1;
         let next = match &mut f.rp {
             Some((rp, trace)) => {

@@ -189,7 +189,7 @@ impl Sim {
         }
         let kind = if h.int { KIND_INT } else { KIND_PINT };
         let mut payload = Shim::bytes(kind, h.capacity, h.nonce);
-        payload.extend_from_slice(&flow::stamp(k as u32, u64::from(h.nonce), now));
+        payload.extend_from_slice(&::hosts::stamp::stamp(k as u32, u64::from(h.nonce), now));
         let ip_len = 28 + payload.len() + len.saturating_sub(flow::STAMP_LEN as u64) as usize;
         let frame_bytes = 14 + ip_len as u64;
         h.snd_nxt += len;
@@ -240,7 +240,7 @@ impl Sim {
         let Some(shim) = Shim::parse(payload) else {
             return false;
         };
-        let Some((id, nonce, sent_at)) = flow::read_stamp(&payload[shim.len()..]) else {
+        let Some((id, nonce, sent_at)) = ::hosts::stamp::read_stamp(&payload[shim.len()..]) else {
             return false;
         };
         let now = self.now;
