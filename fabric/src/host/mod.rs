@@ -24,9 +24,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hosts::json::Json;
 use hosts::qcn::{Rp, RpConfig, RpState};
+use hosts::stamp::{STAMP_LEN, read_stamp, stamp};
 use nix::errno::Errno;
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, SockaddrIn, recvmsg, setsockopt, sockopt};
-use hosts::stamp::{STAMP_LEN, read_stamp, stamp};
 use sim::rx::RxStats;
 
 /// Ethernet, IPv4 and UDP headers: what a frame adds to a UDP payload.

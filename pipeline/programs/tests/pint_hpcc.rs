@@ -7,8 +7,8 @@ use std::net::Ipv4Addr;
 
 use analysis::pint::{HpccUtil, UtilEwma};
 use hosts::json::Json;
-use programs::pint_hpcc::{FLAG_SAMPLED, KIND_INT, KIND_PINT, Shim};
 use hosts::stamp::stamp;
+use programs::pint_hpcc::{FLAG_SAMPLED, KIND_INT, KIND_PINT, Shim};
 use sim::flow::{Addrs, Proto, TcpFields, write_frame};
 use topo::Topology;
 

@@ -32,8 +32,8 @@ use std::net::SocketAddrV4;
 use analysis::pint::HpccUtil;
 use hosts::hpcc::{Feedback, Hpcc, HpccConfig};
 use hosts::json::Json;
-use programs::pint_hpcc::{FLAG_SAMPLED, KIND_INT, KIND_PINT, Shim};
 use hosts::stamp::{STAMP_LEN, read_stamp, stamp};
+use programs::pint_hpcc::{FLAG_SAMPLED, KIND_INT, KIND_PINT, Shim};
 use sim::rx::RxStats;
 
 use super::FRAME_OVERHEAD;
