@@ -77,12 +77,39 @@ const FIG5: [(&str, u16, &str, u16, u64); 8] = [
 
 /// The experiment's fabric, before the scheme is set. E8: every fabric link at `rate_bps`; E9:
 /// Fig. 5 at `rate_bps` per paper Gb/s (so 25 of them from source to sink). Hosts at
-/// `host_bps`, every link `buffer` packets, no delay.
+/// `host_bps`, every link `buffer` packets, no delay (the namespaces' veth pairs have none).
 pub fn topology(w: Which, rate_bps: u64, host_bps: u64, buffer: u32) -> Topology {
+    topology_with(
+        w,
+        &Links {
+            rate_bps,
+            host_bps,
+            buffer,
+            delay_us: 0,
+        },
+    )
+}
+
+/// The links of an E8 or E9 fabric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Links {
+    /// E8: every fabric link's rate. E9: the rate of one paper Gb/s.
+    pub rate_bps: u64,
+    /// Every host link's rate.
+    pub host_bps: u64,
+    /// Every link's egress queue, packets.
+    pub buffer: u32,
+    /// Every link's propagation delay (`pisa-sim`; namespaces ignore it).
+    pub delay_us: u64,
+}
+
+/// [`topology`] with every link's properties given, the delay included (E9 in `pisa-sim`).
+pub fn topology_with(w: Which, l: &Links) -> Topology {
+    let (rate_bps, host_bps) = (l.rate_bps, l.host_bps);
     let lp = |rate_bps| LinkProps {
         rate_bps,
-        delay_us: 0,
-        buffer,
+        delay_us: l.delay_us,
+        buffer: l.buffer,
     };
     match w {
         Which::E8 => topo::dbb(GenProps {
