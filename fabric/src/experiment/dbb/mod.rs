@@ -15,6 +15,8 @@
 //! - the packets each forward link sent (`egress.port_tx` over P4Runtime), as shares of its
 //!   stage against the compiler's `N_ij / N`;
 //! - the kernel's reordering settings, read in a sender namespace.
+//!
+//! [`sim`] runs E9 in `pisa-sim` instead, with two UDP flows on the same Fig. 5.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -31,6 +33,7 @@ use crate::traffic::{Job, PORT, Transport, unix_now_ns};
 use crate::{Netns, Process, workspace_bin};
 
 pub mod report;
+pub mod sim;
 
 /// Which experiment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
