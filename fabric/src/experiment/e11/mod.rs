@@ -13,20 +13,24 @@
 //!   leaves (the median of 20 pings before the run): the namespaces have no link delays, and the
 //!   switches' processing time is in the ping. A flow not done when the senders stop counts with
 //!   the lower bound (stop − start)/ideal. Buckets are by the **workload's** (unscaled) size.
+//!
+//! [`sim`] runs E11 in `pisa-sim` instead, on a k = 4 fat-tree at 1 and 4 Gb/s.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
+use ::sim::workload::Cdf;
 use pipeline::externs::Rng;
 use programs::pint_hpcc::Shim;
 use programs::pint_hpcc::{KIND_INT, KIND_PINT};
 use serde_json::Value;
-use sim::workload::Cdf;
 use topo::{self, LinkProps, Topology};
 
 use super::hpcc::{self, HostFlow, Plan, switch_total};
 use super::ping_times_us;
 use crate::fabric::{Fabric, Options};
+
+pub mod sim;
 
 /// One scheme of E11.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,33 +41,51 @@ pub struct Scheme {
     pub int: bool,
     /// p = 1/sample.
     pub sample: u32,
+    /// PINT with its shim padded to INT's length (`cc=hpcc-pint-pad`): PINT's signal at INT's
+    /// overhead. `pisa-sim` only.
+    pub pad: bool,
 }
 
-/// The schemes, in `pisa-sim`'s E11 order.
+impl Scheme {
+    /// Its senders' congestion control, as `pisa-sim`'s `cc=` names it.
+    pub fn cc(&self) -> &'static str {
+        match (self.int, self.pad) {
+            (true, _) => "hpcc-int",
+            (false, false) => "hpcc-pint",
+            (false, true) => "hpcc-pint-pad",
+        }
+    }
+}
+
+/// The schemes of E11 in namespaces, in `pisa-sim`'s E11 order ([`sim::SIM_SCHEMES`] adds one).
 pub const SCHEMES: [Scheme; 4] = [
     Scheme {
         name: "INT",
         int: true,
         sample: 1,
+        pad: false,
     },
     Scheme {
         name: "PINT p=1",
         int: false,
         sample: 1,
+        pad: false,
     },
     Scheme {
         name: "PINT p=1/16",
         int: false,
         sample: 16,
+        pad: false,
     },
     Scheme {
         name: "PINT p=1/256",
         int: false,
         sample: 256,
+        pad: false,
     },
 ];
 
-/// Flow-size buckets (workload bytes), as `scripts/e11-sim.py`'s.
+/// Flow-size buckets (workload bytes), in `pisa-sim` and in namespaces.
 pub const BUCKETS: [(f64, f64, &str); 5] = [
     (0.0, 10e3, "<10K"),
     (10e3, 100e3, "10K-100K"),
@@ -237,7 +259,7 @@ pub fn row(s: &Setup, sc: &Scheme, slots: u8, fl: &[E11Flow], r: &Value, idle_rt
         .into_iter()
         .map(|v| {
             let n = v.len();
-            let q = (n > 0).then(|| sim::traffic::quantile_nearest_rank(&v, 0.95));
+            let q = (n > 0).then(|| ::sim::traffic::quantile_nearest_rank(&v, 0.95));
             (q, n)
         })
         .collect();
@@ -252,7 +274,7 @@ pub fn row(s: &Setup, sc: &Scheme, slots: u8, fl: &[E11Flow], r: &Value, idle_rt
     }
 }
 
-/// The table of one load, as `scripts/e11-sim.py` prints it (plus retransmissions).
+/// The table of one load, in `pisa-sim` ([`sim`]) and in namespaces.
 pub fn table(rows: &[Row]) -> String {
     let mut md = String::from("| scheme |");
     for b in BUCKETS {
@@ -317,6 +339,12 @@ pub fn netns(
     dir: &Path,
     progress: impl FnMut(&str),
 ) -> Result<(Row, Value), String> {
+    if sc.pad {
+        return Err(format!(
+            "{}: a scheme of E11 in pisa-sim only (e11::sim::SIM_SCHEMES)",
+            sc.name
+        ));
+    }
     let t = topology(s, sc);
     let fl = flows(s, &t)?;
     let hp = programs::pint_hpcc::fabric_of(&t)?.ok_or("no pint switches")?;
