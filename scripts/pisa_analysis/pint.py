@@ -11,9 +11,9 @@
       with all samples; dotted lines at each codec's bound epsilon (if given). The JSON does
       not record the trials: --trials (the run's) puts their number in the subtitle.
   pint-plot e11 E11.json PNG
-      From `scripts/e11-sim.py --json` (one deterministic run per load and scheme): the p95
-      slowdown per flow-size bucket at the middle load, per scheme; and the mean goodput of
-      flows >= 10 MB against load, as the gain over HPCC(INT) (the paper's Fig. 7a).
+      From `pisa-fabric e11 --where sim --json` (one deterministic run per load and scheme):
+      the p95 slowdown per flow-size bucket at the middle load, per scheme; and the mean
+      goodput of flows >= 10 MB against load, as the gain over HPCC(INT) (the paper's Fig. 7a).
 Each prints the file it wrote.
 """
 

@@ -249,9 +249,9 @@ fn s4_4c_int_appends_one_record_per_hop_and_pint_keeps_the_path_max() {
     );
 }
 
-/// E11, short (the full run is `scripts/e11-sim.py`, docs/pint.md): the k = 4 fat-tree of the
-/// experiment, 1 Gb/s hosts and 4 Gb/s between switches, 50 µs links, PFC on; 80 ms of web
-/// search flows at 50% load to random hosts; every scheme on the same flows.
+/// E11, short (the full run is `pisa-fabric e11 --where sim`, docs/pint.md): the k = 4
+/// fat-tree of the experiment, 1 Gb/s hosts and 4 Gb/s between switches, 50 µs links, PFC on;
+/// 80 ms of web search flows at 50% load to random hosts; every scheme on the same flows.
 fn e11_short(cc: &str, sample: u64) -> Vec<(u64, f64)> {
     use sim::traffic::{Layout, Pattern, PoissonSpec, Tagging, poisson};
     use topo::{GenProps, LinkProps, fat_tree};
