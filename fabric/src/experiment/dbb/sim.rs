@@ -7,6 +7,7 @@
 //!
 //! The run is deterministic: one seed gives the same row.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde_json::Value;
@@ -132,7 +133,8 @@ fn u(v: &Value, path: &[&str]) -> u64 {
         .unwrap_or_default()
 }
 
-/// The row of a `pisa-sim` report of `t` (whose switches run `scheme`) at `load`.
+/// The row of a `pisa-sim` report of `t` (whose switches run `scheme`) at `load`: what
+/// [`sim_point`] returns, from a report kept on disk.
 pub fn summarise(scheme: &str, load: f64, t: &Topology, r: &Value) -> Result<E9SimRow, String> {
     let flows = r["flows"].as_array().ok_or("the report has no flows")?;
     let sum = |k: &str| flows.iter().map(|f| u(f, &[k])).sum::<u64>();
@@ -141,19 +143,12 @@ pub fn summarise(scheme: &str, load: f64, t: &Topology, r: &Value) -> Result<E9S
         let (sw, port) = l.id.split_once(':').unwrap_or_default();
         l.packets = u(r, &["switches", sw, "ports", port, "tx_packets"]);
     }
-    let totals: Vec<(usize, u64)> = links.iter().fold(Vec::new(), |mut acc, l| {
-        match acc.iter_mut().find(|(s, _)| *s == l.stage) {
-            Some((_, n)) => *n += l.packets,
-            None => acc.push((l.stage, l.packets)),
-        }
-        acc
-    });
+    let mut totals: BTreeMap<usize, u64> = BTreeMap::new();
+    for l in &links {
+        *totals.entry(l.stage).or_default() += l.packets;
+    }
     for l in &mut links {
-        let total = totals
-            .iter()
-            .find(|(s, _)| *s == l.stage)
-            .map_or(0, |x| x.1);
-        l.share = l.packets as f64 / total.max(1) as f64;
+        l.share = l.packets as f64 / totals[&l.stage].max(1) as f64;
     }
     Ok(E9SimRow {
         scheme: scheme.into(),
