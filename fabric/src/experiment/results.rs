@@ -2,6 +2,8 @@
 //! p99s per class, retransmissions, uplink balance, drops, queues), and the merged CSVs of every
 //! finished point.
 
+use anyhow::Context as _;
+
 use super::*;
 
 /// One parsed flow row of a host's CSV.
@@ -119,7 +121,7 @@ pub fn uplink_balance(up: &[(String, u16, String, u64)]) -> (f64, f64) {
 
 /// A point's summary row.
 pub fn summary_row(
-    e: &Experiment,
+    e: &Fct,
     t: &Transport,
     p: &Point,
     rows: &[FlowRow],
@@ -172,20 +174,17 @@ pub fn summary_row(
 }
 
 /// Concatenates `name` of every finished point (one header) into `OUT/name`.
-pub(super) fn merge(e: &Experiment, name: &str, header: &str) -> Result<(), String> {
+pub(super) fn merge(out: &Path, dirs: &[&Path], name: &str, header: &str) -> anyhow::Result<()> {
     let mut text = format!("{header}\n");
-    for p in points(e) {
-        let dir = e.out.join("points").join(p.dir_name());
-        if !dir.join("done").exists() {
-            continue;
-        }
+    for dir in dirs {
         let part = std::fs::read_to_string(dir.join(name)).unwrap_or_default();
         for l in part.lines().skip(1) {
             text += l;
             text.push('\n');
         }
     }
-    std::fs::write(e.out.join(name), text).map_err(|err| format!("{name}: {err}"))
+    let path = out.join(name);
+    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
 }
 
 /// The header of the merged `flows.csv`.

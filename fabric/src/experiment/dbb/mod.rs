@@ -31,6 +31,7 @@ use crate::traffic::{Job, PORT, Transport, unix_now_ns};
 use crate::{Netns, Process, workspace_bin};
 
 pub mod report;
+pub mod sweep;
 
 /// Which experiment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -28,6 +28,8 @@ use super::hpcc::{self, HostFlow, Plan, switch_total};
 use super::ping_times_us;
 use crate::fabric::{Fabric, Options};
 
+pub mod sweep;
+
 /// One scheme of E11.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Scheme {
@@ -187,7 +189,7 @@ pub fn ideal_ns(s: &Setup, int: bool, slots: u8, bytes: u64, idle_rtt_ns: u64) -
 }
 
 /// One scheme's results.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Row {
     /// The scheme.
     pub scheme: String,
@@ -321,7 +323,7 @@ pub fn netns(
     let fl = flows(s, &t)?;
     let hp = programs::pint_hpcc::fabric_of(&t)?.ok_or("no pint switches")?;
     let slots = topo::plan::host_path_switches(&t).clamp(1, 255) as u8;
-    let f = Fabric::up(&t, opts, progress)?;
+    let f = crate::sweep::bring_up(&t, opts, progress)?;
     f.program()?;
     let last = t.hosts.last().map_or("", |h| h.name.as_str());
     let idle = idle_rtt_ns(&f, &t.hosts[0].name, last)?;
