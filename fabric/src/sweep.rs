@@ -118,9 +118,9 @@ impl Ctx {
         }
     }
 
-    /// Brings `t` up with `opts`, serialised with a signal's teardown.
+    /// Brings `t` up with `opts`, serialised with a signal's teardown, quietly.
     pub fn up(&self, t: &Topology, opts: &Options) -> std::result::Result<Fabric, String> {
-        bring_up(t, opts, |m| eprintln!("    {m}"))
+        bring_up(t, opts, |_| {})
     }
 }
 

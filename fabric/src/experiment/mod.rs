@@ -5,7 +5,8 @@
 //! fabric of Linux routers ([`crate::fabric::kernel`]): its uplink packets come from the
 //! interfaces' counters, its drops and queue depths from the qdiscs.
 //!
-//! Outputs, in `OUT/`:
+//! It runs on the sweep driver ([`crate::sweep`]: resume, the setup record [`record`], teardown,
+//! progress). Outputs, in `OUT/`:
 //! - `points/<scheme>_load<L>_rep<R>/`: each point's own `flows.csv`, `summary.csv`,
 //!   `uplinks.csv`, the hosts' schedules and logs, and a `done` marker. A point with a marker is
 //!   skipped, so a run resumes where it stopped.
