@@ -46,17 +46,16 @@ mod counters;
 pub mod dbb;
 pub mod e10;
 pub mod e11;
+pub mod fidelity;
 pub mod hpcc;
 pub mod qcn;
 mod results;
 mod schedule;
-mod table;
 
 pub use calibrate::ping_times_us;
 pub use counters::{PORT_TX, port_tx_bytes, port_tx_packets, switch_counters};
 pub use results::*;
 pub use schedule::*;
-pub use table::fct_table;
 
 /// What `--load-of` names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,6 +121,8 @@ pub struct Fct {
     pub links: crate::fabric::Links,
     /// Program counters recorded per switch at the end of each point (`counters.csv`).
     pub counters: Vec<String>,
+    /// Fail a point whose fidelity is degraded ([`fidelity`]) instead of warning.
+    pub require_fidelity: bool,
 }
 
 /// How a point's flows are seeded (see the module documentation).
@@ -444,6 +445,13 @@ fn run_point(
         std::fs::write(dir.join("reordering.txt"), line + "\n").map_err(|err| err.to_string())?;
     }
     let before = port_tx_packets(&f)?;
+    let host_drops = |f: &Fabric| -> u64 {
+        hosts
+            .iter()
+            .map(|h| fidelity::interface_drops(f.ns(h)).values().sum::<u64>())
+            .sum()
+    };
+    let host_drops_before = host_drops(&f);
     // Each host's schedule, to the destinations' IPv4 addresses.
     let mut per_host: Vec<String> = vec![String::new(); hosts.len()];
     for fl in &flows {
@@ -511,6 +519,7 @@ fn run_point(
         .collect();
     let limit = Duration::from_secs_f64(1.5 + e.seconds + e.drain + 20.0);
     let flow_start = Instant::now();
+    let mut monitor = fidelity::Monitor::start();
     let mut depths = Vec::new();
     let mut last_sample = Instant::now() - Duration::from_secs(1);
     let mut last_note = Instant::now();
@@ -533,6 +542,7 @@ fn run_point(
         }
         if last_sample.elapsed() >= Duration::from_secs(1) {
             last_sample = Instant::now();
+            monitor.sample();
             for (sock, ps) in &socks {
                 for &port in ps {
                     if let Ok(q) = port_queues(sock, port) {
@@ -559,6 +569,8 @@ fn run_point(
     }
     let after = port_tx_packets(&f)?;
     let mut sw = SwitchStats::default();
+    sw.fidelity.machine = monitor.finish();
+    sw.fidelity.host_drops = host_drops(&f).saturating_sub(host_drops_before);
     sw.set_queue_samples(&depths);
     for (leaf, port, spine) in uplinks(&topo) {
         let key = (leaf.clone(), port);
@@ -637,6 +649,16 @@ fn run_point(
         ));
     }
     std::fs::write(dir.join("flows.csv"), flows_csv).map_err(|err| err.to_string())?;
+    let short: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.class == Class::Short.name() && r.finished)
+        .filter_map(|r| r.fct_us)
+        .collect();
+    sw.fidelity.start_lag_p99_us =
+        traffic::quantile_nearest_rank(&rows.iter().map(|r| r.lag_us).collect::<Vec<_>>(), 0.99);
+    sw.fidelity.short_fct_p50_us =
+        (!short.is_empty()).then(|| traffic::quantile_nearest_rank(&short, 0.5));
+    let verdict = fidelity::verdict(&sw.fidelity, &fidelity::Thresholds::default());
     let wall = t0.elapsed().as_secs_f64();
     let summary = summary_row(e, transport, p, &rows, &sw, wall);
     std::fs::write(
@@ -649,18 +671,19 @@ fn run_point(
         let _ = writeln!(up_csv, "{prefix},{l},{port},{s},{n}");
     }
     std::fs::write(dir.join("uplinks.csv"), up_csv).map_err(|err| err.to_string())?;
-    std::fs::write(dir.join("done"), "").map_err(|err| err.to_string())?;
+    if verdict != "ok" {
+        eprintln!("    fidelity {verdict}");
+        if e.require_fidelity {
+            return Err(format!("fidelity {verdict} (--require-fidelity)"));
+        }
+    }
     let fin = rows.iter().filter(|r| r.finished).count();
-    let short: Vec<f64> = rows
-        .iter()
-        .filter(|r| r.class == Class::Short.name() && r.finished)
-        .filter_map(|r| r.fct_us)
-        .collect();
     Ok(format!(
-        "{fin}/{} flows finished, short-flow FCT avg {:.0} us, {} TM drops",
+        "{fin}/{} flows finished, short-flow FCT avg {:.0} us, {} TM drops, fidelity {}",
         rows.len(),
         Stats::of(&short).mean,
-        sw.tm_drops
+        sw.tm_drops,
+        if verdict == "ok" { "ok" } else { "degraded" }
     ))
 }
 
@@ -695,6 +718,7 @@ mod tests {
             name: "x".into(),
             links: Default::default(),
             counters: vec![],
+            require_fidelity: false,
         }
     }
 

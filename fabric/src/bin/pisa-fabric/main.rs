@@ -262,6 +262,10 @@ struct ExperimentArgs {
     /// it at the end of each point, into points/*/counters.csv and DIR/counters.csv; repeatable.
     #[arg(long = "record-counter")]
     record_counters: Vec<String>,
+    /// Fail at a point whose fidelity is degraded (the emulator fell behind: late links,
+    /// kernel-side drops, late flow starts, a saturated CPU) instead of warning.
+    #[arg(long)]
+    require_fidelity: bool,
 }
 
 fn parse_tos(s: &str) -> Result<u8, String> {
@@ -328,18 +332,35 @@ fn experiment(a: &ExperimentArgs, cancel: Arc<AtomicBool>) -> Result<(), String>
         name: a.name.clone(),
         links: a.links,
         counters: a.record_counters.clone(),
+        require_fidelity: a.require_fidelity,
     };
     pisa_fabric::experiment::run(&e, &cancel).map_err(|e| format!("{e:#}"))?;
-    let summary = std::fs::read_to_string(a.out.join("summary.csv")).map_err(|e| e.to_string())?;
-    print!("{}", pisa_fabric::experiment::fct_table(&summary)?);
+    // The table: the analysis package's (one definition of each statistic), which needs only
+    // the standard library.
+    let scripts = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts");
+    let table = std::process::Command::new("python3")
+        .args(["-m", "pisa_analysis", "fct-table"])
+        .arg(&a.out)
+        .env("PYTHONPATH", scripts)
+        .output()
+        .map_err(|e| format!("python3 -m pisa_analysis fct-table: {e}"))?;
+    if !table.status.success() {
+        return Err(format!(
+            "python3 -m pisa_analysis fct-table {}: {}",
+            a.out.display(),
+            String::from_utf8_lossy(&table.stderr).trim()
+        ));
+    }
+    print!("{}", String::from_utf8_lossy(&table.stdout));
     println!(
-        "results: {} (flows.csv, summary.csv, uplinks.csv; FCTs are medians over reps)",
+        "results: {} (flows.csv, summary.csv, uplinks.csv; `scripts/analysis fct-table {}` \
+         prints this table again)",
+        a.out.display(),
         a.out.display()
     );
     let venv =
         std::env::var("PISA_VENV_DIR").unwrap_or_else(|_| "/var/cache/pisa-switch/venvs".into());
     let python = PathBuf::from(venv).join("plot/bin/python");
-    let scripts = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts");
     match std::process::Command::new(&python)
         .args(["-m", "pisa_analysis", "experiment-plots"])
         .arg(&a.out)
