@@ -374,7 +374,7 @@ impl XdpPort {
 /// only the first three (before 5.9) leaves the others 0.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct XdpStats {
-    /// Received frames dropped for other reasons than the two below.
+    /// Received frames dropped: no buffer in the fill ring (copy mode), or too large for one.
     pub rx_dropped: u64,
     /// Received frames dropped because of an invalid descriptor.
     pub rx_invalid_descs: u64,
@@ -384,7 +384,8 @@ pub struct XdpStats {
     pub rx_ring_full: u64,
     /// Times the kernel found the fill ring empty (no buffer to receive into).
     pub rx_fill_ring_empty_descs: u64,
-    /// Times the kernel found the TX ring empty when kicked.
+    /// Times the kernel read the TX ring and found it empty: a send that drains the ring ends
+    /// with one, so this grows with traffic and is not a loss.
     pub tx_ring_empty_descs: u64,
 }
 
