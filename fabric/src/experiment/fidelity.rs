@@ -151,6 +151,82 @@ pub fn parse_interface_drops(text: &str) -> BTreeMap<String, u64> {
         .collect()
 }
 
+/// One port's link lateness, from a `link` line of `show_fidelity`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Link {
+    /// The port.
+    pub port: u16,
+    /// Departures from a backlogged port measured.
+    pub departures: u64,
+    /// p99 lateness in serialisation times (`None`: nothing measured).
+    pub p99_ser: Option<f64>,
+}
+
+/// What a switch's `show_fidelity` says (docs/dataplane.md, "Fidelity monitors").
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Switch {
+    /// Shaped ports.
+    pub links: Vec<Link>,
+    /// Frames the kernel dropped before the switch took them, all ports: AF_XDP's
+    /// `rx_dropped + rx_ring_full + rx_invalid_descs`, AF_PACKET's `tp_drops`.
+    pub input_drops: u64,
+}
+
+/// Parses the lines of `show_fidelity` (without its closing `ok`): each table's rows start
+/// with its name (`link`, `input`, `loop`); a header line names its columns.
+pub fn parse_show_fidelity(lines: &[String]) -> Result<Switch, String> {
+    let mut heads: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut sw = Switch::default();
+    for l in lines {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        let Some(&table) = w.first() else { continue };
+        // A header: its second word is a column name, not a number.
+        if w.get(1).is_some_and(|x| x.parse::<u64>().is_err()) {
+            heads.insert(table, w[1..].to_vec());
+            continue;
+        }
+        let Some(head) = heads.get(table) else {
+            return Err(format!(
+                "show_fidelity: a {table} row before its header: {l}"
+            ));
+        };
+        let get = |c: &str| -> Option<&str> {
+            let i = head.iter().position(|h| *h == c)?;
+            w.get(i + 1).copied()
+        };
+        let num = |c: &str| get(c).and_then(|x| x.parse::<u64>().ok());
+        match table {
+            "link" => sw.links.push(Link {
+                port: num("port").ok_or_else(|| format!("show_fidelity: {l}"))? as u16,
+                departures: num("backlogged_departures").unwrap_or(0),
+                p99_ser: get("p99_ser").and_then(|x| x.parse().ok()),
+            }),
+            "input" => {
+                sw.input_drops += ["rx_dropped", "rx_ring_full", "rx_invalid_descs", "tp_drops"]
+                    .iter()
+                    .filter_map(|c| num(c))
+                    .sum::<u64>();
+            }
+            _ => {}
+        }
+    }
+    Ok(sw)
+}
+
+/// The worst port of `switches` (name, its `show_fidelity`) with at least `min_departures`
+/// backlogged departures: its p99 lateness in serialisation times and `switch:port`.
+pub fn worst_link(switches: &[(String, Switch)], min_departures: u64) -> Option<(f64, String)> {
+    switches
+        .iter()
+        .flat_map(|(name, s)| {
+            s.links
+                .iter()
+                .filter(|l| l.departures >= min_departures)
+                .filter_map(move |l| Some((l.p99_ser?, format!("{name}:{}", l.port))))
+        })
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+}
+
 /// What a point measured of its own fidelity.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Measured {
@@ -265,6 +341,34 @@ mod tests {
         assert!((m.busy - 4.0 / 7.0).abs() < 1e-9, "{m:?}");
         assert!((m.steal - 1.0 / 7.0).abs() < 1e-9, "{m:?}");
         assert_eq!((m.runq_mean, m.runq_max), (4.0, 5));
+    }
+
+    #[test]
+    fn show_fidelity_gives_each_ports_lateness_and_the_kernels_drops() {
+        let text = "link port rate backlogged_departures late late_share p50_us p99_us max_us p50_ser p99_ser max_ser
+link 1 unshaped 0 0 - - - - - - -
+link 2 100000000bps 29935 412 0.013763 0.000 458.751 5128.460 0.000 2.996 55.578
+link 3 100000000bps 50 3 0.06 0.000 458.751 5128.460 0.000 9.5 55.578
+input port socket rx_dropped rx_invalid_descs tx_invalid_descs rx_ring_full rx_fill_ring_empty_descs tx_ring_empty_descs tp_packets tp_drops
+input 1 af_xdp 120 0 0 3 120 1704 - -
+input 2 af_packet - - - - - - 500 7
+loop worker busy_loops p50_us p99_us max_us
+loop 0 15377 16.383 589.823 5355.335";
+        let lines: Vec<String> = text.lines().map(str::to_string).collect();
+        let s = parse_show_fidelity(&lines).unwrap();
+        assert_eq!(s.links.len(), 3);
+        assert_eq!(s.links[0].p99_ser, None);
+        assert_eq!(
+            (s.links[1].departures, s.links[1].p99_ser),
+            (29935, Some(2.996))
+        );
+        // rx_dropped + rx_ring_full, and AF_PACKET's tp_drops; the fill-ring events are the
+        // same frames as rx_dropped.
+        assert_eq!(s.input_drops, 130);
+        // Port 3 has too few departures to judge.
+        let w = worst_link(&[("leaf1".into(), s)], 100).unwrap();
+        assert_eq!(w, (2.996, "leaf1:2".into()));
+        assert!(parse_show_fidelity(&["link 2 100bps 1 1".to_string()]).is_err());
     }
 
     #[test]

@@ -452,6 +452,30 @@ fn run_point(
             .sum()
     };
     let host_drops_before = host_drops(&f);
+    // The switches' own fidelity monitors (kernel routers have none).
+    let monitored: Vec<(String, PathBuf)> = topo
+        .switches
+        .iter()
+        .filter(|s| !is_kernel(&s.program))
+        .map(|s| (s.name.clone(), opts.dir.join(format!("{}.sock", s.name))))
+        .collect();
+    let show_fidelity = |record: Option<&Path>| -> Result<Vec<(String, fidelity::Switch)>, String> {
+        let mut text = String::new();
+        let v = monitored
+            .iter()
+            .map(|(name, sock)| {
+                let lines = admin(sock, "show_fidelity")?;
+                let _ = writeln!(text, "# {name}\n{}", lines.join("\n"));
+                Ok((name.clone(), fidelity::parse_show_fidelity(&lines)?))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        if let Some(path) = record {
+            std::fs::write(path, text).map_err(|err| format!("{}: {err}", path.display()))?;
+        }
+        Ok(v)
+    };
+    let input_drops = |v: &[(String, fidelity::Switch)]| v.iter().map(|(_, s)| s.input_drops).sum();
+    let input_drops_before: u64 = input_drops(&show_fidelity(None)?);
     // Each host's schedule, to the destinations' IPv4 addresses.
     let mut per_host: Vec<String> = vec![String::new(); hosts.len()];
     for fl in &flows {
@@ -571,6 +595,17 @@ fn run_point(
     let mut sw = SwitchStats::default();
     sw.fidelity.machine = monitor.finish();
     sw.fidelity.host_drops = host_drops(&f).saturating_sub(host_drops_before);
+    if !monitored.is_empty() {
+        let switches = show_fidelity(Some(&dir.join("fidelity.txt")))?;
+        let min = fidelity::Thresholds::default().min_departures;
+        sw.fidelity.link_late_p99 = fidelity::worst_link(&switches, min);
+        sw.fidelity.link_departures = switches
+            .iter()
+            .flat_map(|(_, s)| s.links.iter().map(|l| l.departures))
+            .sum();
+        sw.fidelity.switch_input_drops =
+            Some(input_drops(&switches).saturating_sub(input_drops_before));
+    }
     sw.set_queue_samples(&depths);
     for (leaf, port, spine) in uplinks(&topo) {
         let key = (leaf.clone(), port);
