@@ -6,6 +6,7 @@
 //! set_queue_depth <packets> [<port>]      set_queue_rate <pps> [<port>]
 //! set_port_rate <bits/s> [<port>]         set_port_delay <us> [<port>]
 //! set_ecn_threshold <packets> [<port>]    show_ports | show_drops | show_queues <port>
+//! show_fidelity                           (link lateness, input drops, worker loop times)
 //! set_pfc on|off [<port>]                 (honour received PAUSE/PFC frames)
 //! set_pfc_xoff <packets> [<port>]         (send PFC as an ingress port; 0: off)
 //! register_read <register> <index>        counter_read <counter> <index>
@@ -25,8 +26,8 @@ use pipeline::commands::{Command, parse_line};
 use pipeline::control::Atomicity;
 use pipeline::metadata::PortId;
 
-use crate::switch::{Switch, sys};
-use crate::tm::Setting;
+use crate::switch::{InputCounters, Switch, sys};
+use crate::tm::{Lateness, Setting, Shaping};
 
 fn arg<T: std::str::FromStr>(args: &[String], i: usize, what: &str) -> Result<T, String> {
     args.get(i)
@@ -134,6 +135,7 @@ pub fn run(sw: &Switch, line: &str) -> Result<String, String> {
                 }
                 Ok(out)
             }
+            "show_fidelity" => Ok(show_fidelity(sw)),
             "register_read" | "counter_read" => {
                 let name = args.first().ok_or("missing name")?;
                 let index: u64 = arg(&args, 1, "index")?;
@@ -165,6 +167,73 @@ pub fn run(sw: &Switch, line: &str) -> Result<String, String> {
             other => Err(format!("unknown command {other}")),
         },
     }
+}
+
+/// The fidelity monitors (docs/dataplane.md, "Fidelity monitors"), three tables whose lines
+/// start with their name, each after a header line of its columns:
+/// - `link`: per data port, its rate and the lateness of its backlogged departures against back
+///   to back at that rate (`unshaped`: no rate, so no ideal time; `-` where nothing was
+///   measured), in µs and in serialisation times;
+/// - `input`: per data port, the kernel's drop counters of its socket (`-` where its kind of
+///   socket has no such counter);
+/// - `loop`: per worker, how long its loop iterations that did work took.
+fn show_fidelity(sw: &Switch) -> String {
+    let us = |ns: u64| format!("{:.3}", ns as f64 / 1000.0);
+    let ser = |v: u64| format!("{:.3}", Lateness::in_ser(v));
+    let mut out = String::from(
+        "link port rate backlogged_departures late late_share p50_us p99_us max_us p50_ser p99_ser max_ser\n",
+    );
+    for &p in sw.ports() {
+        let rate = match sw.tm().config(p).map(|c| c.shaping) {
+            Some(Shaping::BitsPerSec(r)) => format!("{r}bps"),
+            Some(Shaping::PacketsPerSec(r)) => format!("{r}pps"),
+            _ => "unshaped".into(),
+        };
+        out += &match sw.tm().lateness(p).filter(|l| l.departures > 0) {
+            Some(l) => format!(
+                "link {p} {rate} {} {} {:.6} {} {} {} {} {} {}\n",
+                l.departures,
+                l.late,
+                l.late_share(),
+                us(l.ns.quantile(0.5)),
+                us(l.ns.quantile(0.99)),
+                us(l.ns.max),
+                ser(l.ser.quantile(0.5)),
+                ser(l.ser.quantile(0.99)),
+                ser(l.ser.max),
+            ),
+            None => format!("link {p} {rate} 0 0 - - - - - - -\n"),
+        };
+    }
+    out += "input port socket rx_dropped rx_invalid_descs tx_invalid_descs rx_ring_full \
+            rx_fill_ring_empty_descs tx_ring_empty_descs tp_packets tp_drops\n";
+    for i in sw.input_stats() {
+        let cols = match i.counters {
+            Ok(InputCounters::Xdp(x)) => format!(
+                "{} {} {} {} {} {} - -",
+                x.rx_dropped,
+                x.rx_invalid_descs,
+                x.tx_invalid_descs,
+                x.rx_ring_full,
+                x.rx_fill_ring_empty_descs,
+                x.tx_ring_empty_descs
+            ),
+            Ok(InputCounters::Packet(c)) => format!("- - - - - - {} {}", c.packets, c.drops),
+            Ok(InputCounters::None) | Err(_) => "- - - - - - - -".into(),
+        };
+        out += &format!("input {} {} {cols}\n", i.port, i.socket);
+    }
+    out += "loop worker busy_loops p50_us p99_us max_us\n";
+    for (w, t) in sw.loop_times().iter().enumerate() {
+        out += &format!(
+            "loop {w} {} {} {} {}\n",
+            t.count,
+            us(t.quantile(0.5)),
+            us(t.quantile(0.99)),
+            us(t.max)
+        );
+    }
+    out
 }
 
 /// Runs every line of `path`; stops at the first error, naming its line.

@@ -148,6 +148,76 @@ fn packet_rate_shaping_is_accurate() {
     sw.stop();
 }
 
+/// The columns of `table`'s rows in `show_fidelity` whose second column is `key`.
+fn fidelity_row(out: &str, table: &str, key: &str) -> Vec<String> {
+    out.lines()
+        .map(|l| l.split_whitespace().map(String::from).collect::<Vec<_>>())
+        .find(|f| {
+            f.first().map(String::as_str) == Some(table)
+                && f.get(1).map(String::as_str) == Some(key)
+        })
+        .unwrap_or_else(|| panic!("no {table} {key} in\n{out}"))
+}
+
+#[test]
+fn show_fidelity_reports_a_shaped_ports_backlogged_departures_and_the_loop_times() {
+    let (sw, links) = start(SwitchConfig {
+        workers: 1,
+        ..SwitchConfig::default()
+    });
+    // 2000 frames/s: each frame takes 0.5 ms of the port.
+    sw.tm().configure(
+        3,
+        PortConfig {
+            shaping: Shaping::PacketsPerSec(2000),
+            burst: 1,
+            ..PortConfig::default()
+        },
+    );
+    for _ in 0..200 {
+        links[0].send(&udp_to(3, 64));
+    }
+    assert_eq!(recv_n(&links[2], 200, Duration::from_secs(5)).len(), 200);
+    let out = dataplane::admin::run(&sw, "show_fidelity").unwrap();
+    eprintln!("{out}");
+    let header = out.lines().next().unwrap();
+    assert!(
+        header.starts_with("link port rate backlogged_departures"),
+        "{out}"
+    );
+    let link = fidelity_row(&out, "link", "3");
+    assert_eq!(link.len(), 12, "{out}");
+    assert_eq!(link[2], "2000pps");
+    // Every frame but the first one or two waited behind another (all 200 arrive within
+    // microseconds; the port needs 100 ms for them).
+    let departures: u64 = link[3].parse().unwrap();
+    assert!((190..=199).contains(&departures), "{out}");
+    let share: f64 = link[5].parse().unwrap();
+    assert!((0.0..=1.0).contains(&share), "{out}");
+    let us: Vec<f64> = link[6..].iter().map(|v| v.parse().unwrap()).collect();
+    assert!(us[0] <= us[1] && us[1] <= us[2], "p50 <= p99 <= max: {out}");
+    assert!(us[3] <= us[4] && us[4] <= us[5], "{out}");
+    // The same lateness in serialisation times (500 us each), give or take the buckets.
+    assert!(
+        (us[2] / 500.0 - us[5]).abs() <= 0.01 + us[5] * 0.01,
+        "{out}"
+    );
+    // Unshaped ports have no ideal time.
+    assert_eq!(
+        fidelity_row(&out, "link", "1")[2..],
+        ["unshaped", "0", "0", "-", "-", "-", "-", "-", "-", "-"]
+    );
+    // In-memory links have no kernel counters.
+    assert_eq!(fidelity_row(&out, "input", "1")[2], "mem");
+    assert_eq!(fidelity_row(&out, "input", "1")[3..], ["-"; 8]);
+    let lp = fidelity_row(&out, "loop", "0");
+    let loops: u64 = lp[2].parse().unwrap();
+    assert!(loops >= 200 / 32, "{out}");
+    let t: Vec<f64> = lp[3..].iter().map(|v| v.parse().unwrap()).collect();
+    assert!(t[0] <= t[1] && t[1] <= t[2] && t[2] > 0.0, "{out}");
+    sw.stop();
+}
+
 #[test]
 fn a_congested_port_queues_then_tail_drops() {
     let (sw, links) = start(SwitchConfig {

@@ -14,6 +14,7 @@ pub mod dctcp;
 pub mod experiment;
 pub mod fabric;
 pub mod host;
+pub mod sweep;
 pub mod traffic;
 
 use std::process::{Command, Output};

@@ -2,11 +2,12 @@
 //! `ecmp`, Hadoop flows at one load for 2 s. The CSVs are well-formed, every flow finished, both
 //! schemes ran the same flows, the uplinks carried them, a recorded program counter is there
 //! for every switch, the hosts' `tcp_reordering` is the one
-//! asked for and recorded, a rerun resumes without running a point again, and no namespace is
-//! left. Needs root, iproute2, ethtool and the workspace binaries
-//! (pisa-switch, pisa-fabric, pisa-traffic).
+//! asked for and recorded, SIGINT during the second point tears the fabric down and a rerun
+//! resumes at that point, a further rerun runs no point again, and no namespace is left. Needs
+//! root, iproute2, ethtool and the workspace binaries (pisa-switch, pisa-fabric, pisa-traffic).
 
 use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
 
 use pisa_fabric::{run, workspace_bin};
 
@@ -51,10 +52,45 @@ fn a_small_experiment_writes_well_formed_results_and_resumes() {
         "--name",
         &name,
     ];
-    let o = run(bin.to_str().unwrap(), &args).expect("pisa-fabric experiment");
+    // Ctrl-C once the first point has finished: the fabric goes, the process exits with 130.
+    let first_done = out.join("points").join("basic_load0.3_rep1").join("done");
+    let stderr = out.with_extension("log");
+    let mut child = std::process::Command::new(&bin)
+        .args(args)
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .expect("pisa-fabric experiment");
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !first_done.exists() {
+        assert!(Instant::now() < deadline, "the first point did not finish");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "pisa-fabric exited early"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Into the second point's bring-up or flows.
+    std::thread::sleep(Duration::from_secs(3));
+    run("kill", &["-INT", &child.id().to_string()]).unwrap();
+    let status = child.wait().unwrap();
+    let log = std::fs::read_to_string(&stderr).unwrap();
+    let _ = std::fs::remove_file(&stderr);
+    eprint!("{log}");
+    assert_eq!(status.code(), Some(130), "exit on SIGINT");
+    assert!(log.contains("ETA"), "no progress line with an ETA");
+    assert!(log.contains("tearing fabric"), "{log}");
+    assert!(!left_namespaces(&name), "namespaces left after SIGINT");
+    assert!(
+        !out.join("points/ecmp_load0.3_rep1/done").exists(),
+        "the interrupted point is not done"
+    );
+
+    // The rerun resumes at the interrupted point.
+    let o = run(bin.to_str().unwrap(), &args).expect("pisa-fabric experiment, resumed");
     let log = String::from_utf8_lossy(&o.stderr).into_owned();
     eprint!("{log}");
-    assert!(log.contains("ETA"), "no progress line with an ETA");
+    assert!(log.contains("1 done already, 1 to run"), "{log}");
+    assert!(log.contains("ecmp load 0.3 rep 1: starting"), "{log}");
 
     // summary.csv: one row per point, every flow finished.
     let (h, rows) = csv(&out.join("summary.csv"));
@@ -188,11 +224,12 @@ fn a_small_experiment_writes_well_formed_results_and_resumes() {
     let (_, again) = csv(&out.join("summary.csv"));
     assert_eq!(again.len(), 2);
 
-    let left = run("ip", &["netns", "list"]).unwrap();
-    let prefix = format!("pf{name}-");
-    assert!(
-        !String::from_utf8_lossy(&left.stdout).contains(&prefix),
-        "namespaces left behind"
-    );
+    assert!(!left_namespaces(&name), "namespaces left behind");
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// Whether any namespace of fabric `name` exists.
+fn left_namespaces(name: &str) -> bool {
+    let left = run("ip", &["netns", "list"]).unwrap();
+    String::from_utf8_lossy(&left.stdout).contains(&format!("pf{name}-"))
 }

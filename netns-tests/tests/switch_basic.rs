@@ -53,6 +53,31 @@ impl Sw {
             .unwrap_or(0)
     }
 
+    /// The columns of the `show_fidelity` row of `table` (`link`, `input`, `loop`) for `key` (a
+    /// port or a worker), after checking that every row of the answer has its header's columns.
+    fn fidelity(&self, table: &str, key: &str) -> Vec<String> {
+        let out = self.cli("show_fidelity");
+        let mut width = std::collections::HashMap::new();
+        let mut found = None;
+        for l in out.lines().filter(|l| *l != "ok") {
+            let f: Vec<String> = l.split_whitespace().map(String::from).collect();
+            let name = f[0].clone();
+            if f[1].parse::<u32>().is_err() {
+                width.insert(name, f.len());
+                continue;
+            }
+            assert_eq!(
+                Some(&f.len()),
+                width.get(&name),
+                "row under its header: {out}"
+            );
+            if name == table && f[1] == key {
+                found = Some(f);
+            }
+        }
+        found.unwrap_or_else(|| panic!("no {table} {key} in show_fidelity: {out}"))
+    }
+
     fn drops(&self, reason: &str) -> u64 {
         self.cli("show_drops")
             .lines()
@@ -236,6 +261,26 @@ fn routes_ping_tcp_udp_and_drops_malformed(io: &str) {
             tcp / 1e6,
             udp / 1e6
         );
+        // The kernel's counters of the sockets, and both workers' loop times.
+        let input = sw.fidelity("input", "1");
+        let num = |v: &str| {
+            v.parse::<u64>()
+                .unwrap_or_else(|_| panic!("{v} in {input:?}"))
+        };
+        if io == "af-packet" {
+            assert_eq!(input[2], "af_packet");
+            assert!(num(&input[9]) > 1000, "tp_packets: {input:?}");
+            num(&input[10]);
+        } else {
+            assert_eq!(input[2], "af_xdp");
+            input[3..9].iter().for_each(|v| {
+                num(v);
+            });
+        }
+        for w in ["0", "1"] {
+            let lp = sw.fidelity("loop", w);
+            assert!(lp[2].parse::<u64>().unwrap() > 0, "{lp:?}");
+        }
         // Malformed frames from h1's interface: truncated IPv4, bad IHL, bad version.
         let before = sw.drops("malformed");
         let script = r#"
@@ -331,6 +376,20 @@ fn shaping_is_accurate_in_packets_and_bits() {
         "shaping: 1000 pps -> {pps:.0} pps; 100 Mb/s -> {:.1} Mb/s",
         bps / 1e6
     );
+    // The port was backlogged (150 Mb/s offered to 100): its departures were measured against
+    // back to back at its rate.
+    let link = sw.fidelity("link", "2");
+    eprintln!("shaping: show_fidelity {}", link.join(" "));
+    assert_eq!(link[2], "100000000bps");
+    assert!(link[3].parse::<u64>().unwrap() > 1000, "{link:?}");
+    let share: f64 = link[5].parse().unwrap();
+    assert!((0.0..=1.0).contains(&share), "{link:?}");
+    let v: Vec<f64> = link[6..].iter().map(|v| v.parse().unwrap()).collect();
+    assert!(
+        v[0] <= v[1] && v[1] <= v[2] && v[3] <= v[4] && v[4] <= v[5],
+        "{link:?}"
+    );
+    assert_eq!(sw.fidelity("link", "1")[2], "unshaped");
     assert!(
         (bps / 100e6 - 1.0).abs() < 0.05,
         "100 Mb/s configured, {:.1} Mb/s measured",

@@ -4,6 +4,7 @@ Run as `scripts/analysis SUBCOMMAND ...` (the plot venv's python when there is o
 `cd scripts && python3 -m pisa_analysis SUBCOMMAND ...`; `--help` lists the subcommands and
 each one's `--help` says what it reads and writes:
 
+  fct-table         the FCT table of a `pisa-fabric experiment` run, with intervals and paired ratios
   experiment-plots  fct_vs_load.png, fct_cdf.png, uplink_balance.png of a `pisa-fabric experiment` run
   uplinks-plot      per-uplink load of a `pisa-fabric demo` run
   dbb-plot          goodput and reordering of `pisa-fabric dbb` (E8, E9)

@@ -110,3 +110,54 @@ def over_reps(values: Iterable[Optional[float]]) -> RepSummary:
     95% CI of that median."""
     v = known(values)
     return RepSummary(len(v), median(v), bootstrap_ci(v))
+
+
+def geomean(xs: Sequence[float]) -> Optional[float]:
+    """The geometric mean of positive values; None for no values or any value <= 0."""
+    if not len(xs) or any(x <= 0 for x in xs):
+        return None
+    return math.exp(statistics.fmean(math.log(x) for x in xs))
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A statistic over repetitions as a table row states it: how many reps, their mean and
+    median, and the 95% bootstrap CI of the mean."""
+
+    n: int
+    mean: Optional[float]
+    median: Optional[float]
+    ci: Optional[tuple[float, float]]
+
+
+def summarise(values: Iterable[Optional[float]]) -> Summary:
+    """Mean, median and the 95% bootstrap CI of the mean over the reps that have a value."""
+    v = known(values)
+    return Summary(len(v), mean(v), median(v), bootstrap_ci(v, stat=mean))
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Two schemes compared on the same seeds: the ratio a/b per seed, their geometric mean and
+    its 95% bootstrap CI. `verdict` is "lower" or "higher" when the interval lies below or above
+    1.0, "no difference" when it spans 1.0, and "one pair" when there is nothing to resample."""
+
+    n: int
+    ratio: Optional[float]
+    ci: Optional[tuple[float, float]]
+    verdict: Optional[str]
+
+
+def paired_ratio(pairs: Iterable[tuple[Optional[float], Optional[float]]]) -> Paired:
+    """The paired ratio of (a, b) values measured on the same seed (pairs where either is
+    missing or b is not positive are left out)."""
+    r = [a / b for a, b in pairs if a is not None and b is not None and b > 0 and a > 0]
+    g = geomean(r)
+    if g is None:
+        return Paired(0, None, None, None)
+    if len(r) == 1:
+        return Paired(1, g, None, "one pair")
+    ci = bootstrap_ci(r, stat=geomean)
+    assert ci is not None
+    verdict = "lower" if ci[1] < 1.0 else "higher" if ci[0] > 1.0 else "no difference"
+    return Paired(len(r), g, ci, verdict)

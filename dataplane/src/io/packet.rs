@@ -60,6 +60,35 @@ const PACKET_AUXDATA: libc::c_int = 8;
 const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
 const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
 
+/// An AF_PACKET socket's counters since they were last read (`getsockopt(SOL_PACKET,
+/// PACKET_STATISTICS)`, `struct tpacket_stats`): the kernel resets them on each read, so whoever
+/// reads them accumulates.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PacketStats {
+    /// Frames that reached the socket, those it dropped included (the kernel adds them).
+    pub packets: u64,
+    /// Frames dropped because the socket's receive buffer was full.
+    pub drops: u64,
+}
+
+impl PacketStats {
+    /// Reads (and so resets) the counters of the AF_PACKET socket `fd`.
+    pub fn read(fd: &impl AsRawFd) -> io::Result<PacketStats> {
+        let mut b = [0u8; 8];
+        let n = crate::sockopt::get_bytes(fd, libc::SOL_PACKET, PACKET_STATISTICS, &mut b)?;
+        if n < 8 {
+            return Err(io::Error::other("short PACKET_STATISTICS answer"));
+        }
+        let u32_at = |i: usize| u32::from_ne_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        Ok(PacketStats {
+            packets: u64::from(u32_at(0)),
+            drops: u64::from(u32_at(4)),
+        })
+    }
+}
+
+const PACKET_STATISTICS: libc::c_int = 6;
+
 /// An AF_PACKET socket on one interface.
 #[derive(Debug)]
 pub struct PacketPort {
@@ -169,6 +198,12 @@ impl PacketPort {
     /// The descriptor to poll for readability.
     pub fn fd(&self) -> RawFd {
         self.fd.as_raw_fd()
+    }
+
+    /// A second descriptor of this socket, for reading its counters from another thread
+    /// ([`PacketStats::read`]) while the worker owns the port.
+    pub fn stats_fd(&self) -> io::Result<OwnedFd> {
+        self.fd.try_clone()
     }
 
     /// Receives up to [`BATCH`] frames into `out`; returns how many arrived and how many were

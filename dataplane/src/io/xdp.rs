@@ -14,7 +14,7 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use xsk_rs::config::{BindFlags, Interface, LibxdpFlags, QueueSize, SocketConfig, XdpFlags};
 use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue};
@@ -359,15 +359,60 @@ impl XdpPort {
         self.in_flight
     }
 
-    /// The socket's XDP statistics: (rx dropped, rx ring full, fill ring empty, tx invalid).
-    pub fn stats(&self) -> Option<(u64, u64, u64, u64)> {
-        let s = self.rx.fd().xdp_statistics().ok()?;
-        Some((
-            s.rx_dropped(),
-            s.rx_ring_full(),
-            s.rx_fill_ring_empty_descs(),
-            s.tx_invalid_descs(),
-        ))
+    /// A second descriptor of this port's socket, for reading its counters from another thread
+    /// ([`XdpStats::read`]) while the worker owns the port.
+    pub fn stats_fd(&self) -> io::Result<OwnedFd> {
+        // SAFETY: the descriptor is the socket xsk-rs's queues own; it stays open while `self`
+        // lives, which outlasts this borrow (it is only duplicated here).
+        let fd = unsafe { BorrowedFd::borrow_raw(self.rx.fd().as_raw_fd()) };
+        fd.try_clone_to_owned()
+    }
+}
+
+/// An AF_XDP socket's drop counters (`getsockopt(SOL_XDP, XDP_STATISTICS)`, uapi
+/// `linux/if_xdp.h`), counted by the kernel since the socket was made. A kernel that returns
+/// only the first three (before 5.9) leaves the others 0.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct XdpStats {
+    /// Received frames dropped: no buffer in the fill ring (copy mode), or too large for one.
+    pub rx_dropped: u64,
+    /// Received frames dropped because of an invalid descriptor.
+    pub rx_invalid_descs: u64,
+    /// Frames to send dropped because of an invalid descriptor.
+    pub tx_invalid_descs: u64,
+    /// Received frames dropped because the RX ring was full (the worker did not drain it).
+    pub rx_ring_full: u64,
+    /// Times the kernel found the fill ring empty (no buffer to receive into).
+    pub rx_fill_ring_empty_descs: u64,
+    /// Times the kernel read the TX ring and found it empty: a send that drains the ring ends
+    /// with one, so this grows with traffic and is not a loss.
+    pub tx_ring_empty_descs: u64,
+}
+
+impl XdpStats {
+    /// Decodes a `struct xdp_statistics`; fields past the end of `b` read 0.
+    pub fn parse(b: &[u8]) -> XdpStats {
+        let at = |i: usize| {
+            b.get(i * 8..i * 8 + 8)
+                .map_or(0, |s| u64::from_ne_bytes(s.try_into().unwrap_or_default()))
+        };
+        XdpStats {
+            rx_dropped: at(0),
+            rx_invalid_descs: at(1),
+            tx_invalid_descs: at(2),
+            rx_ring_full: at(3),
+            rx_fill_ring_empty_descs: at(4),
+            tx_ring_empty_descs: at(5),
+        }
+    }
+
+    /// Reads the counters of the AF_XDP socket `fd`. xsk-rs offers the same call
+    /// (`Fd::xdp_statistics`) only on the descriptor it owns, which the port's worker holds;
+    /// this one works on a duplicate ([`XdpPort::stats_fd`]).
+    pub fn read(fd: &impl AsRawFd) -> io::Result<XdpStats> {
+        let mut b = [0u8; 48];
+        let n = crate::sockopt::get_bytes(fd, libc::SOL_XDP, libc::XDP_STATISTICS, &mut b)?;
+        Ok(XdpStats::parse(&b[..n]))
     }
 }
 
@@ -399,5 +444,27 @@ mod tests {
         );
         assert!(parse_attached(r#"[{"ifname":"p1"}]"#).is_empty());
         assert!(parse_attached("not json").is_empty());
+    }
+
+    #[test]
+    fn xdp_statistics_decode_in_the_kernels_field_order() {
+        let b: Vec<u8> = (1..=6u64).flat_map(u64::to_ne_bytes).collect();
+        let s = XdpStats::parse(&b);
+        assert_eq!(
+            [
+                s.rx_dropped,
+                s.rx_invalid_descs,
+                s.tx_invalid_descs,
+                s.rx_ring_full,
+                s.rx_fill_ring_empty_descs,
+                s.tx_ring_empty_descs
+            ],
+            [1, 2, 3, 4, 5, 6]
+        );
+        // An old kernel's three fields.
+        assert_eq!(XdpStats::parse(&b[..24]).rx_ring_full, 0);
+        // Not an AF_XDP socket: the kernel refuses.
+        let u = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert!(XdpStats::read(&u).is_err());
     }
 }

@@ -15,11 +15,12 @@
 //! queues are lock-free.
 //!
 //! This module builds and stops the switch; [`worker`] is a worker's loop, [`cpu`] the CPU port
-//! and the agent's copies, [`capture`] the pcap files, and [`sys`] every system call the
-//! switch's threads make.
+//! and the agent's copies, [`capture`] the pcap files, [`fidelity`] the sockets' drop counters
+//! and the loop times, and [`sys`] every system call the switch's threads make.
 
 mod capture;
 mod cpu;
+mod fidelity;
 mod idle;
 pub(crate) mod sys;
 mod worker;
@@ -27,6 +28,7 @@ mod worker;
 pub use cpu::{
     AGENT_QUEUE, CPU_CLASSES, CpuClass, CpuClassStats, CpuPort, PACKET_IN_QUEUE, PacketOutRefused,
 };
+pub use fidelity::{InputCounters, InputStats};
 
 use capture::{Capture, capture};
 use worker::WorkerLoop;
@@ -41,6 +43,7 @@ use std::time::Instant;
 
 use crossbeam::channel::{Receiver, Sender};
 use pipeline::driver::{Buffers, Driver, Env, PortTx, Received, frame_bytes};
+use pipeline::hist::{Histogram, Snapshot};
 use pipeline::metadata::{InstanceType, PortId, StdMeta};
 use pipeline::runtime::{Pipeline, Worker};
 use pipeline::tm::{PortConfig, SharedBuffer, TrafficManager, TxState};
@@ -231,6 +234,10 @@ struct Shared {
     cpu_classes: cpu::CpuClasses,
     /// Kernel thread ids of the workers.
     tids: Mutex<Vec<libc::pid_t>>,
+    /// Per data port: how to read its socket's drop counters (emptied when the switch stops).
+    inputs: Mutex<Vec<fidelity::Input>>,
+    /// Per worker: how long its loop iterations that did work took, ns (the worker records).
+    loop_ns: Vec<Histogram>,
 }
 
 impl Shared {
@@ -340,6 +347,12 @@ impl Switch {
             }
         }
         cache.flush(&pool);
+        let mut inputs = per_worker
+            .iter()
+            .flatten()
+            .map(|p| fidelity::Input::new(p.id, &p.io))
+            .collect::<io::Result<Vec<_>>>()?;
+        inputs.sort_by_key(|i| i.port());
         let (in_tx, in_rx) = crossbeam::channel::bounded(PACKET_IN_QUEUE);
         let (out_tx, out_rx) = crossbeam::channel::bounded(4096);
         let wake: Vec<OwnedFd> = (0..workers)
@@ -378,6 +391,8 @@ impl Switch {
             agent_in_dropped: AtomicU64::new(0),
             cpu_classes: cpu::CpuClasses::default(),
             tids: Mutex::new(Vec::new()),
+            inputs: Mutex::new(inputs),
+            loop_ns: (0..workers).map(|_| Histogram::default()).collect(),
             pipeline,
         });
         let mut threads = Vec::new();
@@ -507,12 +522,34 @@ impl Switch {
         &self.ports
     }
 
+    /// The kernel's drop counters of every data port's socket, by port (empty once the switch
+    /// is stopping).
+    pub fn input_stats(&self) -> Vec<InputStats> {
+        let mut inputs = self.shared.inputs.lock().unwrap_or_else(|e| e.into_inner());
+        inputs.iter_mut().map(fidelity::Input::read).collect()
+    }
+
+    /// Per worker, how long its loop iterations that did work took, ns.
+    pub fn loop_times(&self) -> Vec<Snapshot> {
+        self.shared
+            .loop_ns
+            .iter()
+            .map(Histogram::snapshot)
+            .collect()
+    }
+
     /// Stops the workers and flushes capture files.
     pub fn stop(mut self) {
         self.halt();
     }
 
     fn halt(&mut self) {
+        // The counters' duplicate descriptors go first, so the sockets close with their ports.
+        self.shared
+            .inputs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
         self.shared.stop.store(true, Ordering::Release);
         for w in 0..self.shared.wake.len() {
             self.shared.wake(w);

@@ -139,8 +139,15 @@ impl WorkerLoop {
         let shared = self.sh.clone();
         let sh = &*shared;
         let mut window = PollWindow::new(if sh.busy_poll { 0 } else { sh.poll_window_ns });
+        // When the last iteration began, if it did work: this one's start is when it ended
+        // (nothing sleeps or yields after a busy iteration), so one clock read serves both.
+        let mut busy_since: Option<u64> = None;
+        let loop_ns = &sh.loop_ns[self.id];
         while !sh.stop.load(Ordering::Acquire) {
             let now = sh.now();
+            if let Some(t) = busy_since.take() {
+                loop_ns.record(now.saturating_sub(t));
+            }
             self.driver.begin_batch();
             let mut busy = false;
             for i in 0..self.ports.len() {
@@ -192,6 +199,7 @@ impl WorkerLoop {
                 sh.ring_agent_doorbell();
             }
             self.driver.end_batch();
+            busy_since = busy.then_some(now);
             if busy || self.driver.pending() {
                 window.active(now);
             } else if !sh.busy_poll {

@@ -111,11 +111,7 @@ pub(super) fn standing_queues_us(t: &Topology, from: usize, to: usize) -> (u64, 
 }
 
 /// The calibration of `e`: `DIR/calibration` if a run stored one, else measured (and stored).
-pub(super) fn calibrate(
-    e: &Experiment,
-    cancel: &Arc<AtomicBool>,
-    up: &dyn Fn(&Topology, &Options) -> Result<Fabric, String>,
-) -> Result<Calibration, String> {
+pub(super) fn calibrate(e: &Fct, ctx: &crate::sweep::Ctx) -> Result<Calibration, String> {
     let stored = e.out.join("calibration");
     if let Some(c) = std::fs::read_to_string(&stored)
         .ok()
@@ -138,19 +134,12 @@ pub(super) fn calibrate(
         .rposition(|h| topo.host_attachment(&h.name).map(|a| a.0.to_string()) != at)
         .ok_or("every host is on one switch: no path across the fabric to time")?;
     let other = &topo.hosts[other_index];
-    let opts = Options {
-        name: e.name.clone(),
-        io: "af-xdp".into(),
-        dir: e.out.join("calibration-run"),
-        cancel: cancel.clone(),
-        capture: false,
-        links: e.links,
-    };
+    let opts = ctx.options(&e.out.join("calibration-run"));
     eprintln!(
         "experiment: measuring the base RTT ({} -> {}, {PINGS} pings, idle fabric)",
         first.name, other.name
     );
-    let f = up(&topo, &opts)?;
+    let f = ctx.up(&topo, &opts)?;
     f.program()?;
     let count = PINGS.to_string();
     let dst = other.ipv4.to_string();

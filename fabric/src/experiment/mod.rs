@@ -5,7 +5,8 @@
 //! fabric of Linux routers ([`crate::fabric::kernel`]): its uplink packets come from the
 //! interfaces' counters, its drops and queue depths from the qdiscs.
 //!
-//! Outputs, in `OUT/`:
+//! It runs on the sweep driver ([`crate::sweep`]: resume, the setup record [`record`], teardown,
+//! progress). Outputs, in `OUT/`:
 //! - `points/<scheme>_load<L>_rep<R>/`: each point's own `flows.csv`, `summary.csv`,
 //!   `uplinks.csv`, the hosts' schedules and logs, and a `done` marker. A point with a marker is
 //!   skipped, so a run resumes where it stopped.
@@ -36,7 +37,7 @@ use sim::workload::Cdf;
 use topo::{End, Role, Topology};
 
 use crate::dctcp::Dctcp;
-use crate::fabric::{Fabric, Options, kernel};
+use crate::fabric::{Fabric, kernel};
 use crate::traffic::{FLOW_CSV_HEADER, Job, PORT, Transport};
 use crate::{Process, workspace_bin};
 
@@ -45,17 +46,16 @@ mod counters;
 pub mod dbb;
 pub mod e10;
 pub mod e11;
+pub mod fidelity;
 pub mod hpcc;
 pub mod qcn;
 mod results;
 mod schedule;
-mod table;
 
 pub use calibrate::ping_times_us;
 pub use counters::{PORT_TX, port_tx_bytes, port_tx_packets, switch_counters};
 pub use results::*;
 pub use schedule::*;
-pub use table::fct_table;
 
 /// What `--load-of` names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,7 +79,7 @@ impl std::str::FromStr for LoadOf {
 
 /// An experiment.
 #[derive(Clone, Debug)]
-pub struct Experiment {
+pub struct Fct {
     /// The topology; each point replaces every switch's program by the scheme's.
     pub base: Topology,
     /// Schemes: program names of the registry.
@@ -121,6 +121,8 @@ pub struct Experiment {
     pub links: crate::fabric::Links,
     /// Program counters recorded per switch at the end of each point (`counters.csv`).
     pub counters: Vec<String>,
+    /// Fail a point whose fidelity is degraded ([`fidelity`]) instead of warning.
+    pub require_fidelity: bool,
 }
 
 /// How a point's flows are seeded (see the module documentation).
@@ -146,49 +148,48 @@ impl std::str::FromStr for Seeding {
     }
 }
 
-/// Records how the fabric is built (`DIR/fabric`: the links and the switches' wait flags), so that
-/// a resumed sweep does not mix points measured on different fabrics: a record that differs
-/// from this run's is an error.
-fn check_fabric_record(e: &Experiment) -> Result<(), String> {
+/// The setup record of a sweep (`OUT/setup`, see [`crate::sweep`]): everything a point's
+/// measurement depends on except the point itself (its scheme, load and rep), so that a resumed
+/// sweep does not mix points measured on different fabrics, workloads or transports. Schemes,
+/// loads and reps may be added to a sweep.
+pub fn record(e: &Fct) -> String {
     let links = match e.links {
         crate::fabric::Links::Veth => "veth",
         crate::fabric::Links::Shm => "shm",
     };
-    // Sweeps from before value seeding have no seeding line: they resume with
-    // `--seeding position` only, and points seeded one way never mix with the other's.
     let seeding = match e.seeding {
-        Seeding::Value => "seeding=value\n",
-        Seeding::Position => "",
+        Seeding::Value => "value",
+        Seeding::Position => "position",
     };
-    let record = format!(
-        "links={links}\nswitch_wait={}\n{seeding}",
-        crate::fabric::SWITCH_WAIT.join(" ")
+    let sets: Vec<String> = e.sets.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let mut r = format!(
+        "experiment=fct\nlinks={links}\nswitch_wait={}\nworkload={}\npattern={}\nincast={}\n\
+         load_of={:?}\nseconds={}\ndrain={}\ncc={}\necn={}\nreordering={:?}\nshort_tos={}\n\
+         large_tos={}\nseed={}\nseeding={seeding}\nsets={}\ncounters={}\n",
+        crate::fabric::SWITCH_WAIT.join(" "),
+        e.workload,
+        e.pattern,
+        e.incast,
+        e.load_of,
+        e.seconds,
+        e.drain,
+        e.transport.cc,
+        e.transport.ecn,
+        e.transport.reordering,
+        e.short_tos,
+        e.large_tos,
+        e.seed,
+        sets.join(" "),
+        e.counters.join(" ")
     );
-    let path = e.out.join("fabric");
-    match std::fs::read_to_string(&path) {
-        Ok(old) if old != record => Err(format!(
-            "{}: the points there were measured on another fabric ({}); this run has {}; use \
-             another --out",
-            path.display(),
-            old.trim().replace('\n', ", "),
-            record.trim().replace('\n', ", ")
-        )),
-        Ok(_) => Ok(()),
-        Err(_) => {
-            // Points from before the record existed were measured on an unknown fabric.
-            let measured = std::fs::read_dir(e.out.join("points"))
-                .map(|d| d.flatten().any(|p| p.path().join("done").exists()))
-                .unwrap_or(false);
-            if measured {
-                return Err(format!(
-                    "{}: finished points but no record of their fabric ({}); use another --out",
-                    e.out.display(),
-                    path.display()
-                ));
-            }
-            std::fs::write(&path, record).map_err(|err| format!("{}: {err}", path.display()))
-        }
+    // The topology, with the programs every point replaces.
+    let mut t = e.base.clone();
+    for s in &mut t.switches {
+        s.program = "-".into();
     }
+    r += "topology:\n";
+    r += &t.to_text("");
+    r
 }
 
 /// One point of the sweep.
@@ -212,7 +213,7 @@ impl Point {
 }
 
 /// Every point, scheme-major, then load, then rep.
-pub fn points(e: &Experiment) -> Vec<Point> {
+pub fn points(e: &Fct) -> Vec<Point> {
     let mut v = Vec::new();
     for s in &e.schemes {
         for (li, &load) in e.loads.iter().enumerate() {
@@ -278,125 +279,111 @@ pub fn effective_transport(t: &Transport) -> (Transport, Option<Dctcp>) {
     t.resolve("pisa-fabric")
 }
 
-fn fmt_duration(s: f64) -> String {
-    let s = s.max(0.0) as u64;
-    if s >= 3600 {
-        format!("{}h{:02}m", s / 3600, s % 3600 / 60)
-    } else if s >= 60 {
-        format!("{}m{:02}s", s / 60, s % 60)
-    } else {
-        format!("{s}s")
-    }
+/// The FCT comparison on the sweep driver.
+struct FctSweep {
+    e: Fct,
+    /// The transport the hosts use (after [`effective_transport`]).
+    transport: Transport,
+    /// Keeps our DCTCP registered while the sweep runs.
+    _dctcp: Option<Dctcp>,
 }
 
-/// Runs the experiment. `up` brings a fabric up (the caller serialises it with its teardown on
-/// signals); `cancel` stops between steps.
-pub fn run(
-    e: &Experiment,
-    cancel: &Arc<AtomicBool>,
-    up: &dyn Fn(&Topology, &Options) -> Result<Fabric, String>,
-) -> Result<(), String> {
-    for s in &e.schemes {
-        if programs::lookup(s).is_none() && !is_kernel(s) {
-            return Err(format!(
-                "scheme {s}: no such program (this build has: {}; `kernel` is a fabric of Linux \
-                 routers; plan parameters go in --set)",
-                programs::names().collect::<Vec<_>>().join(", ")
-            ));
-        }
+impl crate::sweep::Experiment for FctSweep {
+    type Point = Point;
+
+    fn title(&self) -> String {
+        "experiment".into()
     }
-    if e.loads.iter().any(|l| !(*l > 0.0 && l.is_finite())) || e.loads.is_empty() {
-        return Err("--loads: positive fractions".into());
+    fn out(&self) -> &Path {
+        &self.e.out
     }
-    if !(e.seconds > 0.0 && e.drain >= 0.0 && e.reps > 0) {
-        return Err("--seconds must be positive, --drain at least 0, --reps at least 1".into());
+    fn points(&self) -> Vec<Point> {
+        points(&self.e)
     }
-    // Loaded once for every host's namespace (registration is global); the hosts' pisa-traffic
-    // find it registered and select it.
-    let (transport, _dctcp) = effective_transport(&e.transport);
-    std::fs::create_dir_all(e.out.join("points")).map_err(|err| err.to_string())?;
-    check_fabric_record(e)?;
-    let all = points(e);
-    let todo: Vec<&Point> = all
-        .iter()
-        .filter(|p| {
-            !e.out
-                .join("points")
-                .join(p.dir_name())
-                .join("done")
-                .exists()
-        })
-        .collect();
-    eprintln!(
-        "experiment: {} points ({} schemes x {} loads x {} reps), {} done already, {} to run; \
-         {} with {} flows, cc {} ecn {}",
-        all.len(),
-        e.schemes.len(),
-        e.loads.len(),
-        e.reps,
-        all.len() - todo.len(),
-        todo.len(),
-        e.workload,
-        e.pattern,
-        transport.cc,
-        transport.ecn
-    );
-    // Every point's plans get the fabric's measured base RTT and one flowlet gap (calibrate.rs),
-    // each unless --set gives it.
-    let mut calibrated = e.clone();
-    if !todo.is_empty() {
-        let c = calibrate::calibrate(e, cancel, up)?;
+    fn dir_name(&self, p: &Point) -> String {
+        p.dir_name()
+    }
+    fn label(&self, p: &Point) -> String {
+        format!("{} load {} rep {}", p.scheme, p.load, p.rep)
+    }
+    fn record(&self) -> String {
+        record(&self.e)
+    }
+    fn describe(&self) -> Option<String> {
+        let e = &self.e;
+        Some(format!(
+            "{} schemes x {} loads x {} reps; {} with {} flows, cc {} ecn {}",
+            e.schemes.len(),
+            e.loads.len(),
+            e.reps,
+            e.workload,
+            e.pattern,
+            self.transport.cc,
+            self.transport.ecn
+        ))
+    }
+    /// Every point's plans get the fabric's measured base RTT and one flowlet gap
+    /// (calibrate.rs), each unless --set gives it.
+    fn prepare(&mut self, ctx: &crate::sweep::Ctx) -> anyhow::Result<()> {
+        let c = calibrate::calibrate(&self.e, ctx).map_err(anyhow::Error::msg)?;
         for (k, v) in [("rtt_us", c.rtt_us), ("flowlet_gap_us", c.gap_us)] {
-            match e.sets.iter().find(|(key, _)| key == k) {
+            match self.e.sets.iter().find(|(key, _)| key == k) {
                 Some((_, given)) => {
                     eprintln!("experiment: {k} = {given} (--set), for every scheme")
                 }
                 None => {
                     eprintln!("experiment: {k} = {v} (calibrated), for every scheme");
-                    calibrated.sets.push((k.into(), v.to_string()));
+                    self.e.sets.push((k.into(), v.to_string()));
                 }
             }
         }
+        Ok(())
     }
-    let e = &calibrated;
-    let started = Instant::now();
-    for (k, p) in todo.iter().enumerate() {
-        if cancel.load(Ordering::Relaxed) {
-            return Err("cancelled".into());
-        }
-        let t0 = Instant::now();
-        eprintln!(
-            "[{}/{}] {} load {} rep {}: starting",
-            k + 1,
-            todo.len(),
-            p.scheme,
-            p.load,
-            p.rep
-        );
-        let line = run_point(e, &transport, p, cancel, up)?;
-        merge(e, "flows.csv", &flows_header())?;
-        merge(e, "summary.csv", SUMMARY_HEADER)?;
-        merge(e, "uplinks.csv", UPLINKS_HEADER)?;
-        if !e.counters.is_empty() {
-            merge(e, "counters.csv", counters::COUNTERS_HEADER)?;
-        }
-        let per = started.elapsed().as_secs_f64() / (k + 1) as f64;
-        eprintln!(
-            "[{}/{}] {} load {} rep {}: {line}; {} this point, {} elapsed, ETA {}",
-            k + 1,
-            todo.len(),
-            p.scheme,
-            p.load,
-            p.rep,
-            fmt_duration(t0.elapsed().as_secs_f64()),
-            fmt_duration(started.elapsed().as_secs_f64()),
-            fmt_duration(per * (todo.len() - k - 1) as f64)
-        );
+    fn measure(&self, p: &Point, dir: &Path, ctx: &crate::sweep::Ctx) -> anyhow::Result<String> {
+        run_point(&self.e, &self.transport, p, dir, ctx).map_err(anyhow::Error::msg)
     }
-    merge(e, "flows.csv", &flows_header())?;
-    merge(e, "summary.csv", SUMMARY_HEADER)?;
-    merge(e, "uplinks.csv", UPLINKS_HEADER)?;
-    Ok(())
+    fn tables(&self, done: &[(&Point, PathBuf)]) -> anyhow::Result<()> {
+        let dirs: Vec<&Path> = done.iter().map(|(_, d)| d.as_path()).collect();
+        let out = &self.e.out;
+        merge(out, &dirs, "flows.csv", &flows_header())?;
+        merge(out, &dirs, "summary.csv", SUMMARY_HEADER)?;
+        merge(out, &dirs, "uplinks.csv", UPLINKS_HEADER)?;
+        if !self.e.counters.is_empty() {
+            merge(out, &dirs, "counters.csv", counters::COUNTERS_HEADER)?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs the experiment on the sweep driver ([`crate::sweep`]), on fabric `e.name`, stopping
+/// between steps when `cancel` is set.
+pub fn run(e: &Fct, cancel: &Arc<AtomicBool>) -> anyhow::Result<crate::sweep::Done> {
+    for s in &e.schemes {
+        if programs::lookup(s).is_none() && !is_kernel(s) {
+            anyhow::bail!(
+                "scheme {s}: no such program (this build has: {}; `kernel` is a fabric of Linux \
+                 routers; plan parameters go in --set)",
+                programs::names().collect::<Vec<_>>().join(", ")
+            );
+        }
+    }
+    if e.loads.iter().any(|l| !(*l > 0.0 && l.is_finite())) || e.loads.is_empty() {
+        anyhow::bail!("--loads: positive fractions");
+    }
+    if !(e.seconds > 0.0 && e.drain >= 0.0 && e.reps > 0) {
+        anyhow::bail!("--seconds must be positive, --drain at least 0, --reps at least 1");
+    }
+    // Loaded once for every host's namespace (registration is global); the hosts' pisa-traffic
+    // find it registered and select it.
+    let (transport, dctcp) = effective_transport(&e.transport);
+    let mut ctx = crate::sweep::Ctx::new(&e.name, cancel.clone());
+    ctx.links = e.links;
+    let mut s = FctSweep {
+        e: e.clone(),
+        transport,
+        _dctcp: dctcp,
+    };
+    crate::sweep::run(&mut s, &ctx)
 }
 
 /// Waits until `pisa-traffic serve` listens in every one of `hosts` (10 s at most).
@@ -421,16 +408,14 @@ pub(super) fn wait_listening(f: &Fabric, hosts: &[String]) -> Result<(), String>
 }
 
 fn run_point(
-    e: &Experiment,
+    e: &Fct,
     transport: &Transport,
     p: &Point,
-    cancel: &Arc<AtomicBool>,
-    up: &dyn Fn(&Topology, &Options) -> Result<Fabric, String>,
+    dir: &Path,
+    ctx: &crate::sweep::Ctx,
 ) -> Result<String, String> {
     let t0 = Instant::now();
-    let dir = e.out.join("points").join(p.dir_name());
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(|err| err.to_string())?;
+    let cancel = &ctx.cancel;
     let mut topo = e.base.clone();
     for s in &mut topo.switches {
         s.program = p.scheme.clone();
@@ -439,15 +424,8 @@ fn run_point(
         }
     }
     let flows = schedule(e, &topo, p)?;
-    let opts = Options {
-        name: e.name.clone(),
-        io: "af-xdp".into(),
-        dir: dir.join("run"),
-        cancel: cancel.clone(),
-        capture: false,
-        links: e.links,
-    };
-    let mut f = up(&topo, &opts)?;
+    let opts = ctx.options(&dir.join("run"));
+    let mut f = ctx.up(&topo, &opts)?;
     f.program()?;
     let hosts: Vec<String> = topo.hosts.iter().map(|h| h.name.clone()).collect();
     let bin = workspace_bin("pisa-traffic");
@@ -467,6 +445,37 @@ fn run_point(
         std::fs::write(dir.join("reordering.txt"), line + "\n").map_err(|err| err.to_string())?;
     }
     let before = port_tx_packets(&f)?;
+    let host_drops = |f: &Fabric| -> u64 {
+        hosts
+            .iter()
+            .map(|h| fidelity::interface_drops(f.ns(h)).values().sum::<u64>())
+            .sum()
+    };
+    let host_drops_before = host_drops(&f);
+    // The switches' own fidelity monitors (kernel routers have none).
+    let monitored: Vec<(String, PathBuf)> = topo
+        .switches
+        .iter()
+        .filter(|s| !is_kernel(&s.program))
+        .map(|s| (s.name.clone(), opts.dir.join(format!("{}.sock", s.name))))
+        .collect();
+    let show_fidelity = |record: Option<&Path>| -> Result<Vec<(String, fidelity::Switch)>, String> {
+        let mut text = String::new();
+        let v = monitored
+            .iter()
+            .map(|(name, sock)| {
+                let lines = admin(sock, "show_fidelity")?;
+                let _ = writeln!(text, "# {name}\n{}", lines.join("\n"));
+                Ok((name.clone(), fidelity::parse_show_fidelity(&lines)?))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        if let Some(path) = record {
+            std::fs::write(path, text).map_err(|err| format!("{}: {err}", path.display()))?;
+        }
+        Ok(v)
+    };
+    let input_drops = |v: &[(String, fidelity::Switch)]| v.iter().map(|(_, s)| s.input_drops).sum();
+    let input_drops_before: u64 = input_drops(&show_fidelity(None)?);
     // Each host's schedule, to the destinations' IPv4 addresses.
     let mut per_host: Vec<String> = vec![String::new(); hosts.len()];
     for fl in &flows {
@@ -534,6 +543,7 @@ fn run_point(
         .collect();
     let limit = Duration::from_secs_f64(1.5 + e.seconds + e.drain + 20.0);
     let flow_start = Instant::now();
+    let mut monitor = fidelity::Monitor::start();
     let mut depths = Vec::new();
     let mut last_sample = Instant::now() - Duration::from_secs(1);
     let mut last_note = Instant::now();
@@ -556,6 +566,7 @@ fn run_point(
         }
         if last_sample.elapsed() >= Duration::from_secs(1) {
             last_sample = Instant::now();
+            monitor.sample();
             for (sock, ps) in &socks {
                 for &port in ps {
                     if let Ok(q) = port_queues(sock, port) {
@@ -582,6 +593,19 @@ fn run_point(
     }
     let after = port_tx_packets(&f)?;
     let mut sw = SwitchStats::default();
+    sw.fidelity.machine = monitor.finish();
+    sw.fidelity.host_drops = host_drops(&f).saturating_sub(host_drops_before);
+    if !monitored.is_empty() {
+        let switches = show_fidelity(Some(&dir.join("fidelity.txt")))?;
+        let min = fidelity::Thresholds::default().min_departures;
+        sw.fidelity.link_late_p99 = fidelity::worst_link(&switches, min);
+        sw.fidelity.link_departures = switches
+            .iter()
+            .flat_map(|(_, s)| s.links.iter().map(|l| l.departures))
+            .sum();
+        sw.fidelity.switch_input_drops =
+            Some(input_drops(&switches).saturating_sub(input_drops_before));
+    }
     sw.set_queue_samples(&depths);
     for (leaf, port, spine) in uplinks(&topo) {
         let key = (leaf.clone(), port);
@@ -660,6 +684,16 @@ fn run_point(
         ));
     }
     std::fs::write(dir.join("flows.csv"), flows_csv).map_err(|err| err.to_string())?;
+    let short: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.class == Class::Short.name() && r.finished)
+        .filter_map(|r| r.fct_us)
+        .collect();
+    sw.fidelity.start_lag_p99_us =
+        traffic::quantile_nearest_rank(&rows.iter().map(|r| r.lag_us).collect::<Vec<_>>(), 0.99);
+    sw.fidelity.short_fct_p50_us =
+        (!short.is_empty()).then(|| traffic::quantile_nearest_rank(&short, 0.5));
+    let verdict = fidelity::verdict(&sw.fidelity, &fidelity::Thresholds::default());
     let wall = t0.elapsed().as_secs_f64();
     let summary = summary_row(e, transport, p, &rows, &sw, wall);
     std::fs::write(
@@ -672,18 +706,19 @@ fn run_point(
         let _ = writeln!(up_csv, "{prefix},{l},{port},{s},{n}");
     }
     std::fs::write(dir.join("uplinks.csv"), up_csv).map_err(|err| err.to_string())?;
-    std::fs::write(dir.join("done"), "").map_err(|err| err.to_string())?;
+    if verdict != "ok" {
+        eprintln!("    fidelity {verdict}");
+        if e.require_fidelity {
+            return Err(format!("fidelity {verdict} (--require-fidelity)"));
+        }
+    }
     let fin = rows.iter().filter(|r| r.finished).count();
-    let short: Vec<f64> = rows
-        .iter()
-        .filter(|r| r.class == Class::Short.name() && r.finished)
-        .filter_map(|r| r.fct_us)
-        .collect();
     Ok(format!(
-        "{fin}/{} flows finished, short-flow FCT avg {:.0} us, {} TM drops",
+        "{fin}/{} flows finished, short-flow FCT avg {:.0} us, {} TM drops, fidelity {}",
         rows.len(),
         Stats::of(&short).mean,
-        sw.tm_drops
+        sw.tm_drops,
+        if verdict == "ok" { "ok" } else { "degraded" }
     ))
 }
 
@@ -692,8 +727,8 @@ mod tests {
     use super::*;
     use topo::{LinkProps, leaf_spine};
 
-    fn exp(t: Topology) -> Experiment {
-        Experiment {
+    fn exp(t: Topology) -> Fct {
+        Fct {
             base: t,
             schemes: vec!["basic".into(), "ecmp".into()],
             sets: vec![],
@@ -718,6 +753,7 @@ mod tests {
             name: "x".into(),
             links: Default::default(),
             counters: vec![],
+            require_fidelity: false,
         }
     }
 
@@ -735,27 +771,36 @@ mod tests {
     }
 
     #[test]
-    fn a_sweep_resumes_only_on_the_fabric_its_points_were_measured_on() {
-        let dir = std::env::temp_dir().join(format!("pisa-record-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("points").join("p1")).unwrap();
-        let mut e = exp(ls());
-        e.out = dir.clone();
-        // A fresh directory takes this run's record; the same fabric resumes.
-        check_fabric_record(&e).unwrap();
-        check_fabric_record(&e).unwrap();
-        // Another kind of link does not.
-        e.links = crate::fabric::Links::Shm;
-        let err = check_fabric_record(&e).unwrap_err();
+    fn the_setup_record_holds_what_a_point_depends_on_but_not_the_point_list() {
+        let e = exp(ls());
+        let r = record(&e);
         assert!(
-            err.contains("links=veth") && err.contains("links=shm"),
-            "{err}"
+            r.contains("links=veth\n") && r.contains("seeding=value\n"),
+            "{r}"
         );
-        // Finished points without a record are of an unknown fabric.
-        std::fs::remove_file(dir.join("fabric")).unwrap();
-        std::fs::write(dir.join("points").join("p1").join("done"), "").unwrap();
-        assert!(check_fabric_record(&e).unwrap_err().contains("no record"));
-        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(r.contains("topology:\n") && r.contains("leaf1"), "{r}");
+        // More schemes, loads or reps: the same sweep.
+        let mut more = e.clone();
+        more.schemes.push("hula".into());
+        more.loads.push(0.8);
+        more.reps = 5;
+        assert_eq!(record(&more), r);
+        // Another fabric, window, seed, seeding or plan parameter: another sweep.
+        let mut other = e.clone();
+        other.links = crate::fabric::Links::Shm;
+        assert_ne!(record(&other), r);
+        let mut other = e.clone();
+        other.seconds = 3.0;
+        assert_ne!(record(&other), r);
+        let mut other = e.clone();
+        other.seeding = Seeding::Position;
+        assert_ne!(record(&other), r);
+        let mut other = e.clone();
+        other.sets.push(("flowlet_gap_us".into(), "200".into()));
+        assert_ne!(record(&other), r);
+        let mut other = e.clone();
+        other.base = leaf_spine(4, 2, 3, 1.0, LinkProps::default());
+        assert_ne!(record(&other), r);
     }
 
     #[test]
@@ -783,7 +828,7 @@ mod tests {
         one.loads = vec![0.8];
         let mut two = exp(t.clone());
         two.loads = vec![0.2, 0.8];
-        let at = |e: &Experiment, load: f64, rep: usize| {
+        let at = |e: &Fct, load: f64, rep: usize| {
             let p = points(e)
                 .into_iter()
                 .find(|p| p.load == load && p.rep == rep)

@@ -2,6 +2,8 @@
 //! p99s per class, retransmissions, uplink balance, drops, queues), and the merged CSVs of every
 //! finished point.
 
+use anyhow::Context as _;
+
 use super::*;
 
 /// One parsed flow row of a host's CSV.
@@ -80,6 +82,8 @@ pub struct SwitchStats {
     /// 90th percentile of the sampled egress queues, packets (P4TE derives its Δ from this
     /// figure measured under `ecmp`).
     pub queue_p90: u64,
+    /// Whether the emulator kept up ([`fidelity`]).
+    pub fidelity: fidelity::Measured,
 }
 
 impl SwitchStats {
@@ -100,7 +104,8 @@ impl SwitchStats {
 pub const SUMMARY_HEADER: &str = "scheme,load,rep,workload,pattern,load_of,cc,ecn,seconds,flows,\
     finished,short_n,short_avg_fct_us,short_p99_fct_us,large_n,large_avg_fct_us,large_p99_fct_us,\
     retransmits,delivered_ce,uplink_pkts_std_mean,uplink_pkts_std_max,tm_drops,program_drops,tm_ecn_marked,\
-    queue_max_pkts,queue_mean_pkts,start_lag_p99_us,wall_s,queue_p90_pkts";
+    queue_max_pkts,queue_mean_pkts,start_lag_p99_us,wall_s,queue_p90_pkts,fidelity,cpu_busy,cpu_steal,\
+    runq_mean,runq_max,host_drops,switch_input_drops,link_late_p99_ser,link_late_port";
 
 /// The std-dev of per-uplink packets of each leaf: (mean over leaves, max).
 pub fn uplink_balance(up: &[(String, u16, String, u64)]) -> (f64, f64) {
@@ -119,7 +124,7 @@ pub fn uplink_balance(up: &[(String, u16, String, u64)]) -> (f64, f64) {
 
 /// A point's summary row.
 pub fn summary_row(
-    e: &Experiment,
+    e: &Fct,
     t: &Transport,
     p: &Point,
     rows: &[FlowRow],
@@ -168,24 +173,38 @@ pub fn summary_row(
         traffic::quantile_nearest_rank(&rows.iter().map(|r| r.lag_us).collect::<Vec<_>>(), 0.99),
         wall_s,
         sw.queue_p90
+    ) + &fidelity_cells(&sw.fidelity)
+}
+
+/// The fidelity columns of a summary row, with their leading comma.
+fn fidelity_cells(m: &fidelity::Measured) -> String {
+    let opt = |v: Option<String>| v.unwrap_or_default();
+    format!(
+        ",{},{:.3},{:.3},{:.1},{},{},{},{},{}",
+        fidelity::verdict(m, &fidelity::Thresholds::default()),
+        m.machine.busy,
+        m.machine.steal,
+        m.machine.runq_mean,
+        m.machine.runq_max,
+        m.host_drops,
+        opt(m.switch_input_drops.map(|d| d.to_string())),
+        opt(m.link_late_p99.as_ref().map(|(l, _)| format!("{l:.2}"))),
+        opt(m.link_late_p99.as_ref().map(|(_, p)| p.clone())),
     )
 }
 
 /// Concatenates `name` of every finished point (one header) into `OUT/name`.
-pub(super) fn merge(e: &Experiment, name: &str, header: &str) -> Result<(), String> {
+pub(super) fn merge(out: &Path, dirs: &[&Path], name: &str, header: &str) -> anyhow::Result<()> {
     let mut text = format!("{header}\n");
-    for p in points(e) {
-        let dir = e.out.join("points").join(p.dir_name());
-        if !dir.join("done").exists() {
-            continue;
-        }
+    for dir in dirs {
         let part = std::fs::read_to_string(dir.join(name)).unwrap_or_default();
         for l in part.lines().skip(1) {
             text += l;
             text.push('\n');
         }
     }
-    std::fs::write(e.out.join(name), text).map_err(|err| format!("{name}: {err}"))
+    let path = out.join(name);
+    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
 }
 
 /// The header of the merged `flows.csv`.

@@ -65,7 +65,7 @@ pub fn capacity_per_host(t: &Topology, load_of: LoadOf) -> Result<f64, String> {
 /// The seed of a point's flows, by the sweep's [`Seeding`]. With value seeding it is FNV-1a of
 /// the point's workload, pattern, load and rep, mixed with the run's seed, so that it does not
 /// depend on what else the sweep lists.
-pub fn point_seed(e: &Experiment, p: &Point) -> u64 {
+pub fn point_seed(e: &Fct, p: &Point) -> u64 {
     match e.seeding {
         Seeding::Position => e
             .seed
@@ -83,7 +83,7 @@ pub fn point_seed(e: &Experiment, p: &Point) -> u64 {
 
 /// The flows of (load, rep): the same for every scheme. Host numbers are indices into
 /// `t.hosts`.
-pub fn schedule(e: &Experiment, t: &Topology, p: &Point) -> Result<Vec<Flow>, String> {
+pub fn schedule(e: &Fct, t: &Topology, p: &Point) -> Result<Vec<Flow>, String> {
     let cdf = Cdf::named(&e.workload)?;
     let mut tagging = Tagging::for_workload(&cdf);
     tagging.short_tos = e.short_tos;

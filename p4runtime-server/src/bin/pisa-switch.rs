@@ -363,7 +363,7 @@ fn run(args: Args) -> Result<(), String> {
     );
     let sig = dataplane::signals::wait_for_termination();
     tracing::info!("signal {sig}: stopping");
-    for cmd in ["show_ports", "show_drops"] {
+    for cmd in ["show_ports", "show_drops", "show_fidelity"] {
         if let Ok(text) = dataplane::admin::run(&sw, cmd) {
             eprint!("{text}");
         }

@@ -16,6 +16,7 @@ pub mod driver;
 pub mod ecn;
 pub mod externs;
 pub mod frame;
+pub mod hist;
 pub mod metadata;
 pub mod p4info;
 pub mod pktgen;

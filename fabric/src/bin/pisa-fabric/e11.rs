@@ -2,7 +2,9 @@
 //! HPCC(PINT, 8 bits) at p = 1, 1/16, 1/256 with `pisa-host hpcc-send` on a leaf-spine of `pint`
 //! switches. See `pisa_fabric::experiment::e11`.
 
-use pisa_fabric::experiment::e11::{self, Row, SCHEMES, Scheme, Setup};
+use anyhow::Context as _;
+use pisa_fabric::experiment::e11::sweep::{Settings, Sweep};
+use pisa_fabric::experiment::e11::{SCHEMES, Scheme, Setup};
 
 use super::*;
 
@@ -71,90 +73,38 @@ fn scheme(name: &str) -> Result<Scheme, String> {
         .unwrap_or(&SCHEMES[0]))
 }
 
-pub(super) fn e11(a: &E11Args, cancel: Arc<AtomicBool>) -> Result<(), String> {
+pub(super) fn e11(a: &E11Args, cancel: Arc<AtomicBool>) -> anyhow::Result<()> {
     let schemes: Vec<Scheme> = a
         .schemes
         .iter()
         .map(|n| scheme(n))
-        .collect::<Result<_, _>>()?;
-    let host_bps = topo::parse_rate(&a.host_rate)?;
-    std::fs::create_dir_all(&a.out).map_err(|e| e.to_string())?;
-    let cmd: Vec<String> = std::env::args().collect();
-    let mut md = format!(
-        "`{}`\n\n2 leaves, 2 spines, {} hosts per leaf at {} Mb/s, T = {} us, web search x {}, \
-         {} s of arrivals + {} s, buffers {} packets, PFC at {}, seed {}.\n",
-        cmd.join(" "),
-        a.hosts_per_leaf,
-        host_bps as f64 / 1e6,
-        a.rtt_us,
-        a.scale,
-        a.seconds,
-        a.drain,
-        a.buffer,
-        a.pfc_xoff,
-        a.seed
-    );
-    for &load in &a.loads {
-        let s = Setup {
+        .collect::<Result<_, _>>()
+        .map_err(anyhow::Error::msg)?;
+    let host_bps = topo::parse_rate(&a.host_rate).map_err(anyhow::Error::msg)?;
+    let mut s = Sweep::new(Settings {
+        setup: Setup {
             hosts_per_leaf: a.hosts_per_leaf,
             host_bps,
             rtt_us: a.rtt_us,
             scale: a.scale,
-            load,
+            load: 0.0,
             seconds: a.seconds,
             drain: a.drain,
             seed: a.seed,
             buffer: a.buffer,
             pfc_xoff: a.pfc_xoff,
             ip_len: 1000,
-        };
-        let n = e11::flows(&s, &e11::topology(&s, &schemes[0]))?.len();
-        let mut rows: Vec<Row> = Vec::new();
-        for sc in &schemes {
-            if cancel.load(Ordering::Relaxed) {
-                return Err("cancelled".into());
-            }
-            let tag = format!(
-                "load{:.0}-{}",
-                load * 100.0,
-                sc.name.replace([' ', '=', '/'], "")
-            );
-            let dir = a.out.join(&tag);
-            let opts = Options {
-                name: a.name.clone(),
-                io: a.io.clone(),
-                dir: dir.join("run"),
-                cancel: cancel.clone(),
-                capture: false,
-                links: fabric::Links::Veth,
-            };
-            eprintln!("{tag}: {n} flows");
-            let (row, report) = {
-                let _g = BRINGUP
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                e11::netns(&s, sc, &opts, &dir, |m| eprintln!("  {m}"))?
-            };
-            std::fs::write(
-                dir.join("report.json"),
-                serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?,
-            )
-            .map_err(|e| e.to_string())?;
-            eprintln!("{}", e11::table(std::slice::from_ref(&row)));
-            rows.push(row);
-        }
-        md += &format!(
-            "\n### websearch x {}, load {:.0}%: {n} flows in {} s\n\n",
-            a.scale,
-            load * 100.0,
-            a.seconds
-        );
-        md += &e11::table(&rows);
-        std::fs::write(a.out.join("e11-netns.md"), &md).map_err(|e| e.to_string())?;
-    }
-    println!(
-        "{md}\n(written to {})",
-        a.out.join("e11-netns.md").display()
-    );
+        },
+        loads: a.loads.clone(),
+        schemes,
+        out: a.out.clone(),
+    })?;
+    let mut ctx = sweep::Ctx::new(&a.name, cancel);
+    ctx.io = a.io.clone();
+    sweep::run(&mut s, &ctx)?;
+    let path = s.table_path();
+    let md =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    println!("{md}\n(written to {})", path.display());
     Ok(())
 }

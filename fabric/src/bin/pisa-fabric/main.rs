@@ -23,7 +23,7 @@ mod e11;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
@@ -34,6 +34,7 @@ use e11::{E11Args, e11};
 use p4runtime_server::client::{Client, ClientError, Deadlines, health_check};
 use p4runtime_server::proto::p4::v1 as p4;
 use pisa_fabric::fabric::{self, Fabric, GRPC_PORT, Options, mgmt_addrs};
+use pisa_fabric::sweep;
 use topo::{self, End, GenProps, LinkProps, Topology};
 
 #[derive(Parser, Debug)]
@@ -261,6 +262,10 @@ struct ExperimentArgs {
     /// it at the end of each point, into points/*/counters.csv and DIR/counters.csv; repeatable.
     #[arg(long = "record-counter")]
     record_counters: Vec<String>,
+    /// Fail at a point whose fidelity is degraded (the emulator fell behind: late links,
+    /// kernel-side drops, late flow starts, a saturated CPU) instead of warning.
+    #[arg(long)]
+    require_fidelity: bool,
 }
 
 fn parse_tos(s: &str) -> Result<u8, String> {
@@ -302,7 +307,7 @@ fn experiment(a: &ExperimentArgs, cancel: Arc<AtomicBool>) -> Result<(), String>
         .split(',')
         .map(|l| l.trim().parse::<f64>().map_err(|_| format!("--loads: {l}")))
         .collect::<Result<Vec<_>, _>>()?;
-    let e = pisa_fabric::experiment::Experiment {
+    let e = pisa_fabric::experiment::Fct {
         base,
         schemes: a.schemes.split(',').map(|s| s.trim().to_string()).collect(),
         sets,
@@ -327,18 +332,35 @@ fn experiment(a: &ExperimentArgs, cancel: Arc<AtomicBool>) -> Result<(), String>
         name: a.name.clone(),
         links: a.links,
         counters: a.record_counters.clone(),
+        require_fidelity: a.require_fidelity,
     };
-    pisa_fabric::experiment::run(&e, &cancel, &|t, o| bring_up(t, o, |_| {}))?;
-    let summary = std::fs::read_to_string(a.out.join("summary.csv")).map_err(|e| e.to_string())?;
-    print!("{}", pisa_fabric::experiment::fct_table(&summary)?);
+    pisa_fabric::experiment::run(&e, &cancel).map_err(|e| format!("{e:#}"))?;
+    // The table: the analysis package's (one definition of each statistic), which needs only
+    // the standard library.
+    let scripts = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts");
+    let table = std::process::Command::new("python3")
+        .args(["-m", "pisa_analysis", "fct-table"])
+        .arg(&a.out)
+        .env("PYTHONPATH", scripts)
+        .output()
+        .map_err(|e| format!("python3 -m pisa_analysis fct-table: {e}"))?;
+    if !table.status.success() {
+        return Err(format!(
+            "python3 -m pisa_analysis fct-table {}: {}",
+            a.out.display(),
+            String::from_utf8_lossy(&table.stderr).trim()
+        ));
+    }
+    print!("{}", String::from_utf8_lossy(&table.stdout));
     println!(
-        "results: {} (flows.csv, summary.csv, uplinks.csv; FCTs are medians over reps)",
+        "results: {} (flows.csv, summary.csv, uplinks.csv; `scripts/analysis fct-table {}` \
+         prints this table again)",
+        a.out.display(),
         a.out.display()
     );
     let venv =
         std::env::var("PISA_VENV_DIR").unwrap_or_else(|_| "/var/cache/pisa-switch/venvs".into());
     let python = PathBuf::from(venv).join("plot/bin/python");
-    let scripts = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts");
     match std::process::Command::new(&python)
         .args(["-m", "pisa_analysis", "experiment-plots"])
         .arg(&a.out)
@@ -652,9 +674,14 @@ fn main() {
         }),
         Cmd::Demo(a) => with_cleanup(&a.name, |cancel| demo(a, cancel)),
         Cmd::Experiment(a) => with_cleanup(&a.name, |cancel| experiment(a, cancel)),
-        Cmd::E10(a) => with_cleanup(&a.name, |cancel| e10(a, cancel)),
-        Cmd::E11(a) => with_cleanup(&a.name, |cancel| e11(a, cancel)),
-        Cmd::Dbb(a) => with_cleanup(&a.name, |cancel| dbb_experiment(a, cancel)),
+        Cmd::E10(a) => {
+            sweep::with_cleanup(&a.name, |cancel| e10(a, cancel)).map_err(|e| format!("{e:#}"))
+        }
+        Cmd::E11(a) => {
+            sweep::with_cleanup(&a.name, |cancel| e11(a, cancel)).map_err(|e| format!("{e:#}"))
+        }
+        Cmd::Dbb(a) => sweep::with_cleanup(&a.name, |cancel| dbb_experiment(a, cancel))
+            .map_err(|e| format!("{e:#}")),
     };
     if let Err(e) = result {
         eprintln!("pisa-fabric: {e}");
@@ -662,41 +689,16 @@ fn main() {
     }
 }
 
-/// Held while a fabric is being brought up: a teardown waits for the bring-up to stop, so that
-/// no switch starts after the teardown has looked for processes.
-static BRINGUP: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// Brings `t` up under [`BRINGUP`], cancellable through `opts.cancel`.
+/// Brings `t` up, serialised with a signal's teardown ([`sweep::bring_up`]).
 fn bring_up(t: &Topology, opts: &Options, progress: impl FnMut(&str)) -> Result<Fabric, String> {
-    let _g = BRINGUP
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    Fabric::up(t, opts, progress)
+    sweep::bring_up(t, opts, progress)
 }
 
 /// Runs `f` with a cancel flag; on SIGINT/SIGTERM meanwhile, or when `f` fails, removes fabric
-/// `name`.
+/// `name` ([`sweep::with_cleanup`]).
 fn with_cleanup(
     name: &str,
     f: impl FnOnce(Arc<AtomicBool>) -> Result<(), String>,
 ) -> Result<(), String> {
-    dataplane::signals::block_termination();
-    let n = name.to_string();
-    let cancel = Arc::new(AtomicBool::new(false));
-    let c = cancel.clone();
-    std::thread::spawn(move || {
-        let sig = dataplane::signals::wait_for_termination();
-        eprintln!("pisa-fabric: signal {sig}: tearing fabric {n} down");
-        c.store(true, Ordering::Relaxed);
-        let _g = BRINGUP
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        fabric::teardown(&n);
-        std::process::exit(130);
-    });
-    let r = f(cancel);
-    if r.is_err() {
-        fabric::teardown(name);
-    }
-    r
+    sweep::with_cleanup(name, |c| f(c).map_err(anyhow::Error::msg)).map_err(|e| format!("{e:#}"))
 }

@@ -34,6 +34,7 @@ use crate::{Netns, Process, workspace_bin};
 
 pub mod report;
 pub mod sim;
+pub mod sweep;
 
 /// Which experiment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

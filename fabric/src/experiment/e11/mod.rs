@@ -31,6 +31,7 @@ use super::ping_times_us;
 use crate::fabric::{Fabric, Options};
 
 pub mod sim;
+pub mod sweep;
 
 /// One scheme of E11.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -209,7 +210,7 @@ pub fn ideal_ns(s: &Setup, int: bool, slots: u8, bytes: u64, idle_rtt_ns: u64) -
 }
 
 /// One scheme's results.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Row {
     /// The scheme.
     pub scheme: String,
@@ -349,7 +350,7 @@ pub fn netns(
     let fl = flows(s, &t)?;
     let hp = programs::pint_hpcc::fabric_of(&t)?.ok_or("no pint switches")?;
     let slots = topo::plan::host_path_switches(&t).clamp(1, 255) as u8;
-    let f = Fabric::up(&t, opts, progress)?;
+    let f = crate::sweep::bring_up(&t, opts, progress)?;
     f.program()?;
     let last = t.hosts.last().map_or("", |h| h.name.as_str());
     let idle = idle_rtt_ns(&f, &t.hosts[0].name, last)?;

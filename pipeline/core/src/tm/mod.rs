@@ -13,13 +13,18 @@
 //!   (it holds the port's [`TxState`]: shaper tokens and the head-of-line packets). No lock is taken
 //!   per packet.
 //! - Configuration (limits, rates, thresholds) lives in atomics and may change at run time.
+//! - A shaped port measures its link lateness on each dequeue ([`fidelity`]): how much later than
+//!   back to back at its rate a backlogged port sends. The owner records it; anyone reads it
+//!   ([`TrafficManager::lateness`]).
 //!
 //! Time is an argument (`now_ns`), so everything here is testable without a clock.
 
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 
 use crate::metadata::{PortId, StdMeta};
 use crossbeam::queue::SegQueue;
+use fidelity::{LastDeparture, LinkMonitor};
 
 /// Strict-priority queues per port (queue 7 is served first).
 pub const QUEUES: usize = 8;
@@ -175,6 +180,9 @@ struct Port<B> {
     /// Packets this port holds as an egress port: in its queues, and after egress in its
     /// propagation-delay line (until the driver releases them, [`TrafficManager::release`]).
     held: AtomicU32,
+    /// Link lateness, from the first time the port is given a rate ([`fidelity`]); allocated by
+    /// [`TrafficManager::configure`], never on the packet path.
+    monitor: OnceLock<Box<LinkMonitor>>,
 }
 
 /// The owner-side state of one port: shaper tokens and the packets popped but not yet allowed out.
@@ -188,6 +196,8 @@ pub struct TxState<B> {
     /// lateness (up to 1 ms), so scheduling jitter does not lower a backlogged port's rate.
     wait_at: Option<u64>,
     head: [Option<Queued<B>>; QUEUES],
+    /// The last departure, for link lateness.
+    last: LastDeparture,
 }
 
 /// The result of a dequeue call.
@@ -258,6 +268,7 @@ impl<B> TrafficManager<B> {
                 pfc_dirty: AtomicBool::new(false),
                 occupied: AtomicU8::new(0),
                 held: AtomicU32::new(0),
+                monitor: OnceLock::new(),
             })
             .collect();
         let tm = TrafficManager {
@@ -304,7 +315,16 @@ impl<B> TrafficManager<B> {
         if c.pfc_xoff.is_some() {
             self.count_ingress.store(true, Ordering::Release);
         }
+        if c.shaping != Shaping::None {
+            p.monitor.get_or_init(Box::default);
+        }
         true
+    }
+
+    /// The link lateness of `port` since it was first given a rate ([`fidelity`]); None if it
+    /// never had one (an unshaped port has no ideal departure time).
+    pub fn lateness(&self, port: PortId) -> Option<Lateness> {
+        Some(self.ports.get(usize::from(port))?.monitor.get()?.snapshot())
     }
 
     /// Caps the packets one port holds as an egress port, in its 8 queues and its
@@ -375,6 +395,7 @@ impl<B> TrafficManager<B> {
             last_ns: 0,
             wait_at: None,
             head: std::array::from_fn(|_| None),
+            last: LastDeparture::default(),
         }
     }
 
@@ -484,6 +505,8 @@ impl<B> TrafficManager<B> {
             return Dequeued::Empty;
         };
         let mut wait: Option<u64> = None;
+        // Whether a class with frames was paused, and whether the shaper held the port back.
+        let (mut paused, mut shaped_out) = (false, false);
         let earliest = |w: &mut Option<u64>, at: u64| *w = Some(w.map_or(at, |x| x.min(at)));
         let mut occupied = u32::from(p.occupied.load(Ordering::SeqCst));
         for (qid, h) in tx.head.iter().enumerate() {
@@ -496,6 +519,7 @@ impl<B> TrafficManager<B> {
             if until > now_ns {
                 if tx.head[qid].is_some() || !p.queues[qid].q.is_empty() {
                     earliest(&mut wait, until);
+                    paused = true;
                 }
                 continue;
             }
@@ -525,19 +549,46 @@ impl<B> TrafficManager<B> {
                     pkt.meta.deq_qdepth = left;
                     pkt.meta.deq_qdepth_bytes = u32::try_from(left_bytes).unwrap_or(u32::MAX);
                     pkt.meta.deq_timedelta = now_ns.saturating_sub(pkt.meta.enq_timestamp);
+                    if let Some(m) = p.monitor.get() {
+                        let backlogged = left > 0 || Self::others_waiting(p, qid);
+                        let l = &p.limits;
+                        let kind = l.shaping_kind.load(Ordering::Relaxed);
+                        let ser = fidelity::ser_ns(kind, l.rate.load(Ordering::Relaxed), pkt.len);
+                        tx.last.depart(m, ser, backlogged, now_ns);
+                    }
                     return Dequeued::Packet(pkt);
                 }
                 Err(at) => {
                     // Strict priority: a shaped-out port sends nothing else either.
                     earliest(&mut wait, at);
+                    shaped_out = true;
                     break;
                 }
             }
+        }
+        // Nothing could go, and not for the rate: paused classes held the only frames, so the
+        // next departure has no ideal time.
+        if paused && !shaped_out {
+            tx.last.pause_gap = true;
         }
         match wait {
             Some(at) => Dequeued::Wait { at },
             None => Dequeued::Empty,
         }
+    }
+
+    /// Whether a queue of `p` other than `qid` holds frames (the ones whose bit is set).
+    #[inline]
+    fn others_waiting(p: &Port<B>, qid: usize) -> bool {
+        let mut bits = u32::from(p.occupied.load(Ordering::Relaxed)) & !(1 << qid);
+        while bits != 0 {
+            let q = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            if p.queues[q].packets.load(Ordering::Relaxed) > 0 {
+                return true;
+            }
+        }
+        false
     }
 
     fn shaper_admits(
@@ -797,8 +848,10 @@ impl<B> TrafficManager<B> {
     }
 }
 
+pub mod fidelity;
 mod setting;
 #[cfg(test)]
 mod tests;
 
+pub use fidelity::Lateness;
 pub use setting::{MAX_DELAY_NS, Setting};

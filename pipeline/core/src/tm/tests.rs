@@ -329,3 +329,130 @@ fn a_packet_pfc_threshold_pauses_its_ingress_port_and_resumes_under_it() {
     assert_eq!(drain(&tm, &mut tx, 2).len(), 4);
     assert_eq!(tm.ingress_packets(1, 0), 0);
 }
+
+/// A port shaped to 8 Mb/s with a one-frame burst, so a 1000-byte frame takes 1 ms.
+fn shaped_8mbps() -> TrafficManager<u32> {
+    let cfg = PortConfig {
+        shaping: Shaping::BitsPerSec(8_000_000),
+        burst: 1000,
+        pfc: true,
+        ..PortConfig::default()
+    };
+    TrafficManager::new(1, cfg, None)
+}
+
+const SER: u64 = 1_000_000;
+
+fn sent(tm: &TrafficManager<u32>, tx: &mut TxState<u32>, now: u64) {
+    match tm.dequeue(tx, now) {
+        Dequeued::Packet(_) => {}
+        other => panic!("nothing sent at {now}: {other:?}"),
+    }
+}
+
+#[test]
+fn link_lateness_counts_backlogged_departures_against_the_previous_one_plus_its_frame() {
+    let tm = shaped_8mbps();
+    for _ in 0..5 {
+        tm.enqueue(0, pkt(1000, 0, 0), 0).unwrap();
+    }
+    let mut tx = tm.tx_state(0);
+    // The first departure has no previous one; the next two leave exactly at their ideal time.
+    let t0 = 1_000;
+    sent(&tm, &mut tx, t0);
+    assert!(matches!(
+        tm.dequeue(&mut tx, t0 + SER - 1),
+        Dequeued::Wait { .. }
+    ));
+    sent(&tm, &mut tx, t0 + SER);
+    sent(&tm, &mut tx, t0 + 2 * SER);
+    let l = tm.lateness(0).unwrap();
+    assert_eq!((l.departures, l.late, l.ns.max, l.ser.max), (2, 0, 0, 0));
+    // The fourth leaves 3 serialisation times after its ideal time (the worker was away).
+    let t3 = t0 + 2 * SER + SER + 3 * SER;
+    sent(&tm, &mut tx, t3);
+    // The fifth is on time again.
+    sent(&tm, &mut tx, t3 + SER);
+    let l = tm.lateness(0).unwrap();
+    assert_eq!((l.departures, l.late), (4, 1));
+    assert_eq!(l.ns.max, 3 * SER);
+    assert_eq!(l.ser.max, 3 * fidelity::SER_SCALE);
+    assert_eq!(Lateness::in_ser(l.ser.quantile(1.0)), 3.0);
+    assert_eq!((l.ns.quantile(0.5), l.ser.quantile(0.5)), (0, 0));
+    assert_eq!(l.ns.quantile(0.99), 3 * SER);
+    assert_eq!(l.late_share(), 0.25);
+
+    // The queue is empty now: a frame that arrives 10 ms later left after an idle link and is
+    // not counted, however long after the last departure it goes.
+    let t5 = t3 + SER + 10 * SER;
+    tm.enqueue(0, pkt(1000, 0, 0), t5).unwrap();
+    sent(&tm, &mut tx, t5);
+    assert_eq!(tm.lateness(0).unwrap().departures, 4);
+    // Two more: the first again follows an idle link, the second was waiting behind it.
+    let t6 = t5 + 5 * SER;
+    tm.enqueue(0, pkt(1000, 0, 0), t6).unwrap();
+    tm.enqueue(0, pkt(1000, 0, 0), t6).unwrap();
+    sent(&tm, &mut tx, t6);
+    sent(&tm, &mut tx, t6 + SER + 500);
+    let l = tm.lateness(0).unwrap();
+    assert_eq!((l.departures, l.late, l.ns.max), (5, 1, 3 * SER));
+    assert_eq!(l.ns.sum, 3 * SER + 500, "the last one 500 ns late");
+    // 500 x 256 / 1e6 = 0.128 of a serialisation time, in 1/256: 0.
+    assert_eq!(l.ser.sum, 3 * fidelity::SER_SCALE);
+}
+
+#[test]
+fn link_lateness_skips_a_gap_a_received_pause_made_and_unshaped_ports() {
+    let tm = shaped_8mbps();
+    for _ in 0..3 {
+        tm.enqueue(0, pkt(1000, 0, 0), 0).unwrap();
+    }
+    let mut tx = tm.tx_state(0);
+    sent(&tm, &mut tx, 1_000);
+    // Class 0 is paused for 5 ms: the link stops, as a real one would, so the next departure
+    // has no ideal time.
+    // A quantum is 512 bit times: 1 us at 512 Mb/s.
+    tm.configure(
+        0,
+        PortConfig {
+            link_bps: 512_000_000,
+            ..tm.config(0).unwrap()
+        },
+    );
+    tm.pause_received(0, 1, [5000, 0, 0, 0, 0, 0, 0, 0], 2_000);
+    assert!(matches!(
+        tm.dequeue(&mut tx, 1_000 + SER),
+        Dequeued::Wait { .. }
+    ));
+    sent(&tm, &mut tx, 2_000 + 5 * SER);
+    assert_eq!(tm.lateness(0).unwrap().departures, 0);
+    // The one after it was waiting, and leaves on time.
+    sent(&tm, &mut tx, 2_000 + 6 * SER);
+    let l = tm.lateness(0).unwrap();
+    assert_eq!((l.departures, l.ns.max), (1, 0));
+
+    // A port that never had a rate is not measured.
+    let tm = TrafficManager::<u32>::new(1, PortConfig::default(), None);
+    assert_eq!(tm.lateness(0), None);
+    tm.enqueue(0, pkt(1000, 0, 0), 0).unwrap();
+    tm.enqueue(0, pkt(1000, 0, 0), 0).unwrap();
+    let mut tx = tm.tx_state(0);
+    assert_eq!(drain(&tm, &mut tx, 1).len(), 2);
+    assert_eq!(tm.lateness(0), None);
+    // Given one, it is, from then on; packets per second: 1 ms per frame at 1000/s.
+    tm.configure(
+        0,
+        PortConfig {
+            shaping: Shaping::PacketsPerSec(1000),
+            burst: 1,
+            ..PortConfig::default()
+        },
+    );
+    tm.enqueue(0, pkt(64, 0, 0), 0).unwrap();
+    tm.enqueue(0, pkt(64, 0, 0), 0).unwrap();
+    sent(&tm, &mut tx, 10);
+    sent(&tm, &mut tx, 10 + 2 * SER);
+    let l = tm.lateness(0).unwrap();
+    assert_eq!((l.departures, l.late, l.ns.max), (1, 0, SER));
+    assert_eq!(l.ser.max, fidelity::SER_SCALE);
+}

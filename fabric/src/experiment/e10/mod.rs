@@ -24,6 +24,8 @@ use topo::{self, GenProps, LinkProps, Topology};
 use super::qcn::{self, Background, Plan, Sender, f64_at, u};
 use crate::fabric::{Fabric, Options};
 
+pub mod sweep;
+
 /// One of the six configurations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -156,7 +158,7 @@ pub fn topology(s: &Setup, c: &Config) -> Topology {
 }
 
 /// One row of E10's table. `None`: not measured in this configuration.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Row {
     /// Configuration.
     pub config: String,
@@ -288,7 +290,7 @@ pub fn netns(
     progress: impl FnMut(&str),
 ) -> Result<(Row, Value), String> {
     let t = topology(s, c);
-    let f = Fabric::up(&t, opts, progress)?;
+    let f = crate::sweep::bring_up(&t, opts, progress)?;
     f.program()?;
     let plan = Plan {
         senders: if c.tcp {

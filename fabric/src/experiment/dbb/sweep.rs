@@ -1,0 +1,264 @@
+//! `pisa-fabric dbb` on the sweep driver ([`crate::sweep`]): every (rep, scenario, scheme) of E8
+//! or E9 in namespaces, one fresh fabric each. Points run rep-major, so that slow drift of the
+//! machine's load spreads over the schemes. Tables: `OUT/e8.md` (or `e9.md`) and `OUT/e8.csv`.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use topo::Topology;
+
+use super::report::{self, Row};
+use super::{HostSetup, Scenario, Which};
+use crate::dctcp::Dctcp;
+use crate::experiment::effective_transport;
+use crate::sweep::{Ctx, Experiment, command_line};
+use crate::traffic::Transport;
+
+/// What `pisa-fabric dbb` asks for.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// E8 or E9.
+    pub which: Which,
+    /// Schemes (registry names).
+    pub schemes: Vec<String>,
+    /// Scenarios of DBB §IV.
+    pub scenarios: Vec<Scenario>,
+    /// E8: every fabric link's rate; E9: one paper Gb/s.
+    pub rate_bps: u64,
+    /// Host link rate (`None`: the stage capacity).
+    pub host_bps: Option<u64>,
+    /// Egress queue of every link, packets.
+    pub buffer: u32,
+    /// Seconds for the paper's 10 s.
+    pub step: f64,
+    /// Repetitions of every (scheme, scenario).
+    pub reps: u32,
+    /// The hosts' congestion control and ECN.
+    pub transport: Transport,
+    /// `--sysctl KEY=VALUE` as given.
+    pub sysctl: Vec<String>,
+    /// How switches are linked to each other.
+    pub links: crate::fabric::Links,
+    /// Output directory.
+    pub out: PathBuf,
+}
+
+/// One point.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Point {
+    /// Scheme.
+    pub scheme: String,
+    /// Scenario.
+    pub scenario: Scenario,
+    /// Repetition, from 1.
+    pub rep: u32,
+}
+
+/// The sweep.
+pub struct Sweep {
+    s: Settings,
+    /// The fabric with the hosts' rates, before the scheme is set.
+    base: Topology,
+    /// The stage capacity, bits/s.
+    capacity: u64,
+    host_bps: u64,
+    hosts: HostSetup,
+    _dctcp: Option<Dctcp>,
+}
+
+impl std::fmt::Debug for Sweep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sweep")
+            .field("settings", &self.s)
+            .field("capacity", &self.capacity)
+            .field("host_bps", &self.host_bps)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sweep {
+    /// Checks `s` and derives the fabric.
+    pub fn new(s: Settings) -> Result<Sweep> {
+        let w = s.which;
+        if s.rate_bps == 0 || (w == Which::E9 && !s.rate_bps.is_multiple_of(2)) {
+            bail!("--rate: positive (even for e9: Fig. 5 has halves)");
+        }
+        let probe = super::topology(w, s.rate_bps, s.rate_bps, s.buffer);
+        let (capacity, _) = super::expected_shares(&probe, w).map_err(anyhow::Error::msg)?;
+        let host_bps = s.host_bps.unwrap_or(capacity);
+        if host_bps == 0 || s.reps == 0 || s.buffer == 0 {
+            bail!("--host-rate, --reps and --buffer must be positive");
+        }
+        for sc in &s.schemes {
+            if programs::lookup(sc).is_none() {
+                bail!("scheme {sc}: no such program");
+            }
+        }
+        let mut sysctls = Vec::new();
+        for kv in &s.sysctl {
+            match kv.split_once('=') {
+                Some((k, v))
+                    if !k.is_empty()
+                        && k.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"._".contains(&b)) =>
+                {
+                    sysctls.push((k.to_string(), v.to_string()));
+                }
+                _ => bail!("--sysctl {kv}: KEY=VALUE, e.g. net.ipv4.tcp_reordering=127"),
+            }
+        }
+        // tcp_reordering, like any other host sysctl, comes with --sysctl.
+        let (transport, dctcp) = effective_transport(&s.transport);
+        Ok(Sweep {
+            base: super::topology(w, s.rate_bps, host_bps, s.buffer),
+            capacity,
+            host_bps,
+            hosts: HostSetup { transport, sysctls },
+            _dctcp: dctcp,
+            s,
+        })
+    }
+
+    fn row(&self, p: &Point, dir: &Path) -> Result<Row> {
+        let path = dir.join("report.json");
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        let r: serde_json::Value =
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        Ok(Row {
+            scheme: p.scheme.clone(),
+            scenario: p.scenario.name.clone(),
+            rep: p.rep,
+            values: report::summarise(&r),
+            shares: report::link_shares(&r),
+        })
+    }
+}
+
+impl Experiment for Sweep {
+    type Point = Point;
+
+    fn title(&self) -> String {
+        format!("dbb {}", self.s.which.name())
+    }
+    fn out(&self) -> &Path {
+        &self.s.out
+    }
+    fn points(&self) -> Vec<Point> {
+        let mut v = Vec::new();
+        for rep in 1..=self.s.reps {
+            for sc in &self.s.scenarios {
+                for s in &self.s.schemes {
+                    v.push(Point {
+                        scheme: s.clone(),
+                        scenario: sc.clone(),
+                        rep,
+                    });
+                }
+            }
+        }
+        v
+    }
+    fn dir_name(&self, p: &Point) -> String {
+        format!("{}_{}_rep{}", p.scheme, p.scenario.name, p.rep)
+    }
+    fn label(&self, p: &Point) -> String {
+        format!("{} {} rep {}", p.scheme, p.scenario.name, p.rep)
+    }
+    /// The record of the sweeps before the driver, unchanged, so that they resume.
+    fn record(&self) -> String {
+        let t = &self.hosts.transport;
+        format!(
+            "{} rate={} host={} buffer={} step={} links={:?} cc={} ecn={} sysctl={:?}\n",
+            self.s.which.name(),
+            self.s.rate_bps,
+            self.host_bps,
+            self.s.buffer,
+            self.s.step,
+            self.s.links,
+            t.cc,
+            t.ecn,
+            self.s.sysctl
+        )
+    }
+    fn describe(&self) -> Option<String> {
+        Some(format!(
+            "stage capacity {:.1} Mb/s, hosts {:.1} Mb/s, cc {} ecn {}",
+            self.capacity as f64 / 1e6,
+            self.host_bps as f64 / 1e6,
+            self.hosts.transport.cc,
+            self.hosts.transport.ecn
+        ))
+    }
+    fn measure(&self, p: &Point, dir: &Path, ctx: &Ctx) -> Result<String> {
+        let mut t = self.base.clone();
+        for sw in &mut t.switches {
+            sw.program = p.scheme.clone();
+        }
+        let flows = super::flows(&p.scenario, self.capacity, self.s.step);
+        let opts = ctx.options(&dir.join("run"));
+        let up = |t: &Topology, o: &crate::fabric::Options| ctx.up(t, o);
+        let r = super::run_point(self.s.which, &t, &flows, &self.hosts, &opts, dir, &up)
+            .map_err(anyhow::Error::msg)?;
+        let path = dir.join("report.json");
+        std::fs::write(&path, serde_json::to_string_pretty(&r)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        let v = report::summarise(&r);
+        Ok(format!(
+            "goodput {:.1} of {:.1} Mb/s offered, OOO {:.2}%, max share dev {:.3}",
+            v[2], v[1], v[8], v[16]
+        ))
+    }
+    fn tables(&self, done: &[(&Point, PathBuf)]) -> Result<()> {
+        let rows = done
+            .iter()
+            .map(|(p, d)| self.row(p, d))
+            .collect::<Result<Vec<_>>>()?;
+        let w = self.s.which;
+        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        let mut md = format!(
+            "`{}`\n\n{}: stage capacity {:.1} Mb/s ({}), hosts {:.1} Mb/s, buffers {} packets, \
+             step {} s (the paper's 10 s), cc {} ecn {}, {} reps; load average at the end: {}\n\n",
+            command_line(),
+            w.name(),
+            self.capacity as f64 / 1e6,
+            match w {
+                Which::E8 => format!(
+                    "4 x {:.1} Mb/s links per stage",
+                    self.s.rate_bps as f64 / 1e6
+                ),
+                Which::E9 => format!(
+                    "Fig. 5 at {:.1} Mb/s per paper Gb/s",
+                    self.s.rate_bps as f64 / 1e6
+                ),
+            },
+            self.host_bps as f64 / 1e6,
+            self.s.buffer,
+            self.s.step,
+            self.hosts.transport.cc,
+            self.hosts.transport.ecn,
+            self.s.reps,
+            load.trim()
+        );
+        if let Some((_, dir)) = done.first() {
+            let path = dir.join("report.json");
+            let v: serde_json::Value = serde_json::from_str(
+                &std::fs::read_to_string(&path)
+                    .with_context(|| format!("reading {}", path.display()))?,
+            )
+            .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            let _ = writeln!(md, "Kernel settings (sender namespace): {}\n", v["sysctl"]);
+        }
+        md += &report::tables(&rows);
+        let name = w.name();
+        for (file, text) in [
+            (format!("{name}.csv"), report::csv(&rows)),
+            (format!("{name}.md"), md),
+        ] {
+            let path = self.s.out.join(file);
+            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        }
+        Ok(())
+    }
+}

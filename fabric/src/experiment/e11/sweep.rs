@@ -1,0 +1,176 @@
+//! `pisa-fabric e11` on the sweep driver ([`crate::sweep`]): every (load, scheme) of E11 on a
+//! fresh fabric. Each point leaves `report.json` and `row.json`; the table is `OUT/e11-netns.md`,
+//! a section per load.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result, bail};
+
+use super::{Row, Scheme, Setup};
+use crate::sweep::{Ctx, Experiment, command_line};
+
+/// What `pisa-fabric e11` asks for.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Everything but the load (its `load` is ignored).
+    pub setup: Setup,
+    /// Offered loads.
+    pub loads: Vec<f64>,
+    /// Schemes.
+    pub schemes: Vec<Scheme>,
+    /// Output directory.
+    pub out: PathBuf,
+}
+
+/// One point.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Point {
+    /// Offered load.
+    pub load: f64,
+    /// Scheme.
+    pub scheme: Scheme,
+}
+
+/// The sweep.
+#[derive(Debug)]
+pub struct Sweep {
+    s: Settings,
+}
+
+impl Sweep {
+    /// Checks `s`.
+    pub fn new(s: Settings) -> Result<Sweep> {
+        if s.loads.is_empty() || s.loads.iter().any(|l| !(*l > 0.0 && *l <= 1.0)) {
+            bail!("--loads: fractions in (0, 1]");
+        }
+        if s.schemes.is_empty() {
+            bail!("--schemes: at least one");
+        }
+        Ok(Sweep { s })
+    }
+
+    fn setup_at(&self, load: f64) -> Setup {
+        Setup {
+            load,
+            ..self.s.setup.clone()
+        }
+    }
+
+    /// The table's file.
+    pub fn table_path(&self) -> PathBuf {
+        self.s.out.join("e11-netns.md")
+    }
+}
+
+impl Experiment for Sweep {
+    type Point = Point;
+
+    fn title(&self) -> String {
+        "e11".into()
+    }
+    fn out(&self) -> &Path {
+        &self.s.out
+    }
+    fn points(&self) -> Vec<Point> {
+        let mut v = Vec::new();
+        for &load in &self.s.loads {
+            for &scheme in &self.s.schemes {
+                v.push(Point { load, scheme });
+            }
+        }
+        v
+    }
+    fn dir_name(&self, p: &Point) -> String {
+        format!(
+            "load{:.0}-{}",
+            p.load * 100.0,
+            p.scheme.name.replace([' ', '=', '/'], "")
+        )
+    }
+    fn label(&self, p: &Point) -> String {
+        format!("{} at load {}", p.scheme.name, p.load)
+    }
+    fn record(&self) -> String {
+        let s = &self.s.setup;
+        format!(
+            "experiment=e11\nhosts_per_leaf={}\nhost_bps={}\nrtt_us={}\nscale={}\nseconds={}\n\
+             drain={}\nseed={}\nbuffer={}\npfc_xoff={}\nip_len={}\n",
+            s.hosts_per_leaf,
+            s.host_bps,
+            s.rtt_us,
+            s.scale,
+            s.seconds,
+            s.drain,
+            s.seed,
+            s.buffer,
+            s.pfc_xoff,
+            s.ip_len
+        )
+    }
+    fn measure(&self, p: &Point, dir: &Path, ctx: &Ctx) -> Result<String> {
+        let s = self.setup_at(p.load);
+        let (row, report) = super::netns(&s, &p.scheme, &ctx.options(&dir.join("run")), dir, |m| {
+            eprintln!("    {m}")
+        })
+        .map_err(anyhow::Error::msg)?;
+        for (name, text) in [
+            ("report.json", serde_json::to_string_pretty(&report)?),
+            ("row.json", serde_json::to_string(&row)?),
+        ] {
+            let path = dir.join(name);
+            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        }
+        let (re, sent) = row.retransmissions;
+        Ok(format!(
+            "{} incomplete, {re} of {sent} datagrams retransmitted, {} PFC pauses",
+            row.incomplete, row.pauses
+        ))
+    }
+    fn tables(&self, done: &[(&Point, PathBuf)]) -> Result<()> {
+        let s = &self.s.setup;
+        let mut md = format!(
+            "`{}`\n\n2 leaves, 2 spines, {} hosts per leaf at {} Mb/s, T = {} us, web search x {}, \
+             {} s of arrivals + {} s, buffers {} packets, PFC at {}, seed {}.\n",
+            command_line(),
+            s.hosts_per_leaf,
+            s.host_bps as f64 / 1e6,
+            s.rtt_us,
+            s.scale,
+            s.seconds,
+            s.drain,
+            s.buffer,
+            s.pfc_xoff,
+            s.seed
+        );
+        for &load in &self.s.loads {
+            let rows: Vec<Row> = done
+                .iter()
+                .filter(|(p, _)| p.load == load)
+                .map(|(_, d)| {
+                    let path = d.join("row.json");
+                    let text = std::fs::read_to_string(&path)
+                        .with_context(|| format!("reading {}", path.display()))?;
+                    serde_json::from_str(&text)
+                        .with_context(|| format!("parsing {}", path.display()))
+                })
+                .collect::<Result<_>>()?;
+            if rows.is_empty() {
+                continue;
+            }
+            let at = self.setup_at(load);
+            let t = super::topology(&at, &self.s.schemes[0]);
+            let n = super::flows(&at, &t).map_err(anyhow::Error::msg)?.len();
+            let _ = write!(
+                md,
+                "\n### websearch x {}, load {:.0}%: {n} flows in {} s\n\n",
+                s.scale,
+                load * 100.0,
+                s.seconds
+            );
+            md += &super::table(&rows);
+        }
+        let path = self.table_path();
+        std::fs::write(&path, md).with_context(|| format!("writing {}", path.display()))
+    }
+}

@@ -1,0 +1,423 @@
+//! Whether the emulator kept up during a namespace point (issue 30), after Mininet-HiFi
+//! (Handigol, Heller, Jeyakumar, Lantz, McKeown: "Reproducible Network Experiments Using
+//! Container-Based Emulation", CoNEXT 2012): an emulation is trustworthy when the invariants
+//! real hardware keeps held, and the run shows they did. Each point records
+//! - **links**: every switch's traffic manager measures how late each departure from a
+//!   backlogged port left against its ideal time (`show_fidelity` on the admin socket): a busy
+//!   link of real hardware sends back to back at its rate;
+//! - **switch input**: frames the kernel dropped before a switch took them (AF_XDP's
+//!   `XDP_STATISTICS`, AF_PACKET's `PACKET_STATISTICS`): real hardware does not lose a frame
+//!   waiting for a CPU;
+//! - **hosts**: the flows' start lag (scheduled against actual, from the hosts' records), and the
+//!   drops of the hosts' interfaces;
+//! - **machine**: CPU busy and steal over the point (`/proc/stat`), and the run queue sampled
+//!   once a second.
+//!
+//! [`verdict`] turns them into `ok` or `degraded: reasons` by the thresholds in [`Thresholds`]
+//! (docs/experiments.md, "Fidelity", says why each is what it is).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::Netns;
+
+/// CPU time of the whole machine, in clock ticks (`/proc/stat`'s first line).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuTimes {
+    /// Every tick.
+    pub total: u64,
+    /// Idle and waiting for I/O.
+    pub idle: u64,
+    /// Taken by the hypervisor for other guests.
+    pub steal: u64,
+}
+
+/// The machine's CPU times and the number of runnable threads, from `/proc/stat`'s text.
+pub fn parse_proc_stat(text: &str) -> (CpuTimes, Option<u64>) {
+    let mut cpu = CpuTimes::default();
+    let mut running = None;
+    for l in text.lines() {
+        let mut w = l.split_whitespace();
+        match w.next() {
+            Some("cpu") => {
+                // user nice system idle iowait irq softirq steal guest guest_nice; guest time
+                // is already in user and nice.
+                let v: Vec<u64> = w.take(8).filter_map(|x| x.parse().ok()).collect();
+                cpu.total = v.iter().sum();
+                cpu.idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+                cpu.steal = v.get(7).copied().unwrap_or(0);
+            }
+            Some("procs_running") => running = w.next().and_then(|x| x.parse().ok()),
+            _ => {}
+        }
+    }
+    (cpu, running)
+}
+
+/// `/proc/stat` now.
+pub fn proc_stat() -> (CpuTimes, Option<u64>) {
+    parse_proc_stat(&std::fs::read_to_string("/proc/stat").unwrap_or_default())
+}
+
+/// The machine over a point.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Machine {
+    /// Fraction of CPU time not idle.
+    pub busy: f64,
+    /// Fraction of CPU time stolen.
+    pub steal: f64,
+    /// Runnable threads, mean of the samples (the sampler itself is one of them).
+    pub runq_mean: f64,
+    /// Runnable threads, the largest sample.
+    pub runq_max: u64,
+    /// CPUs of the machine.
+    pub cpus: usize,
+}
+
+/// Samples the machine: [`Monitor::start`] at the start of the flows, [`Monitor::sample`] about
+/// once a second, [`Monitor::finish`] at their end.
+#[derive(Clone, Debug)]
+pub struct Monitor {
+    start: CpuTimes,
+    runq: Vec<u64>,
+}
+
+impl Monitor {
+    /// Starts measuring now.
+    pub fn start() -> Monitor {
+        Monitor {
+            start: proc_stat().0,
+            runq: Vec::new(),
+        }
+    }
+
+    /// Takes one run-queue sample.
+    pub fn sample(&mut self) {
+        if let Some(r) = proc_stat().1 {
+            self.runq.push(r);
+        }
+    }
+
+    /// The machine since [`Monitor::start`].
+    pub fn finish(&self) -> Machine {
+        machine(
+            self.start,
+            proc_stat().0,
+            &self.runq,
+            std::thread::available_parallelism().map_or(1, usize::from),
+        )
+    }
+}
+
+/// The machine between two readings, with run-queue samples.
+pub fn machine(a: CpuTimes, b: CpuTimes, runq: &[u64], cpus: usize) -> Machine {
+    let total = b.total.saturating_sub(a.total).max(1) as f64;
+    let idle = b.idle.saturating_sub(a.idle) as f64;
+    let steal = b.steal.saturating_sub(a.steal) as f64;
+    Machine {
+        busy: (1.0 - idle / total).clamp(0.0, 1.0),
+        steal: (steal / total).clamp(0.0, 1.0),
+        runq_mean: if runq.is_empty() {
+            0.0
+        } else {
+            runq.iter().sum::<u64>() as f64 / runq.len() as f64
+        },
+        runq_max: runq.iter().copied().max().unwrap_or(0),
+        cpus,
+    }
+}
+
+/// The drops of every interface of a namespace (`rx_dropped + tx_dropped` of
+/// `/sys/class/net/*/statistics`, loopback left out), by interface.
+pub fn interface_drops(ns: &Netns) -> BTreeMap<String, u64> {
+    let script = "for d in /sys/class/net/*; do n=${d##*/}; [ \"$n\" = lo ] && continue; \
+                  echo \"$n $(cat $d/statistics/rx_dropped) $(cat $d/statistics/tx_dropped)\"; \
+                  done";
+    ns.exec("sh", &["-c", script])
+        .map(|o| parse_interface_drops(&String::from_utf8_lossy(&o.stdout)))
+        .unwrap_or_default()
+}
+
+/// `NAME RX_DROPPED TX_DROPPED` lines.
+pub fn parse_interface_drops(text: &str) -> BTreeMap<String, u64> {
+    text.lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let name = w.next()?;
+            let rx: u64 = w.next()?.parse().ok()?;
+            let tx: u64 = w.next()?.parse().ok()?;
+            Some((name.to_string(), rx + tx))
+        })
+        .collect()
+}
+
+/// One port's link lateness, from a `link` line of `show_fidelity`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Link {
+    /// The port.
+    pub port: u16,
+    /// Departures from a backlogged port measured.
+    pub departures: u64,
+    /// p99 lateness in serialisation times (`None`: nothing measured).
+    pub p99_ser: Option<f64>,
+}
+
+/// What a switch's `show_fidelity` says (docs/dataplane.md, "Fidelity monitors").
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Switch {
+    /// Shaped ports.
+    pub links: Vec<Link>,
+    /// Frames the kernel dropped before the switch took them, all ports: AF_XDP's
+    /// `rx_dropped + rx_ring_full + rx_invalid_descs`, AF_PACKET's `tp_drops`.
+    pub input_drops: u64,
+}
+
+/// Parses the lines of `show_fidelity` (without its closing `ok`): each table's rows start
+/// with its name (`link`, `input`, `loop`); a header line names its columns.
+pub fn parse_show_fidelity(lines: &[String]) -> Result<Switch, String> {
+    let mut heads: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut sw = Switch::default();
+    for l in lines {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        let Some(&table) = w.first() else { continue };
+        // A header: its second word is a column name, not a number.
+        if w.get(1).is_some_and(|x| x.parse::<u64>().is_err()) {
+            heads.insert(table, w[1..].to_vec());
+            continue;
+        }
+        let Some(head) = heads.get(table) else {
+            return Err(format!(
+                "show_fidelity: a {table} row before its header: {l}"
+            ));
+        };
+        let get = |c: &str| -> Option<&str> {
+            let i = head.iter().position(|h| *h == c)?;
+            w.get(i + 1).copied()
+        };
+        let num = |c: &str| get(c).and_then(|x| x.parse::<u64>().ok());
+        match table {
+            "link" => sw.links.push(Link {
+                port: num("port").ok_or_else(|| format!("show_fidelity: {l}"))? as u16,
+                departures: num("backlogged_departures").unwrap_or(0),
+                p99_ser: get("p99_ser").and_then(|x| x.parse().ok()),
+            }),
+            "input" => {
+                sw.input_drops += ["rx_dropped", "rx_ring_full", "rx_invalid_descs", "tp_drops"]
+                    .iter()
+                    .filter_map(|c| num(c))
+                    .sum::<u64>();
+            }
+            _ => {}
+        }
+    }
+    Ok(sw)
+}
+
+/// The worst port of `switches` (name, its `show_fidelity`) with at least `min_departures`
+/// backlogged departures: its p99 lateness in serialisation times and `switch:port`.
+pub fn worst_link(switches: &[(String, Switch)], min_departures: u64) -> Option<(f64, String)> {
+    switches
+        .iter()
+        .flat_map(|(name, s)| {
+            s.links
+                .iter()
+                .filter(|l| l.departures >= min_departures)
+                .filter_map(move |l| Some((l.p99_ser?, format!("{name}:{}", l.port))))
+        })
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+}
+
+/// What a point measured of its own fidelity.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Measured {
+    /// The machine.
+    pub machine: Machine,
+    /// Drops at the hosts' interfaces over the point.
+    pub host_drops: u64,
+    /// The flows' p99 start lag, µs.
+    pub start_lag_p99_us: f64,
+    /// The shortest FCT the point compares, µs (the short flows' median): the start lag is
+    /// judged against it.
+    pub short_fct_p50_us: Option<f64>,
+    /// The worst port of any switch: p99 lateness of departures from a backlogged port, in
+    /// serialisation times of the frame, with the port (`switch:port`); `None`: no switch
+    /// reported (e.g. Linux routers).
+    pub link_late_p99: Option<(f64, String)>,
+    /// Backlogged departures the lateness is over, all ports.
+    pub link_departures: u64,
+    /// Frames the kernel dropped before a switch took them, all switches.
+    pub switch_input_drops: Option<u64>,
+}
+
+/// The thresholds of the verdict.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Thresholds {
+    /// A port's p99 lateness, in serialisation times, above which its link did not keep its
+    /// rate (1: the 99th percentile departure left a whole frame late).
+    pub link_late_p99: f64,
+    /// Ports with fewer backlogged departures than this are not judged (too few to have a p99).
+    pub min_departures: u64,
+    /// Frames the kernel may drop before the switches take them.
+    pub switch_input_drops: u64,
+    /// Drops at the hosts' interfaces allowed.
+    pub host_drops: u64,
+    /// The p99 start lag, as a fraction of the short flows' median FCT.
+    pub start_lag_of_short_fct: f64,
+    /// CPU busy above which the machine counts as saturated.
+    pub busy: f64,
+    /// CPU steal allowed.
+    pub steal: f64,
+}
+
+impl Default for Thresholds {
+    fn default() -> Thresholds {
+        Thresholds {
+            link_late_p99: 1.0,
+            min_departures: 100,
+            switch_input_drops: 0,
+            host_drops: 0,
+            start_lag_of_short_fct: 0.1,
+            busy: 0.95,
+            steal: 0.05,
+        }
+    }
+}
+
+/// `ok`, or `degraded: ` and the reasons, `; `-separated (no commas: it is a CSV cell).
+pub fn verdict(m: &Measured, t: &Thresholds) -> String {
+    let mut why: Vec<String> = Vec::new();
+    if let Some((late, port)) = &m.link_late_p99
+        && *late > t.link_late_p99
+    {
+        why.push(format!(
+            "link {port} p99 departure {late:.1} serialisation times late"
+        ));
+    }
+    if let Some(d) = m.switch_input_drops
+        && d > t.switch_input_drops
+    {
+        why.push(format!("{d} frames dropped before a switch took them"));
+    }
+    if m.host_drops > t.host_drops {
+        why.push(format!("{} drops at the hosts' interfaces", m.host_drops));
+    }
+    if let Some(fct) = m.short_fct_p50_us
+        && m.start_lag_p99_us > t.start_lag_of_short_fct * fct
+    {
+        why.push(format!(
+            "flows started {:.0} us late (p99) against a {fct:.0} us median short FCT",
+            m.start_lag_p99_us
+        ));
+    }
+    if m.machine.busy > t.busy {
+        why.push(format!("CPU {:.0}% busy", m.machine.busy * 100.0));
+    }
+    if m.machine.steal > t.steal {
+        why.push(format!("CPU {:.0}% stolen", m.machine.steal * 100.0));
+    }
+    if why.is_empty() {
+        "ok".into()
+    } else {
+        let mut s = String::from("degraded: ");
+        let _ = write!(s, "{}", why.join("; "));
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_stat_gives_busy_steal_and_the_run_queue() {
+        let a = "cpu  100 0 100 700 100 0 0 0 0 0\ncpu0 1 2 3\nprocs_running 3\n";
+        let b = "cpu  400 0 200 1000 100 0 0 100 0 0\nprocs_running 5\n";
+        let (ca, ra) = parse_proc_stat(a);
+        let (cb, rb) = parse_proc_stat(b);
+        assert_eq!((ra, rb), (Some(3), Some(5)));
+        assert_eq!(ca.total, 1000);
+        let m = machine(ca, cb, &[3, 5, 4], 2);
+        // 700 ticks passed: 300 idle, 100 stolen.
+        assert!((m.busy - 4.0 / 7.0).abs() < 1e-9, "{m:?}");
+        assert!((m.steal - 1.0 / 7.0).abs() < 1e-9, "{m:?}");
+        assert_eq!((m.runq_mean, m.runq_max), (4.0, 5));
+    }
+
+    #[test]
+    fn show_fidelity_gives_each_ports_lateness_and_the_kernels_drops() {
+        let text = "link port rate backlogged_departures late late_share p50_us p99_us max_us p50_ser p99_ser max_ser
+link 1 unshaped 0 0 - - - - - - -
+link 2 100000000bps 29935 412 0.013763 0.000 458.751 5128.460 0.000 2.996 55.578
+link 3 100000000bps 50 3 0.06 0.000 458.751 5128.460 0.000 9.5 55.578
+input port socket rx_dropped rx_invalid_descs tx_invalid_descs rx_ring_full rx_fill_ring_empty_descs tx_ring_empty_descs tp_packets tp_drops
+input 1 af_xdp 120 0 0 3 120 1704 - -
+input 2 af_packet - - - - - - 500 7
+loop worker busy_loops p50_us p99_us max_us
+loop 0 15377 16.383 589.823 5355.335";
+        let lines: Vec<String> = text.lines().map(str::to_string).collect();
+        let s = parse_show_fidelity(&lines).unwrap();
+        assert_eq!(s.links.len(), 3);
+        assert_eq!(s.links[0].p99_ser, None);
+        assert_eq!(
+            (s.links[1].departures, s.links[1].p99_ser),
+            (29935, Some(2.996))
+        );
+        // rx_dropped + rx_ring_full, and AF_PACKET's tp_drops; the fill-ring events are the
+        // same frames as rx_dropped.
+        assert_eq!(s.input_drops, 130);
+        // Port 3 has too few departures to judge.
+        let w = worst_link(&[("leaf1".into(), s)], 100).unwrap();
+        assert_eq!(w, (2.996, "leaf1:2".into()));
+        assert!(parse_show_fidelity(&["link 2 100bps 1 1".to_string()]).is_err());
+    }
+
+    #[test]
+    fn interface_drops_parse() {
+        let d = parse_interface_drops("eth0 1 2\nh1 0 0\nbad line\n");
+        assert_eq!(d.get("eth0"), Some(&3));
+        assert_eq!(d.len(), 2);
+    }
+
+    #[test]
+    fn a_quiet_point_is_ok_and_each_broken_invariant_is_named() {
+        let t = Thresholds::default();
+        let quiet = Measured {
+            machine: Machine {
+                busy: 0.6,
+                cpus: 2,
+                ..Default::default()
+            },
+            start_lag_p99_us: 50.0,
+            short_fct_p50_us: Some(2000.0),
+            link_late_p99: Some((0.2, "leaf1:3".into())),
+            link_departures: 5000,
+            switch_input_drops: Some(0),
+            ..Default::default()
+        };
+        assert_eq!(verdict(&quiet, &t), "ok");
+        let mut busy = quiet.clone();
+        busy.machine.busy = 0.99;
+        busy.link_late_p99 = Some((3.5, "leaf1:3".into()));
+        busy.switch_input_drops = Some(12);
+        busy.start_lag_p99_us = 900.0;
+        let v = verdict(&busy, &t);
+        assert!(v.starts_with("degraded: "), "{v}");
+        for why in [
+            "leaf1:3",
+            "3.5 serialisation",
+            "12 frames",
+            "900 us late",
+            "99% busy",
+        ] {
+            assert!(v.contains(why), "{why}: {v}");
+        }
+        assert!(!v.contains(','), "a CSV cell: {v}");
+        // Kernel routers report no switch-side monitors: only the rest is judged.
+        let kernel = Measured {
+            link_late_p99: None,
+            switch_input_drops: None,
+            ..quiet
+        };
+        assert_eq!(verdict(&kernel, &t), "ok");
+    }
+}
