@@ -2,7 +2,7 @@
 //! `pisa_fabric::experiment::dbb`.
 
 use anyhow::Context as _;
-use pisa_fabric::experiment::dbb::sweep::{Settings, Sweep};
+use pisa_fabric::experiment::dbb::sweep::{Settings, SimSweep, Sweep};
 use pisa_fabric::experiment::dbb::{Scenario, Which};
 use pisa_fabric::traffic::Transport;
 
@@ -52,6 +52,19 @@ pub(super) struct DbbArgs {
     /// How switches are linked to each other.
     #[arg(long, default_value = "shm")]
     links: pisa_fabric::fabric::Links,
+    /// Where: netns (kernel TCP, the scenarios) or sim (E9 only: pisa-sim, two UDP flows at
+    /// --loads of Fig. 5's max-flow, deterministic).
+    #[arg(long, default_value = "netns")]
+    r#where: String,
+    /// sim: loads, fractions of the max-flow.
+    #[arg(long, default_value = "0.5,0.8,0.96", value_delimiter = ',')]
+    loads: Vec<f64>,
+    /// sim: seconds of virtual time the flows send.
+    #[arg(long, default_value_t = 0.2, value_parser = parse_seconds)]
+    seconds: f64,
+    /// sim: seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
     /// Where points, CSVs and tables go; a rerun skips finished points.
     #[arg(long, default_value = "dbb-exp")]
     out: PathBuf,
@@ -62,6 +75,26 @@ pub(super) struct DbbArgs {
 
 pub(super) fn dbb_experiment(a: &DbbArgs, cancel: Arc<AtomicBool>) -> anyhow::Result<()> {
     let w = a.experiment;
+    match (a.r#where.as_str(), w) {
+        ("netns", _) => {}
+        ("sim", Which::E9) => {
+            let mut s = SimSweep {
+                schemes: a.schemes.clone(),
+                loads: a.loads.clone(),
+                ms: (a.seconds * 1000.0).round() as u64,
+                seed: a.seed,
+                out: a.out.clone(),
+            };
+            sweep::run(&mut s, &sweep::Ctx::new(&a.name, cancel))?;
+            let md = s.table_path();
+            let text = std::fs::read_to_string(&md)
+                .with_context(|| format!("reading {}", md.display()))?;
+            println!("{text}\n(written to {})", md.display());
+            return Ok(());
+        }
+        ("sim", Which::E8) => anyhow::bail!("--where sim: E9 only"),
+        (other, _) => anyhow::bail!("--where {other}: netns or sim"),
+    }
     let rate_bps = topo::parse_rate(a.rate.as_deref().unwrap_or(match w {
         Which::E8 => "25M",
         Which::E9 => "4M",

@@ -3,7 +3,8 @@
 //! switches. See `pisa_fabric::experiment::e11`.
 
 use anyhow::Context as _;
-use pisa_fabric::experiment::e11::sweep::{Settings, Sweep};
+use pisa_fabric::experiment::e11::sim;
+use pisa_fabric::experiment::e11::sweep::{Settings, SimSweep, Sweep};
 use pisa_fabric::experiment::e11::{SCHEMES, Scheme, Setup};
 
 use super::*;
@@ -13,7 +14,8 @@ pub(super) struct E11Args {
     /// Offered loads, fractions of each host's link.
     #[arg(long, default_value = "0.5", value_delimiter = ',')]
     loads: Vec<f64>,
-    /// Schemes: INT, PINT1, PINT16, PINT256.
+    /// Schemes: INT, PINT1, PINT16, PINT256 (and, in sim, PINT1PAD: PINT p = 1 with an
+    /// INT-sized shim).
     #[arg(
         long,
         default_value = "INT,PINT1,PINT16,PINT256",
@@ -51,6 +53,16 @@ pub(super) struct E11Args {
     /// Port I/O of the switches.
     #[arg(long, default_value = "af-xdp")]
     io: String,
+    /// Where: netns (pisa-host on a 2x2 leaf-spine) or sim (pisa-sim's k = 4 fat-tree at 1 and
+    /// 4 Gb/s; --seconds is the arrival window of virtual time).
+    #[arg(long, default_value = "netns")]
+    r#where: String,
+    /// sim: workloads.
+    #[arg(long, default_value = "websearch", value_delimiter = ',')]
+    workloads: Vec<String>,
+    /// sim: also write the rows as the JSON `scripts/analysis pint-plot e11` reads.
+    #[arg(long)]
+    json: Option<PathBuf>,
     /// Where the tables and reports go.
     #[arg(long, default_value = "e11")]
     out: PathBuf,
@@ -74,6 +86,38 @@ fn scheme(name: &str) -> Result<Scheme, String> {
 }
 
 pub(super) fn e11(a: &E11Args, cancel: Arc<AtomicBool>) -> anyhow::Result<()> {
+    match a.r#where.as_str() {
+        "netns" => {}
+        "sim" => {
+            let schemes = a
+                .schemes
+                .iter()
+                .map(|n| {
+                    if n == "PINT1PAD" {
+                        return sim::sim_scheme("PINT p=1, INT-sized shim")
+                            .ok_or_else(|| anyhow::anyhow!("no padded scheme"));
+                    }
+                    scheme(n).map_err(anyhow::Error::msg)
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let mut s = SimSweep {
+                workloads: a.workloads.clone(),
+                loads: a.loads.clone(),
+                schemes,
+                window_ms: a.seconds * 1000.0,
+                seed: a.seed,
+                out: a.out.clone(),
+                json: a.json.clone(),
+            };
+            sweep::run(&mut s, &sweep::Ctx::new(&a.name, cancel))?;
+            let path = s.table_path();
+            let md = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            println!("{md}\n(written to {})", path.display());
+            return Ok(());
+        }
+        other => anyhow::bail!("--where {other}: netns or sim"),
+    }
     let schemes: Vec<Scheme> = a
         .schemes
         .iter()

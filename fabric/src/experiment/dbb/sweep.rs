@@ -262,3 +262,101 @@ impl Experiment for Sweep {
         Ok(())
     }
 }
+
+/// E9 in `pisa-sim` on the sweep driver ([`super::sim`]): every (scheme, load), UDP on Fig. 5,
+/// deterministic. Each point leaves `report.json`; the table is `OUT/e9-sim.md`.
+#[derive(Clone, Debug)]
+pub struct SimSweep {
+    /// Schemes (registry names).
+    pub schemes: Vec<String>,
+    /// Loads, fractions of the max-flow.
+    pub loads: Vec<f64>,
+    /// Virtual time the flows send, ms.
+    pub ms: u64,
+    /// Seed.
+    pub seed: u64,
+    /// Output directory.
+    pub out: PathBuf,
+}
+
+/// A point of [`SimSweep`]: (scheme, load).
+pub type SimPoint = (String, f64);
+
+impl SimSweep {
+    /// The table's file.
+    pub fn table_path(&self) -> PathBuf {
+        self.out.join("e9-sim.md")
+    }
+}
+
+impl Experiment for SimSweep {
+    type Point = SimPoint;
+
+    fn title(&self) -> String {
+        "dbb e9 sim".into()
+    }
+    fn out(&self) -> &Path {
+        &self.out
+    }
+    fn points(&self) -> Vec<SimPoint> {
+        let mut v = Vec::new();
+        for s in &self.schemes {
+            for &l in &self.loads {
+                v.push((s.clone(), l));
+            }
+        }
+        v
+    }
+    fn dir_name(&self, p: &SimPoint) -> String {
+        format!("{}_load{}", p.0, p.1)
+    }
+    fn label(&self, p: &SimPoint) -> String {
+        format!("{} load {}", p.0, p.1)
+    }
+    fn record(&self) -> String {
+        let l = &super::sim::LINKS;
+        format!(
+            "experiment=e9-sim\nms={}\nseed={}\nunit_bps={}\nhost_bps={}\nbuffer={}\ndelay_us={}\n",
+            self.ms, self.seed, l.rate_bps, l.host_bps, l.buffer, l.delay_us
+        )
+    }
+    fn measure(&self, p: &SimPoint, dir: &Path, _ctx: &Ctx) -> Result<String> {
+        let (row, report) =
+            super::sim::sim_point(&p.0, p.1, self.ms, self.seed).map_err(anyhow::Error::msg)?;
+        let path = dir.join("report.json");
+        std::fs::write(&path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok(format!(
+            "goodput {:.3}, {} lost, {} reordered",
+            row.goodput(),
+            row.lost(),
+            row.reordered
+        ))
+    }
+    fn tables(&self, done: &[(&SimPoint, PathBuf)]) -> Result<()> {
+        let rows = done
+            .iter()
+            .map(|(p, d)| {
+                let path = d.join("report.json");
+                let r: serde_json::Value = serde_json::from_str(
+                    &std::fs::read_to_string(&path)
+                        .with_context(|| format!("reading {}", path.display()))?,
+                )
+                .with_context(|| format!("parsing {}", path.display()))?;
+                super::sim::summarise(&p.0, p.1, &super::sim::sim_topology(&p.0), &r)
+                    .map_err(anyhow::Error::msg)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let md = format!(
+            "`{}`\n\nE9 in pisa-sim: Fig. 5 at {} Mb/s per paper Gb/s, two UDP flows, {} ms, \
+             seed {}.\n\n{}",
+            command_line(),
+            super::sim::UNIT_BPS / 1_000_000,
+            self.ms,
+            self.seed,
+            super::sim::sim_table(&rows).map_err(anyhow::Error::msg)?
+        );
+        let path = self.table_path();
+        std::fs::write(&path, md).with_context(|| format!("writing {}", path.display()))
+    }
+}

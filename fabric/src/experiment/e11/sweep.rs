@@ -174,3 +174,155 @@ impl Experiment for Sweep {
         std::fs::write(&path, md).with_context(|| format!("writing {}", path.display()))
     }
 }
+
+/// E11 in `pisa-sim` on the sweep driver ([`super::sim`]): every (workload, load, scheme),
+/// deterministic. Each point leaves `report.json` and `row.json`; the table is
+/// `OUT/e11-sim.md`, and `json` (if given) the file `scripts/analysis pint-plot e11` reads.
+#[derive(Clone, Debug)]
+pub struct SimSweep {
+    /// Workloads.
+    pub workloads: Vec<String>,
+    /// Offered loads.
+    pub loads: Vec<f64>,
+    /// Schemes of [`super::sim::SIM_SCHEMES`].
+    pub schemes: Vec<Scheme>,
+    /// The arrival window, ms.
+    pub window_ms: f64,
+    /// Seed.
+    pub seed: u64,
+    /// Output directory.
+    pub out: PathBuf,
+    /// Where the plot JSON goes, if anywhere.
+    pub json: Option<PathBuf>,
+}
+
+/// A point of [`SimSweep`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimPoint {
+    /// Workload.
+    pub workload: String,
+    /// Offered load.
+    pub load: f64,
+    /// Scheme.
+    pub scheme: Scheme,
+}
+
+impl SimSweep {
+    fn setup(&self, p: &SimPoint) -> super::sim::SimSetup {
+        super::sim::SimSetup::scaled(&p.workload, p.load, self.window_ms, self.seed)
+    }
+
+    /// The table's file.
+    pub fn table_path(&self) -> PathBuf {
+        self.out.join("e11-sim.md")
+    }
+}
+
+impl Experiment for SimSweep {
+    type Point = SimPoint;
+
+    fn title(&self) -> String {
+        "e11 sim".into()
+    }
+    fn out(&self) -> &Path {
+        &self.out
+    }
+    fn points(&self) -> Vec<SimPoint> {
+        let mut v = Vec::new();
+        for w in &self.workloads {
+            for &load in &self.loads {
+                for &scheme in &self.schemes {
+                    v.push(SimPoint {
+                        workload: w.clone(),
+                        load,
+                        scheme,
+                    });
+                }
+            }
+        }
+        v
+    }
+    fn dir_name(&self, p: &SimPoint) -> String {
+        format!(
+            "{}-load{:.0}-{}",
+            p.workload,
+            p.load * 100.0,
+            p.scheme.name.replace([' ', '=', '/', ','], "")
+        )
+    }
+    fn label(&self, p: &SimPoint) -> String {
+        format!("{} at {} load {}", p.scheme.name, p.workload, p.load)
+    }
+    fn record(&self) -> String {
+        let s = super::sim::SimSetup::scaled("-", 0.0, self.window_ms, self.seed);
+        format!(
+            "experiment=e11-sim\nwindow_ns={}\nseed={}\nk={}\nhost={:?}\nfabric={:?}\npfc_xoff={}\n\
+             ip_len={}\n",
+            s.window_ns, s.seed, s.k, s.host, s.fabric, s.pfc_xoff, s.ip_len
+        )
+    }
+    fn measure(&self, p: &SimPoint, dir: &Path, _ctx: &Ctx) -> Result<String> {
+        let (row, report) =
+            super::sim::sim_point(&self.setup(p), &p.scheme).map_err(anyhow::Error::msg)?;
+        for (name, text) in [
+            ("report.json", serde_json::to_string_pretty(&report)?),
+            ("row.json", serde_json::to_string(&row)?),
+        ] {
+            let path = dir.join(name);
+            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        }
+        Ok(format!(
+            "{} incomplete, {} PFC pauses, {} drops",
+            row.incomplete, row.pauses, row.drops
+        ))
+    }
+    fn tables(&self, done: &[(&SimPoint, PathBuf)]) -> Result<()> {
+        let rows: Vec<(&SimPoint, Row)> = done
+            .iter()
+            .map(|(p, d)| {
+                let path = d.join("row.json");
+                let text = std::fs::read_to_string(&path)
+                    .with_context(|| format!("reading {}", path.display()))?;
+                let row: Row = serde_json::from_str(&text)
+                    .with_context(|| format!("parsing {}", path.display()))?;
+                Ok((*p, row))
+            })
+            .collect::<Result<_>>()?;
+        let mut md = format!(
+            "`{}`\n\nE11 in pisa-sim: k = 4 fat-tree, 1 and 4 Gb/s links of 50 us, seed {}.\n",
+            command_line(),
+            self.seed
+        );
+        for w in &self.workloads {
+            for &load in &self.loads {
+                let here: Vec<Row> = rows
+                    .iter()
+                    .filter(|(p, _)| &p.workload == w && p.load == load)
+                    .map(|(_, r)| r.clone())
+                    .collect();
+                if here.is_empty() {
+                    continue;
+                }
+                let s = super::sim::SimSetup::scaled(w, load, self.window_ms, self.seed);
+                let n = super::sim::sim_flows(&s).map_err(anyhow::Error::msg)?.len();
+                let _ = write!(
+                    md,
+                    "\n{}\n\n{}",
+                    super::sim::sim_heading(&s, n),
+                    super::table(&here)
+                );
+            }
+        }
+        let path = self.table_path();
+        std::fs::write(&path, md).with_context(|| format!("writing {}", path.display()))?;
+        if let Some(json) = &self.json {
+            let runs: Vec<(&str, f64, &Row)> = rows
+                .iter()
+                .map(|(p, r)| (p.workload.as_str(), p.load, r))
+                .collect();
+            std::fs::write(json, super::sim::plot_json(&runs))
+                .with_context(|| format!("writing {}", json.display()))?;
+        }
+        Ok(())
+    }
+}
