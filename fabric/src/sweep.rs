@@ -158,7 +158,14 @@ pub fn with_cleanup<T>(name: &str, f: impl FnOnce(Arc<AtomicBool>) -> Result<T>)
         fabric::teardown(&n);
         std::process::exit(130);
     });
-    let r = f(cancel);
+    let r = f(cancel.clone());
+    if cancel.load(Ordering::Relaxed) {
+        // A signal stopped `f`: its thread tears the fabric down and exits with 130; an exit
+        // here would race it with another code.
+        loop {
+            std::thread::park();
+        }
+    }
     if r.is_err() {
         fabric::teardown(name);
     }
