@@ -9,7 +9,8 @@ One row per (scheme, load), in the order of DIR/summary.csv:
               (every scheme of a sweep runs the same flows per (load, rep)): the geometric mean
               of the per-seed ratios and its 95% bootstrap CI; "no difference" when the
               interval spans 1.0
-  retransmits, TM drops: medians over the reps
+  retransmits, TM drops, uplink std (the std-dev of a leaf's uplink packets, mean over the
+              leaves): medians over the reps
 """
 
 from __future__ import annotations
@@ -63,8 +64,8 @@ def table(rows: list[Row], baseline: Optional[str] = None) -> str:
         "geometric mean of the per-seed ratios of the average FCT [95% bootstrap CI]",
         "",
         "| scheme | load | reps | fidelity ok | finished | short avg | short p99 | large avg | "
-        f"large p99 | short avg vs {base} | large avg vs {base} | retransmits | TM drops |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        f"large p99 | short avg vs {base} | large avg vs {base} | retransmits | TM drops | uplink std |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for k in order:
         rs = by[k]
@@ -93,6 +94,8 @@ def table(rows: list[Row], baseline: Optional[str] = None) -> str:
                        ".0f"),
             style.cell(stats.median(stats.known(data.num(r.get("tm_drops")) for r in rs)),
                        ".0f"),
+            style.cell(stats.median(stats.known(data.num(r.get("uplink_pkts_std_mean"))
+                                                for r in rs)), ".1f"),
         ]
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
