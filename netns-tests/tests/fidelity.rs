@@ -54,7 +54,7 @@ fn point(tag: &str) -> Vec<(String, String)> {
         "runq_mean",
         "host_drops",
         "switch_input_drops",
-        "link_late_p99_ser",
+        "link_late_p99_frames",
         "link_late_port",
         "start_lag_p99_us",
         "short_avg_fct_us",
@@ -106,6 +106,6 @@ fn a_point_is_ok_alone_and_degraded_beside_a_cpu_hog() {
     // The switches' own monitors answered in both runs.
     for c in [&quiet, &busy] {
         get(c, "switch_input_drops").parse::<u64>().unwrap();
-        get(c, "link_late_p99_ser").parse::<f64>().unwrap();
+        get(c, "link_late_p99_frames").parse::<f64>().unwrap();
     }
 }

@@ -158,8 +158,34 @@ pub struct Link {
     pub port: u16,
     /// Departures from a backlogged port measured.
     pub departures: u64,
-    /// p99 lateness in serialisation times (`None`: nothing measured).
-    pub p99_ser: Option<f64>,
+    /// p99 lateness, µs (`None`: nothing measured).
+    pub p99_us: Option<f64>,
+    /// How long a full frame ([`FULL_FRAME`] bytes) takes at the port's rate, µs (`None`:
+    /// unshaped).
+    pub full_frame_us: Option<f64>,
+}
+
+/// The frame the link criterion is stated in: a full Ethernet frame (1500 bytes of IP, its
+/// header and FCS). The switch also reports lateness in the serialisation times of each previous
+/// frame, but after a 66-byte ACK a departure 100 µs late is 20 of those at 100 Mb/s while the link
+/// lost less than one full frame's time: judged that way, ports that carry ACKs look late.
+pub const FULL_FRAME: f64 = 1518.0;
+
+impl Link {
+    /// The p99 lateness in full-frame serialisation times.
+    pub fn p99_frames(&self) -> Option<f64> {
+        Some(self.p99_us? / self.full_frame_us?)
+    }
+}
+
+/// A `show_fidelity` rate (`<n>bps`, `<n>pps`, `unshaped`): a full frame's time, µs.
+fn full_frame_us(rate: &str) -> Option<f64> {
+    if let Some(bps) = rate.strip_suffix("bps") {
+        let bps: f64 = bps.parse().ok()?;
+        return (bps > 0.0).then(|| FULL_FRAME * 8.0 * 1e6 / bps);
+    }
+    let pps: f64 = rate.strip_suffix("pps")?.parse().ok()?;
+    (pps > 0.0).then(|| 1e6 / pps)
 }
 
 /// What a switch's `show_fidelity` says (docs/dataplane.md, "Fidelity monitors").
@@ -199,7 +225,8 @@ pub fn parse_show_fidelity(lines: &[String]) -> Result<Switch, String> {
             "link" => sw.links.push(Link {
                 port: num("port").ok_or_else(|| format!("show_fidelity: {l}"))? as u16,
                 departures: num("backlogged_departures").unwrap_or(0),
-                p99_ser: get("p99_ser").and_then(|x| x.parse().ok()),
+                p99_us: get("p99_us").and_then(|x| x.parse().ok()),
+                full_frame_us: get("rate").and_then(full_frame_us),
             }),
             "input" => {
                 sw.input_drops += ["rx_dropped", "rx_ring_full", "rx_invalid_descs", "tp_drops"]
@@ -214,7 +241,7 @@ pub fn parse_show_fidelity(lines: &[String]) -> Result<Switch, String> {
 }
 
 /// The worst port of `switches` (name, its `show_fidelity`) with at least `min_departures`
-/// backlogged departures: its p99 lateness in serialisation times and `switch:port`.
+/// backlogged departures: its p99 lateness in full-frame serialisation times and `switch:port`.
 pub fn worst_link(switches: &[(String, Switch)], min_departures: u64) -> Option<(f64, String)> {
     switches
         .iter()
@@ -222,7 +249,7 @@ pub fn worst_link(switches: &[(String, Switch)], min_departures: u64) -> Option<
             s.links
                 .iter()
                 .filter(|l| l.departures >= min_departures)
-                .filter_map(move |l| Some((l.p99_ser?, format!("{name}:{}", l.port))))
+                .filter_map(move |l| Some((l.p99_frames()?, format!("{name}:{}", l.port))))
         })
         .max_by(|a, b| a.0.total_cmp(&b.0))
 }
@@ -240,8 +267,8 @@ pub struct Measured {
     /// judged against it.
     pub short_fct_p50_us: Option<f64>,
     /// The worst port of any switch: p99 lateness of departures from a backlogged port, in
-    /// serialisation times of the frame, with the port (`switch:port`); `None`: no switch
-    /// reported (e.g. Linux routers).
+    /// serialisation times of a full frame at the port's rate, with the port (`switch:port`);
+    /// `None`: no switch reported (e.g. Linux routers).
     pub link_late_p99: Option<(f64, String)>,
     /// Backlogged departures the lateness is over, all ports.
     pub link_departures: u64,
@@ -252,8 +279,8 @@ pub struct Measured {
 /// The thresholds of the verdict.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Thresholds {
-    /// A port's p99 lateness, in serialisation times, above which its link did not keep its
-    /// rate (1: the 99th percentile departure left a whole frame late).
+    /// A port's p99 lateness, in full-frame serialisation times, above which its link did not
+    /// keep its rate (1: the 99th percentile departure left a whole frame's time late).
     pub link_late_p99: f64,
     /// Ports with fewer backlogged departures than this are not judged (too few to have a p99).
     pub min_departures: u64,
@@ -290,7 +317,7 @@ pub fn verdict(m: &Measured, t: &Thresholds) -> String {
         && *late > t.link_late_p99
     {
         why.push(format!(
-            "link {port} p99 departure {late:.1} serialisation times late"
+            "link {port} p99 departure {late:.1} full-frame times late"
         ));
     }
     if let Some(d) = m.switch_input_drops
@@ -357,17 +384,19 @@ loop 0 15377 16.383 589.823 5355.335";
         let lines: Vec<String> = text.lines().map(str::to_string).collect();
         let s = parse_show_fidelity(&lines).unwrap();
         assert_eq!(s.links.len(), 3);
-        assert_eq!(s.links[0].p99_ser, None);
-        assert_eq!(
-            (s.links[1].departures, s.links[1].p99_ser),
-            (29935, Some(2.996))
-        );
+        assert_eq!(s.links[0].p99_frames(), None);
+        assert_eq!(s.links[1].departures, 29935);
+        // 458.751 us against 121.44 us for 1518 bytes at 100 Mb/s.
+        let f = s.links[1].p99_frames().unwrap();
+        assert!((f - 458.751 / 121.44).abs() < 1e-6, "{f}");
         // rx_dropped + rx_ring_full, and AF_PACKET's tp_drops; the fill-ring events are the
         // same frames as rx_dropped.
         assert_eq!(s.input_drops, 130);
         // Port 3 has too few departures to judge.
         let w = worst_link(&[("leaf1".into(), s)], 100).unwrap();
-        assert_eq!(w, (2.996, "leaf1:2".into()));
+        assert_eq!(w, (f, "leaf1:2".into()));
+        assert_eq!(full_frame_us("1000pps"), Some(1000.0));
+        assert_eq!(full_frame_us("unshaped"), None);
         assert!(parse_show_fidelity(&["link 2 100bps 1 1".to_string()]).is_err());
     }
 

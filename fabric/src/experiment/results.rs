@@ -105,7 +105,7 @@ pub const SUMMARY_HEADER: &str = "scheme,load,rep,workload,pattern,load_of,cc,ec
     finished,short_n,short_avg_fct_us,short_p99_fct_us,large_n,large_avg_fct_us,large_p99_fct_us,\
     retransmits,delivered_ce,uplink_pkts_std_mean,uplink_pkts_std_max,tm_drops,program_drops,tm_ecn_marked,\
     queue_max_pkts,queue_mean_pkts,start_lag_p99_us,wall_s,queue_p90_pkts,fidelity,cpu_busy,cpu_steal,\
-    runq_mean,runq_max,host_drops,switch_input_drops,link_late_p99_ser,link_late_port";
+    runq_mean,runq_max,host_drops,switch_input_drops,link_late_p99_frames,link_late_port";
 
 /// The std-dev of per-uplink packets of each leaf: (mean over leaves, max).
 pub fn uplink_balance(up: &[(String, u16, String, u64)]) -> (f64, f64) {
