@@ -241,3 +241,71 @@ pub(crate) fn bad_value(
         expected,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fabric_plan;
+    use topo::{LinkProps, Topology, leaf_spine};
+
+    /// 2 leaves, 2 spines, one host per leaf, every switch running `program`, leaf1 with
+    /// `key=value` on its line.
+    fn fabric(program: &str, key: &str, value: &str) -> Topology {
+        let mut t = leaf_spine(2, 2, 1, 1.0, LinkProps::default());
+        for s in &mut t.switches {
+            s.program = program.into();
+            if s.name == "leaf1" {
+                s.params.insert(key.into(), value.into());
+            }
+        }
+        t
+    }
+
+    fn error(program: &str, key: &str, value: &str) -> PlanError {
+        fabric_plan(&fabric(program, key, value)).unwrap_err()
+    }
+
+    #[test]
+    fn each_error_names_the_switch_the_key_and_the_value() {
+        let e = error("hula", "tau_us", "5000000");
+        assert!(
+            matches!(&e, PlanError::OutOfRange { key, value: 5_000_000, .. } if key == "tau_us"),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "switch leaf1: tau_us=5000000 is out of range (probe_us, tau_us and keep_alive_us \
+             must be 1..4000000)"
+        );
+        let e = error("p4qcn", "q_max", "0");
+        assert!(
+            matches!(&e, PlanError::Exceeds { key, limit: 0, .. } if key == "q_min"),
+            "{e:?}"
+        );
+        assert_eq!(e.switch(), Some("leaf1"));
+        let e = error("p4qcn", "q_min", "lots");
+        assert_eq!(e.to_string(), "switch leaf1: q_min=lots is not a number");
+        let e = error("p4te", "rate_control", "maybe");
+        assert_eq!(e.to_string(), "switch leaf1: rate_control=maybe: on or off");
+        let e = error("pint", "pint_pfc_xoff", "0");
+        assert_eq!(
+            e.to_string(),
+            "switch leaf1: pint_pfc_xoff=0: a number of packets, at least 1"
+        );
+        let e = error("pint", "pint_bits", "3");
+        assert_eq!(
+            e.to_string(),
+            "switch leaf1: bad pint_bits=3 (expected 8 or 2x4)"
+        );
+        assert_eq!(e.switch(), Some("leaf1"));
+        let e = error("nonesuch", "k", "v");
+        assert!(
+            matches!(&e, PlanError::UnknownProgram { program, .. } if program == "nonesuch"),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string().contains("(this build has: basic, ecmp"),
+            "{e}"
+        );
+    }
+}
