@@ -105,7 +105,7 @@ impl Dctcp {
     fn load_and_attach() -> Result<(libbpf_rs::Object, libbpf_rs::Link), String> {
         let open = ObjectBuilder::default()
             .name(NAME)
-            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("naming the BPF object {NAME}: {e}"))?
             .open_memory(OBJECT)
             .map_err(|e| format!("opening the BPF object: {e}"))?;
         let mut object = open

@@ -41,6 +41,24 @@ pub enum NetError {
         /// What it printed on stderr.
         stderr: String,
     },
+    /// Its log file could not be created.
+    #[error("{cmd}: creating its log {}: {source}", path.display())]
+    Log {
+        /// The command line.
+        cmd: String,
+        /// The log file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// For callers whose errors are still text: a `NetError`'s text names the command line, and with
+/// it the namespace and the files it works on.
+impl From<NetError> for String {
+    fn from(e: NetError) -> String {
+        e.to_string()
+    }
 }
 
 /// Runs `prog args` and returns its output, or an error naming the command.
@@ -181,12 +199,14 @@ impl Process {
         log: &std::path::Path,
     ) -> Result<Self, NetError> {
         let cmd = format!("{prog} {}", args.join(" "));
-        let file = std::fs::File::create(log).map_err(|source| NetError::Spawn {
+        let file = std::fs::File::create(log).map_err(|source| NetError::Log {
             cmd: cmd.clone(),
+            path: log.to_path_buf(),
             source,
         })?;
-        let err = file.try_clone().map_err(|source| NetError::Spawn {
+        let err = file.try_clone().map_err(|source| NetError::Log {
             cmd: cmd.clone(),
+            path: log.to_path_buf(),
             source,
         })?;
         let child = Command::new("ip")

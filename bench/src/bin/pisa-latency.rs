@@ -213,7 +213,8 @@ fn main() {
         report += &trace_report(&t, &args.gaps, &gaps, args.count.min(100));
         println!("{report}");
         if let Some(out) = &args.out {
-            std::fs::write(out, &report).expect("write the report");
+            std::fs::write(out, &report)
+                .unwrap_or_else(|e| panic!("writing {}: {e}", out.display()));
         }
         return;
     }
@@ -390,6 +391,6 @@ fn main() {
     }
     println!("{report}");
     if let Some(out) = &args.out {
-        std::fs::write(out, &report).expect("write the report");
+        std::fs::write(out, &report).unwrap_or_else(|e| panic!("writing {}: {e}", out.display()));
     }
 }

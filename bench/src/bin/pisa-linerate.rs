@@ -244,6 +244,6 @@ fn main() {
     }
     println!("{report}");
     if let Some(out) = &args.run.out {
-        std::fs::write(out, &report).expect("write report");
+        std::fs::write(out, &report).unwrap_or_else(|e| panic!("writing {}: {e}", out.display()));
     }
 }

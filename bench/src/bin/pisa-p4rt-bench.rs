@@ -263,6 +263,7 @@ fn main() {
     }
     println!("{report}");
     if let Some(path) = args.run.out {
-        std::fs::write(&path, &report).expect("write the report");
+        std::fs::write(&path, &report)
+            .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
     }
 }

@@ -7,9 +7,10 @@
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use anyhow::Context;
 use clap::Parser;
 use dataplane::pcap::PcapWriter;
 use etherparse::PacketBuilder;
@@ -302,16 +303,26 @@ fn main() {
         rx[0].value.packets, rx[0].value.bytes
     );
     if let Some(dir) = &args.pcap {
-        std::fs::create_dir_all(dir).expect("pcap directory");
-        for (port, fs) in &per_port {
-            let file =
-                std::fs::File::create(dir.join(format!("port{port}.pcap"))).expect("pcap file");
-            let mut w = PcapWriter::new(std::io::BufWriter::new(file)).expect("pcap header");
-            for (i, f) in fs.iter().enumerate() {
-                w.write(i as u64 * 1_000, f).expect("pcap write");
-            }
-            w.into_inner().expect("flush");
+        if let Err(e) = write_pcaps(dir, &per_port) {
+            eprintln!("pisa-demo: {e:#}");
+            std::process::exit(1);
         }
         println!("\npcap files written to {}", dir.display());
     }
+}
+
+/// One pcap file per port in `dir` (`port<N>.pcap`) with the frames sent there.
+fn write_pcaps(dir: &Path, per_port: &BTreeMap<u16, Vec<Vec<u8>>>) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for (port, fs) in per_port {
+        let path = dir.join(format!("port{port}.pcap"));
+        let at = || format!("writing {}", path.display());
+        let file = std::fs::File::create(&path).with_context(at)?;
+        let mut w = PcapWriter::new(std::io::BufWriter::new(file)).with_context(at)?;
+        for (i, f) in fs.iter().enumerate() {
+            w.write(i as u64 * 1_000, f).with_context(at)?;
+        }
+        w.into_inner().with_context(at)?;
+    }
+    Ok(())
 }

@@ -30,11 +30,17 @@ pub(super) fn open(
     let Some(dir) = dir else {
         return Ok(pcap);
     };
-    std::fs::create_dir_all(dir)?;
+    // The error names the file: the switch's start fails with it (`--pcap DIR`).
+    let at =
+        |path: &Path, e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    std::fs::create_dir_all(dir).map_err(|e| at(dir, e))?;
     for &id in ids {
         let open = |what: &str| -> io::Result<Capture> {
-            let f = std::fs::File::create(dir.join(format!("port{id}-{what}.pcap")))?;
-            Ok(Mutex::new(PcapWriter::new(io::BufWriter::new(f))?))
+            let path = dir.join(format!("port{id}-{what}.pcap"));
+            let f = std::fs::File::create(&path).map_err(|e| at(&path, e))?;
+            Ok(Mutex::new(
+                PcapWriter::new(io::BufWriter::new(f)).map_err(|e| at(&path, e))?,
+            ))
         };
         pcap[usize::from(id)] = Some((open("in")?, open("out")?));
     }

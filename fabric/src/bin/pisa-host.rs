@@ -41,6 +41,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use hosts::json::Json;
 use hosts::qcn::Rp;
@@ -212,15 +213,17 @@ fn main() -> ExitCode {
     match run(args.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("pisa-host: {e}");
+            eprintln!("pisa-host: {e:#}");
             ExitCode::FAILURE
         }
     }
 }
 
-fn write(out: Option<PathBuf>, j: &Json) -> Result<(), String> {
+fn write(out: Option<PathBuf>, j: &Json) -> anyhow::Result<()> {
     match out {
-        Some(p) => std::fs::write(&p, j.pretty()).map_err(|e| format!("{}: {e}", p.display())),
+        Some(p) => {
+            std::fs::write(&p, j.pretty()).with_context(|| format!("writing {}", p.display()))
+        }
         None => {
             print!("{}", j.pretty());
             Ok(())
@@ -233,8 +236,7 @@ fn seconds_ok(s: f64) -> bool {
     s.is_finite() && s > 0.0 && s < 1e9
 }
 
-fn run(c: Command) -> Result<(), String> {
-    let err = |e: std::io::Error| e.to_string();
+fn run(c: Command) -> anyhow::Result<()> {
     match c {
         Command::RpSend {
             to,
@@ -251,13 +253,14 @@ fn run(c: Command) -> Result<(), String> {
             out,
         } => {
             if size < hosts::stamp::STAMP_LEN {
-                return Err(format!(
+                bail!(
                     "--size {size}: at least {} bytes (the stamp)",
                     hosts::stamp::STAMP_LEN
-                ));
+                );
             }
-            let mut sock = TosSocket::bind(bind).map_err(err)?;
-            sock.set_tos(host::ECT0).map_err(err)?;
+            let mut sock = TosSocket::bind(bind).with_context(|| format!("binding {bind}"))?;
+            sock.set_tos(host::ECT0)
+                .with_context(|| format!("setting ECT(0) on the socket bound to {bind}"))?;
             let mut rp = Rp::new(host::rp_config(
                 link.unwrap_or(rate),
                 rate,
@@ -274,7 +277,7 @@ fn run(c: Command) -> Result<(), String> {
                 until: t0 + Duration::from_secs_f64(seconds),
             };
             let s = host::paced(&mut sock, &f, (!no_rp).then_some(&mut rp), &mut rows, t0)
-                .map_err(err)?;
+                .with_context(|| format!("sending from {bind} to {to}"))?;
             let mut j = host::sent_json(
                 Json::object()
                     .with("to", to.to_string())
@@ -289,7 +292,7 @@ fn run(c: Command) -> Result<(), String> {
             }
             if let Some(p) = trace {
                 std::fs::write(&p, host::trace_csv(&rows))
-                    .map_err(|e| format!("{}: {e}", p.display()))?;
+                    .with_context(|| format!("writing {}", p.display()))?;
             }
             write(out, &j)
         }
@@ -306,7 +309,7 @@ fn run(c: Command) -> Result<(), String> {
                 np,
                 np_interval_us,
             })
-            .map_err(err)?;
+            .with_context(|| format!("sink on {listen}"))?;
             write(out, &j)
         }
         Command::Background {
@@ -322,11 +325,12 @@ fn run(c: Command) -> Result<(), String> {
             out,
         } => {
             let Some(me) = hosts.iter().position(|h| *h == me) else {
-                return Err(format!("--self {me} is not in --hosts"));
+                bail!("--self {me} is not in --hosts");
             };
             if rates.is_empty() || size < hosts::stamp::STAMP_LEN {
-                return Err("--rates must name a rate and --size hold the stamp".into());
+                bail!("--rates must name a rate and --size hold the stamp");
             }
+            let who = hosts[me];
             let j = host::background(&BackgroundOpts {
                 hosts,
                 me,
@@ -338,7 +342,7 @@ fn run(c: Command) -> Result<(), String> {
                 size,
                 rp_link_bps: qcn_link,
             })
-            .map_err(err)?;
+            .with_context(|| format!("background traffic from {who}"))?;
             write(out, &j)
         }
         Command::HpccSend {
@@ -358,22 +362,25 @@ fn run(c: Command) -> Result<(), String> {
             let int = match cc.as_str() {
                 "hpcc-int" => true,
                 "hpcc-pint" => false,
-                _ => return Err(format!("--cc {cc}: hpcc-pint or hpcc-int")),
+                _ => bail!("--cc {cc}: hpcc-pint or hpcc-int"),
             };
             let flows = match (schedule, to, bytes) {
                 (Some(p), _, _) => hpcc::parse_schedule(
-                    &std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?,
-                )?,
+                    &std::fs::read_to_string(&p)
+                        .with_context(|| format!("reading {}", p.display()))?,
+                )
+                .map_err(anyhow::Error::msg)
+                .with_context(|| p.display().to_string())?,
                 (None, Some(to), Some(bytes)) => vec![Planned {
                     start_ns: 0,
                     to,
                     bytes,
                     id: flow,
                 }],
-                _ => return Err("give --to and --bytes, or --schedule".into()),
+                _ => bail!("give --to and --bytes, or --schedule"),
             };
             if rtt_us == 0 || !seconds_ok(max_seconds) {
-                return Err("--rtt-us and --max-seconds must be positive".into());
+                bail!("--rtt-us and --max-seconds must be positive");
             }
             let template = TxConfig {
                 id: flow,
@@ -384,7 +391,7 @@ fn run(c: Command) -> Result<(), String> {
                 hpcc: hosts::hpcc::HpccConfig::scaled(line, rtt_us * 1000),
             };
             if template.per_packet().is_none() {
-                return Err(format!("--size {size}: no room for the shim and the stamp"));
+                bail!("--size {size}: no room for the shim and the stamp");
             }
             let j = hpcc::send(&SendOpts {
                 flows,
@@ -392,7 +399,7 @@ fn run(c: Command) -> Result<(), String> {
                 bind,
                 max_seconds,
             })
-            .map_err(err)?;
+            .with_context(|| format!("HPCC flows from {bind}"))?;
             write(out, &j)
         }
         Command::HpccRecv {
@@ -401,9 +408,11 @@ fn run(c: Command) -> Result<(), String> {
             out,
         } => {
             if !seconds_ok(seconds) {
-                return Err(format!("--seconds {seconds}: a positive number of seconds"));
+                bail!("--seconds {seconds}: a positive number of seconds");
             }
-            write(out, &hpcc::recv(listen, seconds).map_err(err)?)
+            let j = hpcc::recv(listen, seconds)
+                .with_context(|| format!("HPCC receiver on {listen}"))?;
+            write(out, &j)
         }
     }
 }

@@ -24,6 +24,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use pipeline::externs::Rng;
 use pisa_fabric::traffic::{self, Transport};
@@ -107,8 +108,8 @@ enum Command {
     },
 }
 
-fn sample(workload: &str, n: u64, seed: u64) -> Result<(), String> {
-    let cdf = Cdf::named(workload)?;
+fn sample(workload: &str, n: u64, seed: u64) -> anyhow::Result<()> {
+    let cdf = Cdf::named(workload).map_err(anyhow::Error::msg)?;
     let mut rng = Rng::new(seed);
     let out = std::io::stdout();
     let mut out = std::io::BufWriter::new(out.lock());
@@ -131,20 +132,22 @@ fn client(
     t: &Transport,
     epoch_ns: Option<u64>,
     drain: f64,
-) -> Result<(), String> {
-    let text =
-        std::fs::read_to_string(schedule).map_err(|e| format!("{}: {e}", schedule.display()))?;
-    let jobs = traffic::parse_schedule(&text)?;
+) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(schedule)
+        .with_context(|| format!("reading {}", schedule.display()))?;
+    let jobs = traffic::parse_schedule(&text)
+        .map_err(anyhow::Error::msg)
+        .with_context(|| schedule.display().to_string())?;
     let has_paced = jobs.iter().any(|j| matches!(j, traffic::Job::Paced { .. }));
     if has_paced && paced_out.is_none() {
-        return Err("the schedule has paced flows: give --paced-out".into());
+        bail!("the schedule has paced flows: give --paced-out");
     }
     if !(drain.is_finite() && drain >= 0.0) {
-        return Err(format!("--drain {drain}: seconds, at least 0"));
+        bail!("--drain {drain}: seconds, at least 0");
     }
     let (t, _dctcp) = t.resolve("pisa-traffic");
     let t = &t;
-    t.apply()?;
+    t.apply().map_err(anyhow::Error::msg)?;
     let epoch = UNIX_EPOCH
         + Duration::from_nanos(epoch_ns.unwrap_or_else(|| traffic::unix_now_ns() + 200_000_000));
     let last = jobs
@@ -167,7 +170,7 @@ fn client(
         csv += &f.csv(t);
         csv.push('\n');
     }
-    std::fs::write(out, csv).map_err(|e| format!("{}: {e}", out.display()))?;
+    std::fs::write(out, csv).with_context(|| format!("writing {}", out.display()))?;
     if let Some(p) = paced_out {
         let mut csv = String::from(traffic::PACED_CSV_HEADER);
         csv.push('\n');
@@ -175,7 +178,7 @@ fn client(
             csv += &f.csv(t);
             csv.push('\n');
         }
-        std::fs::write(p, csv).map_err(|e| format!("{}: {e}", p.display()))?;
+        std::fs::write(p, csv).with_context(|| format!("writing {}", p.display()))?;
     }
     let done = r.flows.iter().filter(|f| f.finished).count()
         + r.paced.iter().filter(|f| f.finished).count();
@@ -196,10 +199,10 @@ fn main() {
         Command::Sample { workload, n, seed } => sample(&workload, n, seed),
         Command::Serve { port, transport } => {
             let (t, _dctcp) = transport.transport().resolve("pisa-traffic");
-            t.apply().and_then(|()| {
-                let l = traffic::listen(port, &t.cc)
-                    .map_err(|e| format!("listening on {port}: {e}"))?;
-                traffic::serve(l).map_err(|e| e.to_string())
+            t.apply().map_err(anyhow::Error::msg).and_then(|()| {
+                let l =
+                    traffic::listen(port, &t.cc).with_context(|| format!("listening on {port}"))?;
+                traffic::serve(l).with_context(|| format!("serving on {port}"))
             })
         }
         Command::Client {
@@ -221,7 +224,7 @@ fn main() {
         ),
     };
     if let Err(e) = result {
-        eprintln!("pisa-traffic: {e}");
+        eprintln!("pisa-traffic: {e:#}");
         std::process::exit(2);
     }
     // Flows abandoned at the deadline may still hold threads: end them with the process.

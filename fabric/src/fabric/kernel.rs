@@ -152,16 +152,17 @@ pub fn set_up(ns: &Netns, t: &Topology, name: &str, dir: &Path) -> Result<(), St
     let c = router_config(t, name)?;
     let mut args = vec!["-q", "-w"];
     args.extend(c.sysctls.iter().map(String::as_str));
-    ns.exec("sysctl", &args).map_err(|e| e.to_string())?;
+    // A NetError's text names the command, hence the namespace and the batch file.
+    ns.exec("sysctl", &args)?;
     ip_batch(Some(ns.name()), &c.ip, dir)?;
     let file = dir.join(format!("tc-{}.batch", ns.name()));
-    std::fs::write(&file, c.tc.join("\n") + "\n").map_err(|e| e.to_string())?;
+    std::fs::write(&file, c.tc.join("\n") + "\n")
+        .map_err(|e| format!("writing {}: {e}", file.display()))?;
     run(
         "tc",
         &["-n", ns.name(), "-batch", file.to_str().unwrap_or_default()],
-    )
-    .map(|_| ())
-    .map_err(|e| e.to_string())
+    )?;
+    Ok(())
 }
 
 /// Per port `pN` of a router: packets and bytes its interface sent (`tx_packets`, `tx_bytes` of
@@ -178,7 +179,7 @@ pub fn port_tx(ns: &Netns, ports: &[u16]) -> Result<BTreeMap<u16, (u64, u64)>, S
         .collect();
     let mut args = vec!["--"];
     args.extend(files.iter().map(String::as_str));
-    let out = ns.exec("cat", &args).map_err(|e| e.to_string())?;
+    let out = ns.exec("cat", &args)?;
     let v: Vec<u64> = String::from_utf8_lossy(&out.stdout)
         .split_whitespace()
         .map(|x| {
@@ -257,7 +258,7 @@ pub fn parse_qdisc_stats(text: &str) -> BTreeMap<u16, QdiscStats> {
 
 /// Every port's root qdisc statistics of the router in `ns`.
 pub fn qdisc_stats(ns: &Netns) -> Result<BTreeMap<u16, QdiscStats>, String> {
-    let out = run("tc", &["-n", ns.name(), "-s", "qdisc", "show"]).map_err(|e| e.to_string())?;
+    let out = run("tc", &["-n", ns.name(), "-s", "qdisc", "show"])?;
     Ok(parse_qdisc_stats(&String::from_utf8_lossy(&out.stdout)))
 }
 
@@ -266,12 +267,10 @@ pub fn qdisc_stats(ns: &Netns) -> Result<BTreeMap<u16, QdiscStats>, String> {
 /// `InDiscards`, `OutNoRoutes`, `InNoRoutes`, and the IPv6 counterparts with `InTooBigErrors`.
 /// Queue drops are not in here: they are the qdiscs'.
 pub fn ip_discards(ns: &Netns) -> Result<u64, String> {
-    let out = ns
-        .exec(
-            "cat",
-            &["/proc/net/snmp", "/proc/net/snmp6", "/proc/net/netstat"],
-        )
-        .map_err(|e| e.to_string())?;
+    let out = ns.exec(
+        "cat",
+        &["/proc/net/snmp", "/proc/net/snmp6", "/proc/net/netstat"],
+    )?;
     Ok(parse_ip_discards(&String::from_utf8_lossy(&out.stdout)))
 }
 

@@ -156,13 +156,15 @@ fn ip_batch(ns: Option<&str>, lines: &[String], dir: &Path) -> Result<(), String
         return Ok(());
     }
     let file = dir.join(format!("ip-{}.batch", ns.unwrap_or("root")));
-    std::fs::write(&file, lines.join("\n") + "\n").map_err(|e| e.to_string())?;
+    std::fs::write(&file, lines.join("\n") + "\n")
+        .map_err(|e| format!("writing {}: {e}", file.display()))?;
     let f = file.to_str().unwrap_or_default();
     let args: Vec<&str> = match ns {
         Some(n) => vec!["-n", n, "-batch", f],
         None => vec!["-batch", f],
     };
-    run("ip", &args).map(|_| ()).map_err(|e| e.to_string())
+    // The error names the command, hence the namespace and the batch file.
+    run("ip", &args).map(|_| ()).map_err(String::from)
 }
 
 /// Removes every namespace of fabric `name` and the processes in them. Returns how many
@@ -235,7 +237,8 @@ impl Fabric {
         {
             return Err("a fabric name is 1-6 letters and digits".into());
         }
-        std::fs::create_dir_all(&opts.dir).map_err(|e| format!("{}: {e}", opts.dir.display()))?;
+        std::fs::create_dir_all(&opts.dir)
+            .map_err(|e| format!("creating {}: {e}", opts.dir.display()))?;
         let cancelled = || {
             if opts.cancel.load(Ordering::Relaxed) {
                 Err("bring-up cancelled".to_string())
@@ -262,10 +265,11 @@ impl Fabric {
             .chain(topo.hosts.iter().map(|h| &h.name));
         for n in nodes {
             cancelled()?;
-            let ns = Netns::named(&ns_name(&opts.name, n)).map_err(|e| e.to_string())?;
+            let ns = Netns::named(&ns_name(&opts.name, n)).map_err(|e| format!("{n}: {e}"))?;
             fabric.namespaces.insert(n.clone(), ns);
         }
-        let mgmt = Netns::named(&mgmt_ns(&opts.name)).map_err(|e| e.to_string())?;
+        let mgmt = Netns::named(&mgmt_ns(&opts.name))
+            .map_err(|e| format!("the management namespace: {e}"))?;
         fabric.namespaces.insert(String::new(), mgmt);
         progress(&format!(
             "{} namespaces ({} switches, {} hosts, 1 management)",
@@ -365,7 +369,7 @@ impl Fabric {
                 "ip",
                 &["netns", "exec", &ns, "ethtool", "-K", "eth0", "tx", "off"],
             )
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| format!("host {}: {e}", h.name))?;
             // The host's side of its link: the kernel's token bucket at the link rate (the
             // switch's traffic manager shapes the other direction). Burst: 1 ms of the rate,
             // at least two full frames; queue: the link's buffer in full frames.
@@ -382,7 +386,7 @@ impl Fabric {
                 "netns", "exec", &ns, "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate",
                 &rate, "burst", &burst, "limit", &limit,
             ];
-            run("ip", &tbf).map_err(|e| e.to_string())?;
+            run("ip", &tbf).map_err(|e| format!("host {}: {e}", h.name))?;
         }
         progress(&format!("{} hosts addressed and routed", topo.hosts.len()));
 
@@ -412,13 +416,15 @@ impl Fabric {
                     .filter(|p| !shm.contains_key(&(s.name.clone(), **p)))
                     .map(|p| format!("link set p{p} up")),
             );
-            ip_batch(Some(ns.name()), &up, &opts.dir)?;
+            ip_batch(Some(ns.name()), &up, &opts.dir)
+                .map_err(|e| format!("switch {}: {e}", s.name))?;
             let entries = opts.dir.join(format!("{}.tm", s.name));
             let tm = plans
                 .get(&s.name)
                 .map(|p| p.tm.join("\n"))
                 .unwrap_or_default();
-            std::fs::write(&entries, tm + "\n").map_err(|e| e.to_string())?;
+            std::fs::write(&entries, tm + "\n")
+                .map_err(|e| format!("switch {}: writing {}: {e}", s.name, entries.display()))?;
             let (_, addr) = mgmt_addrs(i);
             let grpc = format!("{addr}:{GRPC_PORT}");
             let log = opts.dir.join(format!("{}.log", s.name));
@@ -451,11 +457,12 @@ impl Fabric {
             }
             let pcap = opts.dir.join(format!("{}-pcap", s.name));
             if opts.capture {
-                std::fs::create_dir_all(&pcap).map_err(|e| e.to_string())?;
+                std::fs::create_dir_all(&pcap)
+                    .map_err(|e| format!("switch {}: creating {}: {e}", s.name, pcap.display()))?;
                 args.extend(["--pcap", pcap.to_str().unwrap_or_default()]);
             }
             let p = Process::spawn(ns, bin.to_str().unwrap_or_default(), &args, &log)
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| format!("switch {}: {e}", s.name))?;
             fabric.switches.insert(s.name.clone(), p);
         }
         // Ready when each has bound its admin socket (after loading its entries).
@@ -477,8 +484,9 @@ impl Fabric {
             "{} switches running, {routers} Linux routers routed and shaped",
             topo.switches.len() - routers
         ));
-        std::fs::write(opts.dir.join("topology.txt"), topo.to_text(&opts.name))
-            .map_err(|e| e.to_string())?;
+        let copy = opts.dir.join("topology.txt");
+        std::fs::write(&copy, topo.to_text(&opts.name))
+            .map_err(|e| format!("writing {}: {e}", copy.display()))?;
         Ok(fabric)
     }
 
@@ -500,7 +508,8 @@ impl Fabric {
         );
         match out {
             Ok(o) => Ok(String::from_utf8_lossy(&o.stdout).into_owned()),
-            Err(e) => Err(e.to_string()),
+            // The error names the command: `pisa-fabric program` in the management namespace.
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -518,7 +527,7 @@ impl Fabric {
         ) {
             Ok(o) => Ok(String::from_utf8_lossy(&o.stdout).into_owned()),
             Err(crate::NetError::Failed { stderr, .. }) => Err(stderr.trim().to_string()),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e.into()),
         }
     }
 

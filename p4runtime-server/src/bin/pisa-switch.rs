@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use anyhow::{Context, anyhow};
 use clap::Parser;
 use dataplane::io::packet::PacketPort;
 use dataplane::io::shm::ShmPort;
@@ -177,8 +178,8 @@ fn parse_port(s: &str) -> Result<(PortId, String), String> {
 }
 
 /// The TLS files the flags name, read.
-fn tls_files(args: &Args) -> Result<Option<Tls>, String> {
-    let read = |p: &PathBuf| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+fn tls_files(args: &Args) -> anyhow::Result<Option<Tls>> {
+    let read = |p: &PathBuf| std::fs::read(p).with_context(|| format!("reading {}", p.display()));
     let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
         return Ok(None);
     };
@@ -196,14 +197,14 @@ fn main() {
         .with_writer(std::io::stderr)
         .init();
     if let Err(e) = run(args) {
-        tracing::error!("{e}");
+        tracing::error!("{e:#}");
         std::process::exit(1);
     }
 }
 
-fn run(args: Args) -> Result<(), String> {
+fn run(args: Args) -> anyhow::Result<()> {
     let program = programs::by_name(&args.program).ok_or_else(|| {
-        format!(
+        anyhow!(
             "no program {} (have: {})",
             args.program,
             programs::names().collect::<Vec<_>>().join(", ")
@@ -211,12 +212,14 @@ fn run(args: Args) -> Result<(), String> {
     })?;
     if args.resources {
         let layout = program.layout().ok_or_else(|| {
-            format!(
+            anyhow!(
                 "program {} declares no table dependency graph for an estimate",
                 args.program
             )
         })?;
-        let e = pipeline::resources::estimate(program.schema(), &layout)?;
+        let e = pipeline::resources::estimate(program.schema(), &layout)
+            .map_err(anyhow::Error::msg)
+            .with_context(|| format!("estimating {}'s resources", args.program))?;
         print!("{}", pipeline::resources::report(&args.program, &e));
         return Ok(());
     }
@@ -234,8 +237,10 @@ fn run(args: Args) -> Result<(), String> {
     let mut ports = Vec::new();
     for (id, name) in &args.interfaces {
         if let Some(spec) = dataplane::io::shm::parse_spec(name) {
-            let (path, side) = spec?;
-            let link = ShmPort::open(&path, side).map_err(|e| format!("port {id}@{name}: {e}"))?;
+            let (path, side) = spec
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("port {id}"))?;
+            let link = ShmPort::open(&path, side).with_context(|| format!("port {id}@{name}"))?;
             ports.push(PortSpec {
                 id: *id,
                 io: PortIo::Shm(link),
@@ -251,9 +256,9 @@ fn run(args: Args) -> Result<(), String> {
                 },
                 zero_copy: args.zero_copy,
             }),
-            Io::AfPacket => PortIo::Packet(
-                PacketPort::open(name).map_err(|e| format!("port {id}@{name}: {e}"))?,
-            ),
+            Io::AfPacket => {
+                PortIo::Packet(PacketPort::open(name).with_context(|| format!("port {id}@{name}"))?)
+            }
         };
         ports.push(PortSpec { id: *id, io });
     }
@@ -299,9 +304,11 @@ fn run(args: Args) -> Result<(), String> {
         shared_buffer,
         ..SwitchConfig::default()
     };
-    let sw = Arc::new(Switch::start(pipe, ports, cfg).map_err(|e| format!("start: {e}"))?);
+    let sw = Arc::new(Switch::start(pipe, ports, cfg).context("start")?);
     if let Some(path) = &args.entries {
-        let n = dataplane::admin::run_file(&sw, path)?;
+        let n = dataplane::admin::run_file(&sw, path)
+            .map_err(anyhow::Error::msg)
+            .context("--entries")?;
         tracing::info!("{n} commands from {}", path.display());
     }
     let grpc = if args.grpc_addr == "none" {
@@ -310,7 +317,7 @@ fn run(args: Args) -> Result<(), String> {
         let addr: std::net::SocketAddr = args
             .grpc_addr
             .parse()
-            .map_err(|e| format!("--grpc-addr {}: {e}", args.grpc_addr))?;
+            .with_context(|| format!("--grpc-addr {}", args.grpc_addr))?;
         let cpu = sw.cpu_port().clone();
         let io = DeviceIo {
             packet_in: cpu.packet_in.clone(),
@@ -333,7 +340,7 @@ fn run(args: Args) -> Result<(), String> {
             Some(_) => "TLS",
         };
         let running =
-            serve_with(service, addr, tls).map_err(|e| format!("P4Runtime on {addr}: {e}"))?;
+            serve_with(service, addr, tls).with_context(|| format!("P4Runtime on {addr}"))?;
         tracing::info!(
             "P4Runtime on {} ({security}, device id {})",
             running.addr,
@@ -346,7 +353,7 @@ fn run(args: Args) -> Result<(), String> {
         Some(build) if !args.no_agent => {
             let a =
                 dataplane::agent::AgentThread::spawn(&sw, build(sw.pipeline().program.schema()))
-                    .map_err(|e| format!("agent: {e}"))?;
+                    .context("agent")?;
             tracing::info!("{}'s agent running", args.program);
             Some(a)
         }
@@ -354,7 +361,7 @@ fn run(args: Args) -> Result<(), String> {
     };
     if let Some(path) = &args.admin_socket {
         dataplane::admin::serve(&sw, path)
-            .map_err(|e| format!("admin socket {}: {e}", path.display()))?;
+            .with_context(|| format!("admin socket {}", path.display()))?;
     }
     tracing::info!(
         "{} running on {} port(s) with {workers} worker(s)",

@@ -35,6 +35,8 @@ use std::collections::BTreeMap;
 
 use super::basic::Headers;
 use super::hook::{Base, ComposeError, Mechanism, Steer};
+use crate::PlanError;
+use crate::plan_error::bad_value;
 use analysis::dbb::{IgnoreReason, Input, Link, Output, Ratio, compile};
 use pipeline::metadata::{DropReason, PORT_BITS, PortId, StdMeta};
 use pipeline::program::Ctx;
@@ -81,13 +83,16 @@ impl Counter {
     }
 }
 
+/// The values `counter=` takes, for errors.
+const COUNTERS: &str = "shared or independent";
+
 impl std::str::FromStr for Counter {
     type Err = String;
     fn from_str(s: &str) -> Result<Counter, String> {
         match s {
             "shared" => Ok(Counter::Shared),
             "independent" => Ok(Counter::Independent),
-            _ => Err(format!("counter={s}: shared or independent")),
+            _ => Err(format!("counter={s}: {COUNTERS}")),
         }
     }
 }
@@ -362,18 +367,20 @@ struct Settings {
     acks: bool,
 }
 
-fn settings(s: &Switch) -> Result<Settings, String> {
-    let at = |e: String| format!("switch {}: {e}", s.name);
+fn settings(s: &Switch) -> Result<Settings, PlanError> {
     let counter = s
         .params
         .get("counter")
-        .map(|v| v.parse::<Counter>().map_err(at))
+        .map(|v| {
+            v.parse::<Counter>()
+                .map_err(|_| bad_value(s, "counter", v, COUNTERS))
+        })
         .transpose()?
         .unwrap_or(Counter::Shared);
     let acks = match s.params.get("acks").map(String::as_str) {
         None | Some("ecmp") => false,
         Some("dbb") => true,
-        Some(v) => return Err(at(format!("acks={v}: ecmp or dbb"))),
+        Some(v) => return Err(bad_value(s, "acks", v, "ecmp or dbb")),
     };
     Ok(Settings { counter, acks })
 }
@@ -389,8 +396,8 @@ struct Lines {
 
 /// The fabric plan of `dbb` (counter from `counter=`, default shared; the registry's presets
 /// `dbb-shared` and `dbb-independent` set it).
-pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, String> {
-    let mut plans = routed(t, only)?;
+pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, PlanError> {
+    let mut plans = routed(t, only);
     let ports = t.ports();
     let mut set: BTreeMap<&str, (Settings, Lines)> = BTreeMap::new();
     for s in only {
@@ -408,17 +415,20 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
         for dst in tors.iter().filter(|d| d.switch != src.switch) {
             pair += 1;
             if pair >= PAIRS {
-                return Err(format!(
-                    "dbb: {} ToRs make {} pairs (at most {})",
-                    tors.len(),
-                    tors.len() * (tors.len() - 1),
-                    PAIRS - 1
-                ));
+                return Err(PlanError::TooManyPairs {
+                    program: "dbb",
+                    tors: tors.len(),
+                    pairs: tors.len() * (tors.len() - 1),
+                    max: PAIRS - 1,
+                });
             }
             input.source.clone_from(&src.switch);
             input.sink.clone_from(&dst.switch);
-            let out = compile_balanced(&input)
-                .map_err(|e| format!("dbb: ToR pair {} -> {}: {e}", src.switch, dst.switch))?;
+            let out = compile_balanced(&input).map_err(|error| PlanError::Dbb {
+                src: src.switch.clone(),
+                dst: dst.switch.clone(),
+                error: Box::new(error),
+            })?;
             for list in &out.lists {
                 let Some((cfg, lines)) = set.get_mut(list.switch.as_str()) else {
                     continue;
@@ -471,13 +481,16 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
             continue;
         };
         if lines.pair_v4.max(lines.pair_v6) > PAIR_ENTRIES || lines.dispatch > DISPATCH_ENTRIES {
-            return Err(format!(
-                "dbb: switch {}: {} pair entries and {} dispatch entries (the tables hold \
-                 {PAIR_ENTRIES} per family and {DISPATCH_ENTRIES})",
-                s.name,
-                lines.pair_v4.max(lines.pair_v6),
-                lines.dispatch
-            ));
+            return Err(PlanError::TablesFull {
+                program: "dbb",
+                switch: s.name.clone(),
+                needs: format!(
+                    "{} pair entries and {} dispatch entries",
+                    lines.pair_v4.max(lines.pair_v6),
+                    lines.dispatch
+                ),
+                holds: format!("{PAIR_ENTRIES} pair entries per family and {DISPATCH_ENTRIES}"),
+            });
         }
         plan.routes.extend(lines.routes);
     }

@@ -26,7 +26,9 @@
 
 use std::collections::BTreeMap;
 
-use topo::plan::{SwitchPlan, routed};
+use crate::PlanError;
+use crate::plan_error::number;
+use topo::plan::SwitchPlan;
 use topo::{End, LinkProps, Switch, Topology};
 
 /// The default flowlet gap, µs.
@@ -39,19 +41,13 @@ pub fn dctcp_k(rate_bps: u64) -> u64 {
     (k.round() as u64).max(2)
 }
 
-fn param(s: &Switch, key: &str) -> Result<Option<u64>, String> {
-    s.params
-        .get(key)
-        .map(|v| {
-            v.parse()
-                .map_err(|_| format!("switch {}: {key}={v} is not a number", s.name))
-        })
-        .transpose()
+fn param(s: &Switch, key: &str) -> Result<Option<u64>, PlanError> {
+    number(s, key)
 }
 
 /// The fabric plan of `ecmp`.
-pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, String> {
-    let mut plans = routed(t, only)?;
+pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, PlanError> {
+    let mut plans = topo::plan::routed(t, only);
     let ports = t.ports();
     for s in only {
         let Some(plan) = plans.get_mut(&s.name) else {
@@ -66,7 +62,12 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
         };
         let gap_ns = gap_us
             .checked_mul(1000)
-            .ok_or_else(|| format!("switch {}: flowlet_gap_us={gap_us} is too large", s.name))?;
+            .ok_or_else(|| PlanError::OutOfRange {
+                switch: s.name.clone(),
+                key: "flowlet_gap_us".into(),
+                value: gap_us,
+                range: "too large: at most 18446744073709551, the gap in ns fits 64 bits",
+            })?;
         plan.routes
             .push(format!("register_write flowlet_gap_ns 0 {gap_ns}"));
         plan.routes.extend(ecn_thresholds(&ports, s)?);
@@ -80,7 +81,7 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
 pub(crate) fn ecn_thresholds(
     ports: &BTreeMap<&str, BTreeMap<u16, (&End, &LinkProps)>>,
     s: &Switch,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, PlanError> {
     let k_all = param(s, "ecn_k")?;
     Ok(ports
         .get(s.name.as_str())

@@ -38,6 +38,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::basic::{FLOWLET_CELLS, Headers};
 use super::hook::{Base, ComposeError, FlowletRegisters, Mechanism, Next};
+use crate::PlanError;
+use crate::plan_error::number;
 use pipeline::externs::CounterKind;
 use pipeline::frame::Frame;
 use pipeline::metadata::{DropReason, HeaderKind, InstanceType, PORT_BITS, PortId, StdMeta};
@@ -383,11 +385,8 @@ fn levels(t: &Topology) -> BTreeMap<&str, usize> {
     level
 }
 
-fn param(s: &Switch, key: &str, default: u64) -> Result<u64, String> {
-    s.params.get(key).map_or(Ok(default), |v| {
-        v.parse()
-            .map_err(|_| format!("switch {}: {key}={v} is not a number", s.name))
-    })
+fn param(s: &Switch, key: &str, default: u64) -> Result<u64, PlanError> {
+    Ok(number(s, key)?.unwrap_or(default))
 }
 
 /// The probe `tor` originates, as the hex template of `pktgen_set`.
@@ -420,7 +419,7 @@ fn fanout(r: &mut Vec<String>, from: PortId, members: &[u16]) {
 /// registers, tables, probe groups and, at each ToR, the probe generator. Parameters on a
 /// switch's line: `probe_us=` (Tp, default [`DEFAULT_PROBE_US`]), `tau_us=` (default 2 Tp),
 /// `keep_alive_us=` (default 3 Tp), and `ecmp`'s `flowlet_gap_us=` and `ecn_k=`.
-pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, String> {
+pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, PlanError> {
     let mut plans = super::ecmp::plan(t, only)?;
     let ports = t.ports();
     let level = levels(t);
@@ -433,7 +432,11 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
         .map(|(i, s)| (s.name.as_str(), i as u32 + 1))
         .collect();
     if tors.len() >= TORS {
-        return Err(format!("hula: {} ToRs (at most {})", tors.len(), TORS - 1));
+        return Err(PlanError::TooManyTors {
+            program: "hula",
+            tors: tors.len(),
+            max: TORS - 1,
+        });
     }
     let pktgen_port = pipeline::runtime::Config::default().pktgen_port;
     for s in only {
@@ -444,10 +447,20 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
         let probe_us = param(s, "probe_us", DEFAULT_PROBE_US)?;
         let tau_us = param(s, "tau_us", 2 * probe_us)?;
         let keep_alive_us = param(s, "keep_alive_us", 3 * probe_us)?;
-        if probe_us == 0 || tau_us == 0 || tau_us > 4_000_000 || keep_alive_us > 4_000_000 {
-            return Err(format!(
-                "switch {me}: probe_us, tau_us and keep_alive_us must be 1..4000000"
-            ));
+        let range = "probe_us, tau_us and keep_alive_us must be 1..4000000";
+        for (key, value, ok) in [
+            ("probe_us", probe_us, probe_us != 0),
+            ("tau_us", tau_us, (1..=4_000_000).contains(&tau_us)),
+            ("keep_alive_us", keep_alive_us, keep_alive_us <= 4_000_000),
+        ] {
+            if !ok {
+                return Err(PlanError::OutOfRange {
+                    switch: me.to_string(),
+                    key: key.to_string(),
+                    value,
+                    range,
+                });
+            }
         }
         let tau_ns = tau_us * 1000;
         let r = &mut plan.routes;

@@ -17,6 +17,7 @@ pub mod p4te;
 pub mod pint;
 pub mod pint_hpcc;
 pub mod pint_latency;
+mod plan_error;
 pub mod spray;
 
 use std::collections::BTreeMap;
@@ -27,12 +28,19 @@ use hook::{ComposeError, Mechanism};
 use pipeline::agent::Agent;
 use pipeline::program::Program;
 use pipeline::schema::Schema;
+pub use plan_error::PlanError;
 use topo::plan::SwitchPlan;
 use topo::{Switch, Topology};
 
 /// A fabric plan: given the whole topology and the switches that run the program, what each of
 /// them is told, keyed by switch name.
-pub type PlanFn = fn(&Topology, &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, String>;
+pub type PlanFn = fn(&Topology, &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, PlanError>;
+
+/// The fabric plan of `basic`, and the start of every plan that routes like it:
+/// [`topo::plan::routed`], as a [`PlanFn`].
+pub fn routed(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, PlanError> {
+    Ok(topo::plan::routed(t, only))
+}
 
 /// How a registry entry's program is built.
 #[derive(Clone, Copy, Debug)]
@@ -110,7 +118,7 @@ impl Entry {
         &self,
         t: &Topology,
         switches: &[&Switch],
-    ) -> Result<BTreeMap<String, SwitchPlan>, String> {
+    ) -> Result<BTreeMap<String, SwitchPlan>, PlanError> {
         if self.preset.is_empty() {
             return (self.plan)(t, switches);
         }
@@ -122,13 +130,14 @@ impl Entry {
             for &(key, value) in self.preset {
                 match s.params.get(key) {
                     Some(given) if given != value => {
-                        return Err(format!(
-                            "switch {}: {key}={given} contradicts the scheme {}, which sets \
-                             {key}={value} (use the scheme {} with {key}=, or leave {key}= out)",
-                            s.name,
-                            self.name,
-                            self.program_name()
-                        ));
+                        return Err(PlanError::ContradictsPreset {
+                            switch: s.name.clone(),
+                            key,
+                            given: given.clone(),
+                            scheme: self.name,
+                            value,
+                            program: self.program_name(),
+                        });
                     }
                     _ => {
                         s.params.insert(key.to_string(), value.to_string());
@@ -181,7 +190,7 @@ pub static REGISTRY: &[Entry] = &[
             options: PLAIN,
             compose: compose::<()>,
         },
-        plan: topo::plan::routed,
+        plan: routed,
         preset: &[],
         agent: None,
     },
@@ -400,19 +409,17 @@ pub fn is_kernel(program: &str) -> bool {
 
 /// The plan of every switch of `t`, each by the fabric plan of the program its line names.
 /// Linux routers ([`KERNEL`]) get none: `pisa-fabric` sets their routes up itself.
-pub fn fabric_plan(t: &Topology) -> Result<BTreeMap<String, SwitchPlan>, String> {
+pub fn fabric_plan(t: &Topology) -> Result<BTreeMap<String, SwitchPlan>, PlanError> {
     let mut by_program: BTreeMap<&str, Vec<&Switch>> = BTreeMap::new();
     for s in t.switches.iter().filter(|s| !is_kernel(&s.program)) {
         by_program.entry(s.program.as_str()).or_default().push(s);
     }
     let mut out = BTreeMap::new();
     for (program, switches) in by_program {
-        let entry = lookup(program).ok_or_else(|| {
-            format!(
-                "switch {}: no program {program} (this build has: {})",
-                switches[0].name,
-                names().collect::<Vec<_>>().join(", ")
-            )
+        let entry = lookup(program).ok_or_else(|| PlanError::UnknownProgram {
+            switch: switches[0].name.clone(),
+            program: program.to_string(),
+            known: names().collect::<Vec<_>>().join(", "),
         })?;
         out.extend(entry.plan(t, &switches)?);
     }

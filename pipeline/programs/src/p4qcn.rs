@@ -37,6 +37,8 @@
 use std::collections::BTreeMap;
 
 use super::hook::{Base, ComposeError, Mechanism, Next};
+use crate::PlanError;
+use crate::plan_error::{bad_value, number};
 use pipeline::metadata::{DropReason, InstanceType, PORT_BITS, StdMeta};
 use pipeline::program::Ctx;
 use pipeline::schema::{ActionScope, CounterIx, RegisterIx, SchemaBuilder, TableIx, TableSpec};
@@ -314,35 +316,22 @@ pub fn base_rtt_us(t: &Topology) -> u64 {
     links * (2 * longest + frames_us)
 }
 
-fn param<T: std::str::FromStr>(s: &Switch, key: &str) -> Result<Option<T>, String> {
-    s.params
-        .get(key)
-        .map(|v| {
-            v.parse()
-                .map_err(|_| format!("switch {}: bad {key}={v}", s.name))
-        })
-        .transpose()
-}
-
 /// The congestion point of switch `s`: `cp=` on its line (`two-point`, `three-point` or `off`;
 /// the registry's presets set it), default two-point.
-fn cp_of(s: &Switch) -> Result<Cp, String> {
+fn cp_of(s: &Switch) -> Result<Cp, PlanError> {
     match s.params.get("cp").map(String::as_str) {
         None | Some("two-point") => Ok(Cp::TwoPoint),
         Some("three-point") => Ok(Cp::ThreePoint),
         Some("off") => Ok(Cp::Off),
-        Some(v) => Err(format!(
-            "switch {}: cp={v}: two-point, three-point or off",
-            s.name
-        )),
+        Some(v) => Err(bad_value(s, "cp", v, "two-point, three-point or off")),
     }
 }
 
 /// The fabric plan of `p4qcn`: the congestion point from `cp=` (default two-point), PFC from
 /// `pfc=` (default off). The registry's presets `p4qcn-pfc`, `p4qcn-3pt`, `pfc` and `p4qcn-off`
 /// set both.
-pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, String> {
-    let mut plans = routed(t, only)?;
+pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, PlanError> {
+    let mut plans = routed(t, only);
     let ports = t.ports();
     let recirc = pipeline::runtime::Config::default().recirc_port;
     let rtt_us = base_rtt_us(t);
@@ -358,25 +347,31 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
             .max()
             .unwrap_or(1);
         let mut th = thresholds(buffer, mine.len() as u64, q_flight);
-        if let Some(v) = param(s, "q_min")? {
+        if let Some(v) = number(s, "q_min")? {
             th.q_min = v;
             th.q_max = th.q_max.max(v);
         }
-        if let Some(v) = param(s, "q_max")? {
+        if let Some(v) = number(s, "q_max")? {
             th.q_max = v;
         }
-        if let Some(v) = param(s, "q_pfc")? {
+        if let Some(v) = number(s, "q_pfc")? {
             th.q_pfc = v;
         }
         if th.q_min > th.q_max {
-            return Err(format!("switch {}: q_min > q_max", s.name));
+            return Err(PlanError::Exceeds {
+                switch: s.name.clone(),
+                key: "q_min".into(),
+                value: th.q_min.into(),
+                limit_key: "q_max".into(),
+                limit: th.q_max.into(),
+            });
         }
-        let pace_us: Option<u64> = param(s, "pace_us")?;
+        let pace_us: Option<u64> = number(s, "pace_us")?;
         let cp = cp_of(s)?;
         let pfc = match s.params.get("pfc").map(String::as_str) {
             None | Some("off") => false,
             Some("on") => true,
-            Some(v) => return Err(format!("switch {}: pfc={v}: on or off", s.name)),
+            Some(v) => return Err(bad_value(s, "pfc", v, "on or off")),
         };
         plan.routes.push(format!(
             "mirroring_add_replicas {SESSION} {recirc}:{RID_FBP}"

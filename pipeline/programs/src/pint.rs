@@ -38,8 +38,8 @@ use std::sync::OnceLock;
 
 use super::hook::{Base, ComposeError, Mechanism};
 pub use analysis::pint::fabric::{
-    DEFAULT_SEED, DEFAULT_TTL, FabricConfig, LatencyFabric, agreed, config_of, fabric_config,
-    latency_config_of, latency_fabric_config, parse_bits,
+    ConfigError, DEFAULT_SEED, DEFAULT_TTL, FabricConfig, LatencyFabric, agreed, config_of,
+    fabric_config, latency_config_of, latency_fabric_config, parse_bits,
 };
 use analysis::pint::{Budget, Hashes, LayerConfig, MAX_HOPS, encode_hop};
 use pipeline::metadata::{InstanceType, PORT_BITS, StdMeta};
@@ -261,8 +261,11 @@ fn egress(cx: &mut Ctx<'_>, p: &PintIds, pkt: &mut pipeline::frame::Frame<'_>, m
 
 /// The fabric plan of `pint`: `basic`'s routes and, per port, a `pint_transit` entry, or
 /// `pint_sink` where the port faces a host.
-pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, String> {
-    let mut plans = routed(t, only)?;
+pub fn plan(
+    t: &Topology,
+    only: &[&Switch],
+) -> Result<BTreeMap<String, SwitchPlan>, crate::PlanError> {
+    let mut plans = routed(t, only);
     let c = config_of(t, only)?;
     let latency = latency_config_of(only)?;
     let ports = t.ports();

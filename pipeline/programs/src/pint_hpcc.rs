@@ -21,6 +21,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::PlanError;
+use crate::pint::ConfigError;
+use crate::plan_error::bad_value;
 use analysis::pint::{Hashes, HpccUtil, UtilEwma};
 use hosts::hpcc::IntHop;
 use pipeline::metadata::{CELL_BYTES, InstanceType, PORT_BITS, StdMeta};
@@ -335,18 +338,26 @@ pub fn base_rtt_ns(t: &Topology) -> u64 {
 
 /// `pint_hpcc_port=`, `pint_hpcc_sample=N` (p = 1/N, N a power of two up to 2^16, default 1) and
 /// `pint_hpcc_rtt_us=` (default [`base_rtt_ns`]), agreed across the `pint` switches.
-pub fn fabric(t: &Topology, only: &[&Switch]) -> Result<HpccFabric, String> {
-    let udp_port = super::pint::agreed(only, "pint_hpcc_port", |v| {
+pub fn fabric(t: &Topology, only: &[&Switch]) -> Result<HpccFabric, ConfigError> {
+    let udp_port = super::pint::agreed(only, "pint_hpcc_port", "a UDP port, 1..=65535", |v| {
         v.parse().ok().filter(|&p: &u16| p > 0)
     })?;
-    let sample = super::pint::agreed(only, "pint_hpcc_sample", |v| {
-        v.parse()
-            .ok()
-            .filter(|&n: &u32| n.is_power_of_two() && n <= 1 << 16)
-    })?;
-    let rtt = super::pint::agreed(only, "pint_hpcc_rtt_us", |v| {
-        v.parse().ok().filter(|&x: &u64| x > 0)
-    })?;
+    let sample = super::pint::agreed(
+        only,
+        "pint_hpcc_sample",
+        "a power of two up to 65536",
+        |v| {
+            v.parse()
+                .ok()
+                .filter(|&n: &u32| n.is_power_of_two() && n <= 1 << 16)
+        },
+    )?;
+    let rtt = super::pint::agreed(
+        only,
+        "pint_hpcc_rtt_us",
+        "a number of µs, at least 1",
+        |v| v.parse().ok().filter(|&x: &u64| x > 0),
+    )?;
     Ok(HpccFabric {
         udp_port: udp_port.unwrap_or(DEFAULT_PORT),
         sample_log2: sample.unwrap_or(1).trailing_zeros() as u8,
@@ -355,7 +366,7 @@ pub fn fabric(t: &Topology, only: &[&Switch]) -> Result<HpccFabric, String> {
 }
 
 /// The fabric's HPCC parameters if any switch runs `pint`.
-pub fn fabric_of(t: &Topology) -> Result<Option<HpccFabric>, String> {
+pub fn fabric_of(t: &Topology) -> Result<Option<HpccFabric>, ConfigError> {
     let only: Vec<&Switch> = t.switches.iter().filter(|s| s.program == "pint").collect();
     if only.is_empty() {
         return Ok(None);
@@ -370,7 +381,7 @@ pub(crate) fn plan(
     only: &[&Switch],
     seed: u64,
     plans: &mut BTreeMap<String, SwitchPlan>,
-) -> Result<(), String> {
+) -> Result<(), PlanError> {
     let f = fabric(t, only)?;
     let ports = t.ports();
     for s in only {
@@ -378,12 +389,9 @@ pub(crate) fn plan(
             continue;
         };
         let xoff = match s.params.get("pint_pfc_xoff") {
-            Some(v) => Some(
-                v.parse::<u32>()
-                    .ok()
-                    .filter(|&n| n > 0)
-                    .ok_or_else(|| format!("switch {}: bad pint_pfc_xoff={v}", s.name))?,
-            ),
+            Some(v) => Some(v.parse::<u32>().ok().filter(|&n| n > 0).ok_or_else(|| {
+                bad_value(s, "pint_pfc_xoff", v, "a number of packets, at least 1")
+            })?),
             None => None,
         };
         for (port, (_, props)) in ports.get(s.name.as_str()).into_iter().flatten() {

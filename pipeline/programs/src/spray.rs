@@ -35,6 +35,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::basic::Headers;
 use super::hook::{Base, ComposeError, Mechanism, Steer};
+use crate::PlanError;
+use crate::plan_error::bad_value;
 use pipeline::metadata::{DropReason, PORT_BITS, PortId, StdMeta};
 use pipeline::program::Ctx;
 use pipeline::schema::{ActionScope, RegisterIx, SchemaBuilder, TableIx, TableSpec};
@@ -90,13 +92,16 @@ impl Mode {
     }
 }
 
+/// The values `mode=` takes, for errors.
+const MODES: &str = "random, counter, rr or rr-prefix";
+
 impl std::str::FromStr for Mode {
     type Err = String;
     fn from_str(s: &str) -> Result<Mode, String> {
         Mode::ALL
             .into_iter()
             .find(|m| m.name() == s)
-            .ok_or_else(|| format!("mode={s}: random, counter, rr or rr-prefix"))
+            .ok_or_else(|| format!("mode={s}: {MODES}"))
     }
 }
 
@@ -284,20 +289,20 @@ fn steer(
 
 /// The mode of switch `s`: `mode=` on its line (the registry's presets `spray-random`, ...
 /// set it), default random.
-fn mode_of(s: &Switch) -> Result<Mode, String> {
+fn mode_of(s: &Switch) -> Result<Mode, PlanError> {
     s.params
         .get("mode")
         .map(|v| {
             v.parse::<Mode>()
-                .map_err(|e| format!("switch {}: {e}", s.name))
+                .map_err(|_| bad_value(s, "mode", v, MODES))
         })
         .transpose()
         .map(|m| m.unwrap_or(Mode::Random))
 }
 
 /// The fabric plan of `spray` (mode from `mode=`, default random).
-pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, String> {
-    let mut plans = routed(t, only)?;
+pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, PlanError> {
+    let mut plans = routed(t, only);
     let ports = t.ports();
     let hops = next_hops(t);
     let tors = tors(t);
@@ -312,7 +317,9 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
             .switches
             .iter()
             .position(|x| x.name == me)
-            .ok_or_else(|| format!("no switch {me}"))?;
+            .ok_or_else(|| PlanError::NoSwitch {
+                switch: me.to_string(),
+            })?;
         let my_mac = mac_text(switch_mac(index));
         let macs = neighbour_macs(t, me);
         let by_host: BTreeMap<usize, &BTreeSet<u16>> = hops
@@ -333,11 +340,13 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
                 continue; // a unique path stays unique
             }
             if next.len() > MAX_MEMBERS {
-                return Err(format!(
-                    "switch {me}: {} next hops toward {} (spray groups hold at most {MAX_MEMBERS})",
-                    next.len(),
-                    tor.switch
-                ));
+                return Err(PlanError::TooManyNextHops {
+                    program: "spray",
+                    switch: me.to_string(),
+                    toward: tor.switch.clone(),
+                    count: next.len(),
+                    max: MAX_MEMBERS,
+                });
             }
             let n = groups.len() + 1;
             let id = *groups.entry(next).or_insert(n);
@@ -350,12 +359,15 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
             }
         }
         if groups.len() >= GROUPS || routes.len() > 2 * ROUTES {
-            return Err(format!(
-                "switch {me}: {} spray groups and {} routes (at most {} and {ROUTES} per family)",
-                groups.len(),
-                routes.len(),
-                GROUPS - 1
-            ));
+            return Err(PlanError::TablesFull {
+                program: "spray",
+                switch: me.to_string(),
+                needs: format!("{} spray groups and {} routes", groups.len(), routes.len()),
+                holds: format!(
+                    "at most {} groups and {ROUTES} routes per family",
+                    GROUPS - 1
+                ),
+            });
         }
         for (members, id) in &groups {
             for (i, p) in members.iter().enumerate() {

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use analysis::dbb::{Input, compile};
 use hosts::json::Json;
+use programs::PlanError;
 use programs::dbb::{compile_balanced, compiler_links};
 use topo::{GenProps, LinkProps, Topology, dbb as dbb_topology, fat_tree, leaf_spine};
 
@@ -394,12 +395,23 @@ fn sec_ii_plans_outside_the_model_or_with_bad_settings_fail_with_a_clear_error()
     .unwrap();
     let e = programs::fabric_plan(&t).unwrap_err();
     assert!(
+        matches!(&e, PlanError::Dbb { src, dst, .. } if src == "t1" && dst == "t2"),
+        "{e:?}"
+    );
+    let e = e.to_string();
+    assert!(
         e.contains("dbb: ToR pair t1 -> t2") && e.contains("outside the paper's model"),
         "{e}"
     );
     let mut t = e8("dbb");
     t.switches[0].params.insert("counter".into(), "both".into());
     let e = programs::fabric_plan(&t).unwrap_err();
+    assert!(
+        matches!(&e, PlanError::BadValue { switch, key, value, .. }
+            if switch == "s1" && key == "counter" && value == "both"),
+        "{e:?}"
+    );
+    let e = e.to_string();
     assert!(
         e.contains("switch s1: counter=both: shared or independent"),
         "{e}"
@@ -408,11 +420,11 @@ fn sec_ii_plans_outside_the_model_or_with_bad_settings_fail_with_a_clear_error()
     t.switches[0]
         .params
         .insert("counter".into(), "independent".into());
-    let e = programs::fabric_plan(&t).unwrap_err();
+    let e = programs::fabric_plan(&t).unwrap_err().to_string();
     assert!(e.contains("contradicts the scheme dbb-shared"), "{e}");
     let mut t = e8("dbb");
     t.switches[0].params.insert("acks".into(), "spray".into());
-    let e = programs::fabric_plan(&t).unwrap_err();
+    let e = programs::fabric_plan(&t).unwrap_err().to_string();
     assert!(e.contains("acks=spray: ecmp or dbb"), "{e}");
     // A good plan: the sink has no pair entry for s1 > s8, the source one per family.
     let plans = programs::fabric_plan(&e8("dbb")).unwrap();

@@ -117,5 +117,11 @@ fn baseline_a_plan_sets_k_by_the_dctcp_rule_and_the_gap() {
     assert!(leaf1.contains(&"register_write flowlet_gap_ns 0 2000000".to_string()));
     assert!(leaf1.contains(&"register_write ecn_threshold 3 30".to_string()));
     t.switches[2].params.insert("ecn_k".into(), "many".into());
-    assert!(programs::fabric_plan(&t).is_err());
+    let e = programs::fabric_plan(&t).unwrap_err();
+    assert!(
+        matches!(&e, programs::PlanError::NotANumber { key, value, .. }
+            if key == "ecn_k" && value == "many"),
+        "{e:?}"
+    );
+    assert_eq!(e.to_string(), "switch leaf1: ecn_k=many is not a number");
 }

@@ -70,7 +70,7 @@ static TOY: Entry = Entry {
         },
         compose: compose::<toy::Discard>,
     },
-    plan: topo::plan::routed,
+    plan: programs::routed,
     preset: &[],
     agent: None,
 };
@@ -145,7 +145,7 @@ fn an_invalid_combination_fails_when_the_program_is_built() {
             },
             compose: compose::<programs::hula::Hula>,
         },
-        plan: topo::plan::routed,
+        plan: programs::routed,
         preset: &[],
         agent: None,
     };

@@ -127,7 +127,12 @@ fn s4_5_hpcc_flows_need_pint_switches_and_a_size() {
     assert!(sim::fabric::Sim::new(&t, opts).is_err());
     assert!(sim::flow::FlowSpec::parse("h1>h3 cc=hpcc-pint", 0).is_err());
     let mut t = dumbbell("pint_hpcc_sample=3");
-    assert!(programs::fabric_plan(&t).is_err());
+    let e = programs::fabric_plan(&t).unwrap_err();
+    assert!(
+        matches!(&e, programs::PlanError::Pint(programs::pint::ConfigError::BadValue { key, .. })
+            if key == "pint_hpcc_sample"),
+        "{e:?}"
+    );
     t.switches[0]
         .params
         .insert("pint_hpcc_sample".into(), "16".into());

@@ -133,7 +133,12 @@ fn s4_1_latency_parameters_must_agree() {
     t.switches[3]
         .params
         .insert("pint_lat_bits".into(), "8".into());
-    assert!(programs::fabric_plan(&t).is_err());
+    let e = programs::fabric_plan(&t).unwrap_err();
+    assert!(
+        matches!(&e, programs::PlanError::Pint(programs::pint::ConfigError::Disagree { key, .. })
+            if key == "pint_lat_bits"),
+        "{e:?}"
+    );
     for (k, v) in [
         ("pint_latency", "2"),
         ("pint_lat_codec", "log"),

@@ -4,6 +4,7 @@
 //! the plan's errors. Tests are named after the paper's sections.
 
 use hosts::json::Json;
+use programs::PlanError;
 use programs::ecmp::dctcp_k;
 use sim::SimSwitch;
 use sim::fabric::{Options, Sim};
@@ -323,12 +324,27 @@ fn plans_take_the_mode_from_the_scheme_or_mode_and_say_what_is_wrong() {
     t.switches[4].params.insert("mode".into(), "fastest".into());
     let e = programs::fabric_plan(&t).unwrap_err();
     assert!(
+        matches!(&e, PlanError::BadValue { key, .. } if key == "mode"),
+        "{e:?}"
+    );
+    assert_eq!(e.switch(), Some("leaf1"));
+    let e = e.to_string();
+    assert!(
         e.contains("switch leaf1: mode=fastest: random, counter, rr or rr-prefix"),
         "{e}"
     );
     let mut t = two_by_four("spray-rr");
     t.switches[4].params.insert("mode".into(), "counter".into());
     let e = programs::fabric_plan(&t).unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            PlanError::ContradictsPreset { switch, key: "mode", scheme: "spray-rr", .. }
+                if switch == "leaf1"
+        ),
+        "{e:?}"
+    );
+    let e = e.to_string();
     assert!(e.contains("contradicts the scheme spray-rr"), "{e}");
     // The scheme's own mode on the line is fine.
     t.switches[4].params.insert("mode".into(), "rr".into());

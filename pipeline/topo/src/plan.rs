@@ -85,11 +85,12 @@ fn distances(adj: &HashMap<&str, Vec<(u16, &str)>>, dst: &str) -> HashMap<String
 }
 
 /// The fabric plan of programs that route like `basic` (its `ipv4_lpm`, `ipv6_lpm` and
-/// `ecmp_selector`), for the switches in `only`.
-pub fn routed(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, String> {
+/// `ecmp_selector`), for the switches in `only`. It cannot fail; `programs::routed` is it as a
+/// fabric plan (`programs::PlanFn`).
+pub fn routed(t: &Topology, only: &[&Switch]) -> BTreeMap<String, SwitchPlan> {
     let mut all = plan(t);
     all.retain(|name, _| only.iter().any(|s| &s.name == name));
-    Ok(all)
+    all
 }
 
 /// The traffic-manager settings of switch `name`'s ports, from their links.

@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use analysis::dbb::{self, Input, Link, Output, Ratio};
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -57,15 +58,15 @@ struct LinkJson {
 }
 
 /// Parses the input JSON; bandwidths must be JSON numbers.
-fn parse_input(text: &str) -> Result<Input, String> {
-    let raw: InputJson = serde_json::from_str(text).map_err(|e| format!("invalid input: {e}"))?;
+fn parse_input(text: &str) -> anyhow::Result<Input> {
+    let raw: InputJson = serde_json::from_str(text).context("invalid input")?;
     let links = raw
         .links
         .into_iter()
         .enumerate()
         .map(|(i, l)| {
             let bandwidth = Ratio::parse_decimal(l.bandwidth.get().trim())
-                .map_err(|e| format!("links[{i}].bandwidth: {e}"))?;
+                .with_context(|| format!("links[{i}].bandwidth"))?;
             Ok(Link {
                 id: l.id,
                 from: l.from,
@@ -73,7 +74,7 @@ fn parse_input(text: &str) -> Result<Input, String> {
                 bandwidth,
             })
         })
-        .collect::<Result<_, String>>()?;
+        .collect::<anyhow::Result<_>>()?;
     Ok(Input {
         source: raw.source,
         sink: raw.sink,
@@ -144,12 +145,12 @@ fn ignored_report(input: &Input, out: &Output) -> Vec<String> {
         .collect()
 }
 
-fn run(args: Args) -> Result<(), String> {
+fn run(args: Args) -> anyhow::Result<()> {
     let Command::Compile { file } = args.cmd;
     let text = std::fs::read_to_string(&file)
-        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-    let input = parse_input(&text)?;
-    let out = dbb::compile(&input).map_err(|e| e.to_string())?;
+        .with_context(|| format!("cannot read {}", file.display()))?;
+    let input = parse_input(&text).with_context(|| file.display().to_string())?;
+    let out = dbb::compile(&input).with_context(|| file.display().to_string())?;
     for line in ignored_report(&input, &out) {
         eprintln!("{line}");
     }
@@ -161,7 +162,7 @@ fn main() -> ExitCode {
     match run(Args::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("pisa-dbb: error: {e}");
+            eprintln!("pisa-dbb: error: {e:#}");
             ExitCode::FAILURE
         }
     }
@@ -193,7 +194,7 @@ mod tests {
 
     #[test]
     fn bad_input_is_reported() {
-        let err = |text: &str| parse_input(text).unwrap_err();
+        let err = |text: &str| format!("{:#}", parse_input(text).unwrap_err());
         assert!(err(r#"{"source": "A", "sink": "B", "links": [{"from": "A", "to": "B", "bandwidth": "3"}]}"#)
             .contains("links[0].bandwidth: \"\\\"3\\\"\" is not a decimal number"));
         assert!(err(r#"{"source": "A", "sink": "B"}"#).contains("missing field `links`"));

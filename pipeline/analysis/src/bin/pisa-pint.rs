@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use analysis::pint::Status;
 use analysis::pint::collector::{Collector, CollectorConfig, SKETCH_K, SinkRecord};
 use analysis::pint::eval::{self, E12_PACKETS, E13_CASES, PathKind};
+use anyhow::{Context, anyhow};
 use clap::{Parser, Subcommand};
 use topo::Topology;
 
@@ -87,27 +88,30 @@ fn main() {
         } => e12(hops, trials, seed, json),
     };
     if let Err(e) = r {
-        eprintln!("pisa-pint: {e}");
+        eprintln!("pisa-pint: {e:#}");
         std::process::exit(1);
     }
 }
 
-fn decode(topology: &PathBuf, records: &PathBuf, sketch_k: usize) -> Result<(), String> {
-    let text =
-        std::fs::read_to_string(topology).map_err(|e| format!("{}: {e}", topology.display()))?;
-    let t = Topology::parse(&text).map_err(|e| format!("{}: {e}", topology.display()))?;
-    let Some(c) = analysis::pint::fabric::fabric_config(&t)? else {
-        return Err(format!("{}: no switch runs pint", topology.display()));
+fn decode(topology: &PathBuf, records: &PathBuf, sketch_k: usize) -> anyhow::Result<()> {
+    let at = || topology.display().to_string();
+    let text = std::fs::read_to_string(topology)
+        .with_context(|| format!("reading {}", topology.display()))?;
+    let t = Topology::parse(&text)
+        .map_err(anyhow::Error::msg)
+        .with_context(at)?;
+    let Some(c) = analysis::pint::fabric::fabric_config(&t).with_context(at)? else {
+        return Err(anyhow!("{}: no switch runs pint", topology.display()));
     };
-    let l = analysis::pint::fabric::latency_fabric_config(&t)?;
+    let l = analysis::pint::fabric::latency_fabric_config(&t).with_context(at)?;
     let mut input = String::new();
     if records.as_os_str() == "-" {
         std::io::stdin()
             .read_to_string(&mut input)
-            .map_err(|e| format!("stdin: {e}"))?;
+            .context("reading the records from stdin")?;
     } else {
-        input =
-            std::fs::read_to_string(records).map_err(|e| format!("{}: {e}", records.display()))?;
+        input = std::fs::read_to_string(records)
+            .with_context(|| format!("reading {}", records.display()))?;
     }
     let mut col = Collector::new(CollectorConfig {
         path: c.path_tracing(),
@@ -187,15 +191,15 @@ fn decode(topology: &PathBuf, records: &PathBuf, sketch_k: usize) -> Result<(), 
     Ok(())
 }
 
-fn write_json(path: Option<PathBuf>, rows: Vec<String>) -> Result<(), String> {
+fn write_json(path: Option<PathBuf>, rows: Vec<String>) -> anyhow::Result<()> {
     if let Some(p) = path {
         let text = format!("[\n{}\n]\n", rows.join(",\n"));
-        std::fs::write(&p, text).map_err(|e| format!("{}: {e}", p.display()))?;
+        std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?;
     }
     Ok(())
 }
 
-fn e13(trials: usize, seed: u64, json: Option<PathBuf>) -> Result<(), String> {
+fn e13(trials: usize, seed: u64, json: Option<PathBuf>) -> anyhow::Result<()> {
     let rows = eval::e13(&E13_CASES, trials, seed);
     println!(
         "| path | k | N | budget | median packets | p90 | k·log log* k | × E[R]/inst | median / \
@@ -247,7 +251,7 @@ fn e13(trials: usize, seed: u64, json: Option<PathBuf>) -> Result<(), String> {
     write_json(json, out)
 }
 
-fn e12(hops: u32, trials: usize, seed: u64, json: Option<PathBuf>) -> Result<(), String> {
+fn e12(hops: u32, trials: usize, seed: u64, json: Option<PathBuf>) -> anyhow::Result<()> {
     let rows = eval::e12(hops, &E12_PACKETS, trials, seed);
     for bits in [4u8, 8] {
         println!(

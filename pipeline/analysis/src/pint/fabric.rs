@@ -49,24 +49,81 @@ fn parse_u64(v: &str) -> Option<u64> {
     }
 }
 
+/// Why the PINT keys of a fabric's `pint` switches cannot be used: what the `pint` plan and
+/// the collectors (`pisa-sim`'s, `pisa-pint`'s) refuse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A switch's line gives a key a value that does not parse.
+    #[error("switch {switch}: bad {key}={value} (expected {expected})")]
+    BadValue {
+        /// The switch whose line gives it.
+        switch: String,
+        /// The key.
+        key: String,
+        /// The value as given.
+        value: String,
+        /// What the key takes.
+        expected: String,
+    },
+    /// Two switches give a key different values, where the fabric needs one.
+    #[error(
+        "switch {switch}: {key}={value} differs from switch {other}'s: PINT needs one value \
+         across the fabric"
+    )]
+    Disagree {
+        /// The switch whose value differs.
+        switch: String,
+        /// The key.
+        key: String,
+        /// Its value there.
+        value: String,
+        /// The switch that gave the key first, with another value.
+        other: String,
+    },
+    /// The latency query's range is empty.
+    #[error("pint_lat_max_ns={max_ns} must exceed pint_lat_min_ns={min_ns}")]
+    LatencyRange {
+        /// `pint_lat_min_ns`.
+        min_ns: u32,
+        /// `pint_lat_max_ns`.
+        max_ns: u32,
+    },
+}
+
+/// For callers whose errors are still text.
+impl From<ConfigError> for String {
+    fn from(e: ConfigError) -> String {
+        e.to_string()
+    }
+}
+
 /// The one value of `key` the switches running `pint` give (`None`: none gives it); an error if
-/// two give different values or one is malformed.
+/// two give different values or one is malformed (`expected` says what it takes, for the
+/// error).
 pub fn agreed<T: PartialEq + Copy>(
     switches: &[&Switch],
     key: &str,
+    expected: &str,
     parse: impl Fn(&str) -> Option<T>,
-) -> Result<Option<T>, String> {
+) -> Result<Option<T>, ConfigError> {
     let mut found: Option<(T, &str)> = None;
     for s in switches {
         let Some(v) = s.params.get(key) else { continue };
-        let x = parse(v).ok_or_else(|| format!("switch {}: bad {key}={v}", s.name))?;
+        let x = parse(v).ok_or_else(|| ConfigError::BadValue {
+            switch: s.name.clone(),
+            key: key.to_string(),
+            value: v.clone(),
+            expected: expected.to_string(),
+        })?;
         match found {
             Some((y, other)) if y != x => {
-                return Err(format!(
-                    "switch {}: {key}={v} differs from switch {other}'s: PINT needs one value \
-                     across the fabric",
-                    s.name
-                ));
+                return Err(ConfigError::Disagree {
+                    switch: s.name.clone(),
+                    key: key.to_string(),
+                    value: v.clone(),
+                    other: other.to_string(),
+                });
             }
             Some(_) => {}
             None => found = Some((x, s.name.as_str())),
@@ -77,7 +134,7 @@ pub fn agreed<T: PartialEq + Copy>(
 
 /// The path-tracing parameters of the switches of `t` that run `pint` (`None` if none does):
 /// the values their lines give, which must agree, or the defaults.
-pub fn fabric_config(t: &Topology) -> Result<Option<FabricConfig>, String> {
+pub fn fabric_config(t: &Topology) -> Result<Option<FabricConfig>, ConfigError> {
     let only: Vec<&Switch> = t.switches.iter().filter(|s| s.program == "pint").collect();
     if only.is_empty() {
         return Ok(None);
@@ -87,15 +144,18 @@ pub fn fabric_config(t: &Topology) -> Result<Option<FabricConfig>, String> {
 
 /// The path-tracing parameters of `only` (switches of `t` running `pint`): the values their lines
 /// give, which must agree, or the defaults.
-pub fn config_of(t: &Topology, only: &[&Switch]) -> Result<FabricConfig, String> {
-    let seed = agreed(only, "pint_seed", parse_u64)?.unwrap_or(DEFAULT_SEED);
-    let budget = agreed(only, "pint_bits", parse_bits)?.unwrap_or(Budget::SINGLE_8);
-    let max_hops = agreed(only, "pint_max_hops", |v| {
+pub fn config_of(t: &Topology, only: &[&Switch]) -> Result<FabricConfig, ConfigError> {
+    let seed = agreed(only, "pint_seed", "a number, decimal or 0x hex", parse_u64)?
+        .unwrap_or(DEFAULT_SEED);
+    let budget = agreed(only, "pint_bits", "8 or 2x4", parse_bits)?.unwrap_or(Budget::SINGLE_8);
+    let max_hops = agreed(only, "pint_max_hops", &format!("1..={MAX_HOPS}"), |v| {
         v.parse().ok().filter(|d| (1..=MAX_HOPS).contains(d))
     })?;
     let max_hops =
         max_hops.unwrap_or_else(|| (topo::plan::host_path_switches(t) as u32).clamp(1, MAX_HOPS));
-    let initial_ttl = agreed(only, "pint_ttl", |v| v.parse().ok().filter(|&x| x > 0))?;
+    let initial_ttl = agreed(only, "pint_ttl", "1..=255", |v| {
+        v.parse().ok().filter(|&x| x > 0)
+    })?;
     Ok(FabricConfig {
         seed,
         budget,
@@ -114,34 +174,39 @@ pub struct LatencyFabric {
 }
 
 /// The latency keys of the `pint` switches of `t` (the defaults where none gives them).
-pub fn latency_fabric_config(t: &Topology) -> Result<LatencyFabric, String> {
+pub fn latency_fabric_config(t: &Topology) -> Result<LatencyFabric, ConfigError> {
     let only: Vec<&Switch> = t.switches.iter().filter(|s| s.program == "pint").collect();
     latency_config_of(&only)
 }
 
 /// The latency keys of `only` (switches running `pint`), which must agree, or the defaults.
-pub fn latency_config_of(only: &[&Switch]) -> Result<LatencyFabric, String> {
+pub fn latency_config_of(only: &[&Switch]) -> Result<LatencyFabric, ConfigError> {
     let d = LatencyConfig::DEFAULT;
-    let share = agreed(only, "pint_latency", parse_share)?.unwrap_or(0);
-    let kind = agreed(only, "pint_lat_codec", |v| match v {
+    let share = agreed(
+        only,
+        "pint_latency",
+        "a share of packets 0..=1, as a decimal or a fraction n/d",
+        parse_share,
+    )?
+    .unwrap_or(0);
+    let kind = agreed(only, "pint_lat_codec", "mul or add", |v| match v {
         "mul" => Some(CodecKind::Multiplicative),
         "add" => Some(CodecKind::Additive),
         _ => None,
     })?
     .unwrap_or(d.kind);
-    let bits = agreed(only, "pint_lat_bits", |v| match v {
+    let bits = agreed(only, "pint_lat_bits", "4 or 8", |v| match v {
         "4" => Some(4u8),
         "8" => Some(8),
         _ => None,
     })?
     .unwrap_or(d.bits);
     let ns = |v: &str| v.parse::<u32>().ok().filter(|&x| x > 0);
-    let min_ns = agreed(only, "pint_lat_min_ns", ns)?.unwrap_or(d.min_ns);
-    let max_ns = agreed(only, "pint_lat_max_ns", ns)?.unwrap_or(d.max_ns);
+    let positive = "a number of ns, at least 1";
+    let min_ns = agreed(only, "pint_lat_min_ns", positive, ns)?.unwrap_or(d.min_ns);
+    let max_ns = agreed(only, "pint_lat_max_ns", positive, ns)?.unwrap_or(d.max_ns);
     if max_ns <= min_ns {
-        return Err(format!(
-            "pint_lat_max_ns={max_ns} must exceed pint_lat_min_ns={min_ns}"
-        ));
+        return Err(ConfigError::LatencyRange { min_ns, max_ns });
     }
     debug_assert!(share <= SHARE_ONE);
     Ok(LatencyFabric {

@@ -22,7 +22,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::agent::{ECMP_GROUP, QUEUE_GROUPS, UTIL_GROUPS, priority};
+use crate::PlanError;
 use crate::ecmp::dctcp_k;
+use crate::plan_error::{bad_value, number};
 use topo::plan::{SwitchPlan, mac_text, neighbour_macs, next_hops, switch_mac, tm_lines};
 use topo::{End, Role, Switch, Topology};
 
@@ -31,14 +33,8 @@ const SWITCH_US: u64 = 30;
 /// Frame size the rates and buffers are reckoned in.
 const FRAME: u64 = 1500;
 
-fn param(s: &Switch, key: &str) -> Result<Option<u64>, String> {
-    s.params
-        .get(key)
-        .map(|v| {
-            v.parse()
-                .map_err(|_| format!("switch {}: {key}={v} is not a number", s.name))
-        })
-        .transpose()
+fn param(s: &Switch, key: &str) -> Result<Option<u64>, PlanError> {
+    number(s, key)
 }
 
 /// The fabric's base RTT estimate, µs (see the module documentation).
@@ -82,7 +78,7 @@ pub fn estimate_rtt_us(t: &Topology) -> u64 {
 
 /// The plan of `p4te`: rate adaptation on unless the switch's line says `rate_control=off`
 /// (the registry's preset `p4te-nra`).
-pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, String> {
+pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, PlanError> {
     let hops = next_hops(t);
     let ports = t.ports();
     let rtt_default = estimate_rtt_us(t);
@@ -100,14 +96,16 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
             .switches
             .iter()
             .position(|x| x.name == s.name)
-            .ok_or_else(|| format!("no switch {me}"))?;
+            .ok_or_else(|| PlanError::NoSwitch {
+                switch: me.to_string(),
+            })?;
         let my_mac = mac_text(switch_mac(index));
         let my_ports = ports.get(me).cloned().unwrap_or_default();
         let get = |k: &str, d: u64| param(s, k).map(|v| v.unwrap_or(d));
         let rate_control = match s.params.get("rate_control").map(String::as_str) {
             None | Some("on") => true,
             Some("off") => false,
-            Some(v) => return Err(format!("switch {me}: rate_control={v}: on or off")),
+            Some(v) => return Err(bad_value(s, "rate_control", v, "on or off")),
         };
         let slowest = my_ports
             .values()
@@ -193,10 +191,12 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
                     None => up = Some(next.clone()),
                     Some(u) if u == next => {}
                     Some(u) => {
-                        return Err(format!(
-                            "switch {me}: hosts are reached up over different port sets \
-                             ({u:?} and {next:?}); p4te needs one set of up ports"
-                        ));
+                        return Err(PlanError::UpPortsDiffer {
+                            program: "p4te",
+                            switch: me.to_string(),
+                            first: u.clone(),
+                            other: next.clone(),
+                        });
                     }
                 }
             }

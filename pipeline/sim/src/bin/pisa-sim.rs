@@ -10,6 +10,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use anyhow::{Context, bail};
 use clap::Parser;
 use sim::fabric::{Options, Sim};
 use sim::flow::FlowSpec;
@@ -43,25 +44,32 @@ struct Args {
 
 fn main() {
     if let Err(e) = run(Args::parse()) {
-        eprintln!("pisa-sim: {e}");
+        eprintln!("pisa-sim: {e:#}");
         std::process::exit(1);
     }
 }
 
-fn run(a: Args) -> Result<(), String> {
+fn run(a: Args) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&a.topology)
-        .map_err(|e| format!("{}: {e}", a.topology.display()))?;
-    let topo = Topology::parse(&text).map_err(|e| format!("{}: {e}", a.topology.display()))?;
+        .with_context(|| format!("reading {}", a.topology.display()))?;
+    let topo = Topology::parse(&text)
+        .map_err(anyhow::Error::msg)
+        .with_context(|| a.topology.display().to_string())?;
     if !(a.duration_ms.is_finite() && a.duration_ms >= 0.0) {
-        return Err("--duration-ms must be a non-negative number".into());
+        bail!("--duration-ms must be a non-negative number");
     }
     let mut opts = Options::new((a.duration_ms * 1e6) as u64, a.seed);
     for (i, f) in a.flows.iter().enumerate() {
-        opts.flows
-            .push(FlowSpec::parse(f, i).map_err(|e| format!("--flow {f:?}: {e}"))?);
+        opts.flows.push(
+            FlowSpec::parse(f, i)
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("--flow {f:?}"))?,
+        );
     }
     let started = Instant::now();
-    let mut sim = Sim::new(&topo, opts)?;
+    let mut sim = Sim::new(&topo, opts)
+        .map_err(anyhow::Error::msg)
+        .with_context(|| a.topology.display().to_string())?;
     if a.pint_records.is_some() {
         sim.keep_pint_records();
     }
@@ -72,7 +80,7 @@ fn run(a: Args) -> Result<(), String> {
             text.push_str(&r.to_line());
             text.push('\n');
         }
-        std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
     }
     let wall = started.elapsed().as_secs_f64();
     eprintln!(
@@ -81,7 +89,9 @@ fn run(a: Args) -> Result<(), String> {
         sim.hops() as f64 / wall.max(1e-9) / 1e6
     );
     match a.out {
-        Some(path) => std::fs::write(&path, report).map_err(|e| format!("{}: {e}", path.display())),
+        Some(path) => {
+            std::fs::write(&path, report).with_context(|| format!("writing {}", path.display()))
+        }
         None => {
             print!("{report}");
             Ok(())
