@@ -119,7 +119,7 @@ impl Ctx {
     }
 
     /// Brings `t` up with `opts`, serialised with a signal's teardown, quietly.
-    pub fn up(&self, t: &Topology, opts: &Options) -> std::result::Result<Fabric, String> {
+    pub fn up(&self, t: &Topology, opts: &Options) -> Result<Fabric> {
         bring_up(t, opts, |_| {})
     }
 }
@@ -130,11 +130,7 @@ static BRINGUP: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Brings `t` up, serialised with [`with_cleanup`]'s teardown and cancellable through
 /// `opts.cancel`.
-pub fn bring_up(
-    t: &Topology,
-    opts: &Options,
-    progress: impl FnMut(&str),
-) -> std::result::Result<Fabric, String> {
+pub fn bring_up(t: &Topology, opts: &Options, progress: impl FnMut(&str)) -> Result<Fabric> {
     let _g = BRINGUP
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);

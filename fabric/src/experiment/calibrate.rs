@@ -21,6 +21,8 @@
 //! `per_hop_us`: an upper bound on what each switch adds, the hosts' stacks included).
 //! `--set rtt_us=N` or `--set flowlet_gap_us=N` replaces the measured value.
 
+use anyhow::{anyhow, bail};
+
 use super::*;
 
 /// Pings sent.
@@ -111,7 +113,7 @@ pub(super) fn standing_queues_us(t: &Topology, from: usize, to: usize) -> (u64, 
 }
 
 /// The calibration of `e`: `DIR/calibration` if a run stored one, else measured (and stored).
-pub(super) fn calibrate(e: &Fct, ctx: &crate::sweep::Ctx) -> Result<Calibration, String> {
+pub(super) fn calibrate(e: &Fct, ctx: &crate::sweep::Ctx) -> anyhow::Result<Calibration> {
     let stored = e.out.join("calibration");
     if let Some(c) = std::fs::read_to_string(&stored)
         .ok()
@@ -125,14 +127,17 @@ pub(super) fn calibrate(e: &Fct, ctx: &crate::sweep::Ctx) -> Result<Calibration,
     }
     // The first host, and the last host attached to another switch (in a leaf-spine or
     // fat-tree as far as any).
-    let first = topo.hosts.first().ok_or("the topology has no hosts")?;
+    let first = topo
+        .hosts
+        .first()
+        .ok_or_else(|| anyhow!("the topology has no hosts"))?;
     let first_index = 0;
     let at = topo.host_attachment(&first.name).map(|a| a.0.to_string());
     let other_index = topo
         .hosts
         .iter()
         .rposition(|h| topo.host_attachment(&h.name).map(|a| a.0.to_string()) != at)
-        .ok_or("every host is on one switch: no path across the fabric to time")?;
+        .ok_or_else(|| anyhow!("every host is on one switch: no path across the fabric to time"))?;
     let other = &topo.hosts[other_index];
     let opts = ctx.options(&e.out.join("calibration-run"));
     eprintln!(
@@ -146,14 +151,11 @@ pub(super) fn calibrate(e: &Fct, ctx: &crate::sweep::Ctx) -> Result<Calibration,
     let out = f
         .ns(&first.name)
         .exec("ping", &["-c", &count, "-i", "0.02", "-W", "1", &dst])
-        .map_err(|err| err.to_string())?;
+        .with_context(|| format!("RTT calibration: ping {dst} from host {}", first.name))?;
     drop(f);
     let times = ping_times_us(&String::from_utf8_lossy(&out.stdout));
     if times.len() < PINGS / 2 {
-        return Err(format!(
-            "RTT calibration: {} of {PINGS} pings answered",
-            times.len()
-        ));
+        bail!("RTT calibration: {} of {PINGS} pings answered", times.len());
     }
     let (lo, hi) = times
         .iter()
@@ -170,7 +172,7 @@ pub(super) fn calibrate(e: &Fct, ctx: &crate::sweep::Ctx) -> Result<Calibration,
         c.rtt_us, c.gap_us
     );
     let text = c.text() + &format!("path_switches {switches}\nper_hop_us {per_hop_us}\n");
-    std::fs::write(&stored, text).map_err(|err| err.to_string())?;
+    std::fs::write(&stored, text).with_context(|| format!("writing {}", stored.display()))?;
     Ok(c)
 }
 

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use anyhow::{Context as _, anyhow, bail};
 use programs::is_kernel;
 
 use crate::fabric::{Fabric, kernel};
@@ -13,19 +14,19 @@ pub const PORT_TX: &str = "egress.port_tx";
 
 /// (switch, port) -> packets sent, from every switch's `egress.port_tx` over P4Runtime (the
 /// controller in the management namespace), and from every Linux router's interface counters.
-pub fn port_tx_packets(f: &Fabric) -> Result<BTreeMap<(String, u16), u64>, String> {
+pub fn port_tx_packets(f: &Fabric) -> anyhow::Result<BTreeMap<(String, u16), u64>> {
     port_tx(f, |packets, _| packets)
 }
 
 /// (switch, port) -> bytes sent, likewise.
-pub fn port_tx_bytes(f: &Fabric) -> Result<BTreeMap<(String, u16), u64>, String> {
+pub fn port_tx_bytes(f: &Fabric) -> anyhow::Result<BTreeMap<(String, u16), u64>> {
     port_tx(f, |_, bytes| bytes)
 }
 
 fn port_tx(
     f: &Fabric,
     pick: impl Fn(u64, u64) -> u64,
-) -> Result<BTreeMap<(String, u16), u64>, String> {
+) -> anyhow::Result<BTreeMap<(String, u16), u64>> {
     let mut out = BTreeMap::new();
     let ports = f.topo.ports();
     for s in f.topo.switches.iter().filter(|s| is_kernel(&s.program)) {
@@ -33,7 +34,9 @@ fn port_tx(
             .get(s.name.as_str())
             .map(|m| m.keys().copied().collect())
             .unwrap_or_default();
-        for (p, (packets, bytes)) in kernel::port_tx(f.ns(&s.name), &ps)? {
+        let tx =
+            kernel::port_tx(f.ns(&s.name), &ps).map_err(|e| anyhow!("router {}: {e}", s.name))?;
+        for (p, (packets, bytes)) in tx {
             out.insert((s.name.clone(), p), pick(packets, bytes));
         }
     }
@@ -45,7 +48,7 @@ fn port_tx(
 
 /// Every non-zero cell of the counter `name` on every switch whose program has it:
 /// (switch, index, packets, bytes). Linux routers have no program counters.
-pub fn switch_counters(f: &Fabric, name: &str) -> Result<Vec<(String, u64, u64, u64)>, String> {
+pub fn switch_counters(f: &Fabric, name: &str) -> anyhow::Result<Vec<(String, u64, u64, u64)>> {
     if f.topo.switches.iter().all(|s| is_kernel(&s.program)) {
         return Ok(Vec::new());
     }
@@ -62,12 +65,12 @@ pub fn switch_counters(f: &Fabric, name: &str) -> Result<Vec<(String, u64, u64, 
                 name,
             ],
         )
-        .map_err(|e| e.to_string())?;
+        .with_context(|| format!("pisa-fabric counters --counter {name}"))?;
     if !cmd.status.success() {
-        return Err(format!(
+        bail!(
             "pisa-fabric counters --counter {name}: {}",
             String::from_utf8_lossy(&cmd.stderr).trim()
-        ));
+        );
     }
     Ok(parse_counter_lines(&String::from_utf8_lossy(&cmd.stdout)))
 }
@@ -92,7 +95,7 @@ fn parse_counter_lines(text: &str) -> Vec<(String, u64, u64, u64)> {
 
 /// `counters.csv` rows of a point (after `prefix`, the point's `scheme,load,rep`) for the
 /// counters `names`: `switch,counter,index,packets,bytes`.
-pub(super) fn counter_rows(f: &Fabric, names: &[String], prefix: &str) -> Result<String, String> {
+pub(super) fn counter_rows(f: &Fabric, names: &[String], prefix: &str) -> anyhow::Result<String> {
     let mut text = String::new();
     for name in names {
         for (sw, index, packets, bytes) in switch_counters(f, name)? {

@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use anyhow::{Context as _, bail};
 use serde_json::Value;
 
 use super::qcn::{host_ipv4, pfc_frames, run_pisa_host};
@@ -52,13 +53,13 @@ pub struct Plan {
     pub port: u16,
 }
 
-fn parse(path: &Path) -> Result<Value, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+fn parse(path: &Path) -> anyhow::Result<Value> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{}", path.display()))
 }
 
 /// (switch, port) -> packets the traffic manager dropped, from every switch's admin socket.
-fn tm_drops(f: &Fabric) -> Result<BTreeMap<(String, u16), u64>, String> {
+fn tm_drops(f: &Fabric) -> anyhow::Result<BTreeMap<(String, u16), u64>> {
     let mut out = BTreeMap::new();
     let ports = f.topo.ports();
     for s in &f.topo.switches {
@@ -75,8 +76,8 @@ fn tm_drops(f: &Fabric) -> Result<BTreeMap<(String, u16), u64>, String> {
 }
 
 /// Runs `plan` on `f` (up and programmed), files in `dir`.
-pub fn run(f: &Fabric, plan: &Plan, dir: &Path) -> Result<Value, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+pub fn run(f: &Fabric, plan: &Plan, dir: &Path) -> anyhow::Result<Value> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let ip = |h: &str| host_ipv4(f, h);
     let mut receivers: Vec<&str> = plan.flows.iter().map(|x| x.dst.as_str()).collect();
     receivers.sort_unstable();
@@ -114,7 +115,7 @@ pub fn run(f: &Fabric, plan: &Plan, dir: &Path) -> Result<Value, String> {
     }
     for (h, text) in &schedules {
         let file = dir.join(format!("schedule-{h}.txt"));
-        std::fs::write(&file, text).map_err(|e| format!("{}: {e}", file.display()))?;
+        std::fs::write(&file, text).with_context(|| format!("writing {}", file.display()))?;
         clients.push((
             h.to_string(),
             [
@@ -150,7 +151,7 @@ pub fn run(f: &Fabric, plan: &Plan, dir: &Path) -> Result<Value, String> {
         for fl in j["flows"].as_array().into_iter().flatten() {
             let id = fl["flow"].as_u64().unwrap_or(0) as usize;
             let Some(x) = id.checked_sub(1).and_then(|k| plan.flows.get(k)) else {
-                return Err(format!("{h}: a report of flow {id}, which is not planned"));
+                bail!("{h}: a report of flow {id}, which is not planned");
             };
             let mut fl = fl.clone();
             fl["src"] = x.src.clone().into();
@@ -160,7 +161,7 @@ pub fn run(f: &Fabric, plan: &Plan, dir: &Path) -> Result<Value, String> {
         }
     }
     if let Some(k) = flows.iter().position(Value::is_null) {
-        return Err(format!("flow {} has no report", k + 1));
+        bail!("flow {} has no report", k + 1);
     }
     let mut recv = serde_json::Map::new();
     for h in &receivers {

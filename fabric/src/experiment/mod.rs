@@ -30,6 +30,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use anyhow::{Context as _, anyhow, bail};
 use pipeline::externs::Rng;
 use programs::is_kernel;
 use sim::traffic::{self, Class, Flow, Layout, Pattern, Stats, Tagging};
@@ -231,30 +232,31 @@ pub fn points(e: &Fct) -> Vec<Point> {
 }
 
 /// Sends `cmd` to a switch's admin socket; returns the reply lines.
-pub fn admin(sock: &Path, cmd: &str) -> Result<Vec<String>, String> {
-    let s = UnixStream::connect(sock).map_err(|e| format!("{}: {e}", sock.display()))?;
+pub fn admin(sock: &Path, cmd: &str) -> anyhow::Result<Vec<String>> {
+    let s = UnixStream::connect(sock).with_context(|| format!("{}", sock.display()))?;
+    let at = || format!("{}: {cmd}", sock.display());
     s.set_read_timeout(Some(Duration::from_secs(5)))
-        .map_err(|e| e.to_string())?;
-    let mut w = s.try_clone().map_err(|e| e.to_string())?;
+        .with_context(at)?;
+    let mut w = s.try_clone().with_context(at)?;
     w.write_all(format!("{cmd}\n").as_bytes())
-        .map_err(|e| e.to_string())?;
+        .with_context(at)?;
     let mut out = Vec::new();
     for line in BufReader::new(s).lines() {
-        let line = line.map_err(|e| format!("{}: {cmd}: {e}", sock.display()))?;
+        let line = line.with_context(at)?;
         if line == "ok" {
             return Ok(out);
         }
         if let Some(err) = line.strip_prefix("error: ") {
-            return Err(format!("{cmd}: {err}"));
+            bail!("{}: {cmd}: {err}", sock.display());
         }
         out.push(line);
     }
-    Err(format!("{}: {cmd}: no answer", sock.display()))
+    bail!("{}: {cmd}: no answer", sock.display())
 }
 
 /// (enqueued, dropped, marked, depth) of a port, summed over its queues, from a switch's
 /// admin socket.
-pub fn port_queues(sock: &Path, port: u16) -> Result<[u64; 4], String> {
+pub fn port_queues(sock: &Path, port: u16) -> anyhow::Result<[u64; 4]> {
     let mut sum = [0u64; 4];
     for l in admin(sock, &format!("show_queues {port}"))?.iter().skip(1) {
         // queue depth bytes enqueued dropped marked
@@ -325,7 +327,7 @@ impl crate::sweep::Experiment for FctSweep {
     /// Every point's plans get the fabric's measured base RTT and one flowlet gap
     /// (calibrate.rs), each unless --set gives it.
     fn prepare(&mut self, ctx: &crate::sweep::Ctx) -> anyhow::Result<()> {
-        let c = calibrate::calibrate(&self.e, ctx).map_err(anyhow::Error::msg)?;
+        let c = calibrate::calibrate(&self.e, ctx)?;
         for (k, v) in [("rtt_us", c.rtt_us), ("flowlet_gap_us", c.gap_us)] {
             match self.e.sets.iter().find(|(key, _)| key == k) {
                 Some((_, given)) => {
@@ -340,7 +342,7 @@ impl crate::sweep::Experiment for FctSweep {
         Ok(())
     }
     fn measure(&self, p: &Point, dir: &Path, ctx: &crate::sweep::Ctx) -> anyhow::Result<String> {
-        run_point(&self.e, &self.transport, p, dir, ctx).map_err(anyhow::Error::msg)
+        run_point(&self.e, &self.transport, p, dir, ctx)
     }
     fn tables(&self, done: &[(&Point, PathBuf)]) -> anyhow::Result<()> {
         let dirs: Vec<&Path> = done.iter().map(|(_, d)| d.as_path()).collect();
@@ -360,7 +362,7 @@ impl crate::sweep::Experiment for FctSweep {
 pub fn run(e: &Fct, cancel: &Arc<AtomicBool>) -> anyhow::Result<crate::sweep::Done> {
     for s in &e.schemes {
         if programs::lookup(s).is_none() && !is_kernel(s) {
-            anyhow::bail!(
+            bail!(
                 "scheme {s}: no such program (this build has: {}; `kernel` is a fabric of Linux \
                  routers; plan parameters go in --set)",
                 programs::names().collect::<Vec<_>>().join(", ")
@@ -368,10 +370,10 @@ pub fn run(e: &Fct, cancel: &Arc<AtomicBool>) -> anyhow::Result<crate::sweep::Do
         }
     }
     if e.loads.iter().any(|l| !(*l > 0.0 && l.is_finite())) || e.loads.is_empty() {
-        anyhow::bail!("--loads: positive fractions");
+        bail!("--loads: positive fractions");
     }
     if !(e.seconds > 0.0 && e.drain >= 0.0 && e.reps > 0) {
-        anyhow::bail!("--seconds must be positive, --drain at least 0, --reps at least 1");
+        bail!("--seconds must be positive, --drain at least 0, --reps at least 1");
     }
     // Loaded once for every host's namespace (registration is global); the hosts' pisa-traffic
     // find it registered and select it.
@@ -387,19 +389,19 @@ pub fn run(e: &Fct, cancel: &Arc<AtomicBool>) -> anyhow::Result<crate::sweep::Do
 }
 
 /// Waits until `pisa-traffic serve` listens in every one of `hosts` (10 s at most).
-pub(super) fn wait_listening(f: &Fabric, hosts: &[String]) -> Result<(), String> {
+pub(super) fn wait_listening(f: &Fabric, hosts: &[String]) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(10);
     for h in hosts {
         loop {
             let out = f
                 .ns(h)
                 .exec("ss", &["-ltnH"])
-                .map_err(|err| err.to_string())?;
+                .with_context(|| format!("host {h}"))?;
             if String::from_utf8_lossy(&out.stdout).contains(&format!(":{PORT}")) {
                 break;
             }
             if Instant::now() > deadline {
-                return Err(format!("pisa-traffic serve on {h} did not listen"));
+                bail!("pisa-traffic serve on {h} did not listen");
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -413,7 +415,7 @@ fn run_point(
     p: &Point,
     dir: &Path,
     ctx: &crate::sweep::Ctx,
-) -> Result<String, String> {
+) -> anyhow::Result<String> {
     let t0 = Instant::now();
     let cancel = &ctx.cancel;
     let mut topo = e.base.clone();
@@ -423,7 +425,7 @@ fn run_point(
             s.params.insert(k.clone(), v.clone());
         }
     }
-    let flows = schedule(e, &topo, p)?;
+    let flows = schedule(e, &topo, p).map_err(anyhow::Error::msg)?;
     let opts = ctx.options(&dir.join("run"));
     let mut f = ctx.up(&topo, &opts)?;
     f.program()?;
@@ -436,13 +438,18 @@ fn run_point(
     for h in &hosts {
         let args = [&["serve"], &targs[..]].concat();
         let log = dir.join(format!("serve-{h}.log"));
-        servers.push(Process::spawn(f.ns(h), bin, &args, &log).map_err(|err| err.to_string())?);
+        servers.push(
+            Process::spawn(f.ns(h), bin, &args, &log)
+                .with_context(|| format!("pisa-traffic serve on host {h}"))?,
+        );
     }
     wait_listening(&f, &hosts)?;
     // How the hosts' TCP takes reordering (the servers have set the namespaces' sysctls).
     if let Some(h) = hosts.first() {
         let line = crate::traffic::reordering_settings_of(f.ns(h));
-        std::fs::write(dir.join("reordering.txt"), line + "\n").map_err(|err| err.to_string())?;
+        let path = dir.join("reordering.txt");
+        std::fs::write(&path, line + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     let before = port_tx_packets(&f)?;
     let host_drops = |f: &Fabric| -> u64 {
@@ -459,18 +466,20 @@ fn run_point(
         .filter(|s| !is_kernel(&s.program))
         .map(|s| (s.name.clone(), opts.dir.join(format!("{}.sock", s.name))))
         .collect();
-    let show_fidelity = |record: Option<&Path>| -> Result<Vec<(String, fidelity::Switch)>, String> {
+    let show_fidelity = |record: Option<&Path>| -> anyhow::Result<Vec<(String, fidelity::Switch)>> {
         let mut text = String::new();
         let v = monitored
             .iter()
             .map(|(name, sock)| {
                 let lines = admin(sock, "show_fidelity")?;
                 let _ = writeln!(text, "# {name}\n{}", lines.join("\n"));
-                Ok((name.clone(), fidelity::parse_show_fidelity(&lines)?))
+                let parsed = fidelity::parse_show_fidelity(&lines)
+                    .map_err(|err| anyhow!("switch {name}: show_fidelity: {err}"))?;
+                Ok((name.clone(), parsed))
             })
-            .collect::<Result<Vec<_>, String>>()?;
+            .collect::<anyhow::Result<Vec<_>>>()?;
         if let Some(path) = record {
-            std::fs::write(path, text).map_err(|err| format!("{}: {err}", path.display()))?;
+            std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
         }
         Ok(v)
     };
@@ -497,7 +506,8 @@ fn run_point(
     let mut clients = Vec::new();
     for (i, h) in hosts.iter().enumerate() {
         let sched = dir.join(format!("{h}.sched"));
-        std::fs::write(&sched, &per_host[i]).map_err(|err| err.to_string())?;
+        std::fs::write(&sched, &per_host[i])
+            .with_context(|| format!("writing {}", sched.display()))?;
         let out = dir.join(format!("{h}.csv"));
         let args = [
             "client",
@@ -515,7 +525,7 @@ fn run_point(
         let args = [&args[..], &targs[..]].concat();
         clients.push(
             Process::spawn(f.ns(h), bin, &args, &dir.join(format!("client-{h}.log")))
-                .map_err(|err| err.to_string())?,
+                .with_context(|| format!("pisa-traffic client on host {h}"))?,
         );
     }
     // Sample every switch port's queue once a second while the flows run.
@@ -549,20 +559,17 @@ fn run_point(
     let mut last_note = Instant::now();
     while clients.iter_mut().any(Process::running) {
         if cancel.load(Ordering::Relaxed) {
-            return Err("cancelled".into());
+            bail!("cancelled");
         }
         let dead = f.dead_switches();
         if !dead.is_empty() {
-            return Err(format!(
-                "switches exited during the run: {}",
-                dead.join(", ")
-            ));
+            bail!("switches exited during the run: {}", dead.join(", "));
         }
         if flow_start.elapsed() > limit {
-            return Err(format!(
+            bail!(
                 "the clients did not finish within {:.0} s",
                 limit.as_secs_f64()
-            ));
+            );
         }
         if last_sample.elapsed() >= Duration::from_secs(1) {
             last_sample = Instant::now();
@@ -638,19 +645,21 @@ fn run_point(
         }
     }
     for r in &routers {
-        for q in kernel::qdisc_stats(f.ns(r))?.values() {
+        for q in kernel::qdisc_stats(f.ns(r))
+            .map_err(|err| anyhow!("router {r}: {err}"))?
+            .values()
+        {
             sw.tm_drops += q.drops;
         }
-        sw.program_drops += kernel::ip_discards(f.ns(r))?;
+        sw.program_drops +=
+            kernel::ip_discards(f.ns(r)).map_err(|err| anyhow!("router {r}: {err}"))?;
     }
     if !e.counters.is_empty() {
         let prefix = format!("{},{},{}", p.scheme, p.load, p.rep);
         let rows = counters::counter_rows(&f, &e.counters, &prefix)?;
-        std::fs::write(
-            dir.join("counters.csv"),
-            format!("{}\n{rows}", counters::COUNTERS_HEADER),
-        )
-        .map_err(|err| err.to_string())?;
+        let path = dir.join("counters.csv");
+        std::fs::write(&path, format!("{}\n{rows}", counters::COUNTERS_HEADER))
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     drop(servers);
     for c in &mut clients {
@@ -669,21 +678,22 @@ fn run_point(
         let text = std::fs::read_to_string(&path).map_err(|err| {
             let log =
                 std::fs::read_to_string(dir.join(format!("client-{h}.log"))).unwrap_or_default();
-            format!("{}: {err} (client log: {})", path.display(), log.trim())
+            anyhow!("{}: {err} (client log: {})", path.display(), log.trim())
         })?;
-        rows.extend(parse_flow_rows(&text).map_err(|err| format!("{}: {err}", path.display()))?);
+        rows.extend(parse_flow_rows(&text).map_err(|err| anyhow!("{}: {err}", path.display()))?);
         for l in text.lines().skip(1) {
             let _ = writeln!(flows_csv, "{prefix},{l}");
         }
     }
     if rows.len() != flows.len() {
-        return Err(format!(
+        bail!(
             "{} flows scheduled but {} recorded",
             flows.len(),
             rows.len()
-        ));
+        );
     }
-    std::fs::write(dir.join("flows.csv"), flows_csv).map_err(|err| err.to_string())?;
+    let path = dir.join("flows.csv");
+    std::fs::write(&path, flows_csv).with_context(|| format!("writing {}", path.display()))?;
     let short: Vec<f64> = rows
         .iter()
         .filter(|r| r.class == Class::Short.name() && r.finished)
@@ -696,20 +706,19 @@ fn run_point(
     let verdict = fidelity::verdict(&sw.fidelity, &fidelity::Thresholds::default());
     let wall = t0.elapsed().as_secs_f64();
     let summary = summary_row(e, transport, p, &rows, &sw, wall);
-    std::fs::write(
-        dir.join("summary.csv"),
-        format!("{SUMMARY_HEADER}\n{summary}\n"),
-    )
-    .map_err(|err| err.to_string())?;
+    let path = dir.join("summary.csv");
+    std::fs::write(&path, format!("{SUMMARY_HEADER}\n{summary}\n"))
+        .with_context(|| format!("writing {}", path.display()))?;
     let mut up_csv = format!("{UPLINKS_HEADER}\n");
     for (l, port, s, n) in &sw.uplinks {
         let _ = writeln!(up_csv, "{prefix},{l},{port},{s},{n}");
     }
-    std::fs::write(dir.join("uplinks.csv"), up_csv).map_err(|err| err.to_string())?;
+    let path = dir.join("uplinks.csv");
+    std::fs::write(&path, up_csv).with_context(|| format!("writing {}", path.display()))?;
     if verdict != "ok" {
         eprintln!("    fidelity {verdict}");
         if e.require_fidelity {
-            return Err(format!("fidelity {verdict} (--require-fidelity)"));
+            bail!("fidelity {verdict} (--require-fidelity)");
         }
     }
     let fin = rows.iter().filter(|r| r.finished).count();

@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use anyhow::{Context as _, anyhow};
 use serde_json::Value;
 
 use super::{admin, port_tx_bytes};
@@ -67,9 +68,9 @@ pub struct Plan {
 /// The sinks' port.
 pub const PORT: u16 = 9000;
 
-fn parse(path: &Path) -> Result<Value, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+fn parse(path: &Path) -> anyhow::Result<Value> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{}", path.display()))
 }
 
 /// The integer at `path` in `v`, 0 if there is none.
@@ -90,7 +91,7 @@ pub type Pfc = BTreeMap<(String, u16), (u64, u64)>;
 type Tx = BTreeMap<(String, u16), u64>;
 
 /// Every port's PFC frames, from every switch's admin socket.
-pub fn pfc_frames(f: &Fabric) -> Result<Pfc, String> {
+pub fn pfc_frames(f: &Fabric) -> anyhow::Result<Pfc> {
     let mut out = BTreeMap::new();
     for s in &f.topo.switches {
         let sock = f.opts.dir.join(format!("{}.sock", s.name));
@@ -119,8 +120,8 @@ fn host_port(f: &Fabric, h: &str) -> Option<(String, u16, u64)> {
 }
 
 /// Runs `plan` on `f` (up and programmed), files in `dir`.
-pub fn run(f: &Fabric, plan: &Plan, dir: &Path) -> Result<Value, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+pub fn run(f: &Fabric, plan: &Plan, dir: &Path) -> anyhow::Result<Value> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let ip = |h: &str| host_ipv4(f, h);
     let mut sinks: Vec<String> = if plan.background.is_some() {
         f.topo.hosts.iter().map(|h| h.name.clone()).collect()
@@ -230,13 +231,13 @@ pub fn run(f: &Fabric, plan: &Plan, dir: &Path) -> Result<Value, String> {
 }
 
 /// Host `h`'s IPv4 address in `f`'s topology.
-pub(crate) fn host_ipv4(f: &Fabric, h: &str) -> Result<String, String> {
+pub(crate) fn host_ipv4(f: &Fabric, h: &str) -> anyhow::Result<String> {
     f.topo
         .hosts
         .iter()
         .find(|x| x.name == h)
         .map(|x| x.ipv4.to_string())
-        .ok_or_else(|| format!("no host {h}"))
+        .ok_or_else(|| anyhow!("no host {h}"))
 }
 
 /// Runs `pisa-host` in host namespaces, `(host, arguments)` each: every server first, then,
@@ -246,7 +247,7 @@ pub(crate) fn run_pisa_host(
     f: &Fabric,
     servers: Vec<(String, Vec<String>)>,
     clients: Vec<(String, Vec<String>)>,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let bin = workspace_bin("pisa-host").display().to_string();
     std::thread::scope(|sc| {
         let spawn = |(ns, args): (String, Vec<String>)| {
@@ -256,7 +257,7 @@ pub(crate) fn run_pisa_host(
                 f.ns(&ns)
                     .exec(bin, &a)
                     .map(|_| ())
-                    .map_err(|e| e.to_string())
+                    .with_context(|| format!("pisa-host in host {ns}"))
             })
         };
         let mut jobs: Vec<_> = servers.into_iter().map(spawn).collect();
@@ -264,7 +265,7 @@ pub(crate) fn run_pisa_host(
         jobs.extend(clients.into_iter().map(spawn));
         for j in jobs {
             j.join()
-                .map_err(|_| "a host tool thread panicked".to_string())??;
+                .map_err(|_| anyhow!("a host tool thread panicked"))??;
         }
         Ok(())
     })
@@ -277,7 +278,7 @@ fn summarise(
     sinks: &[String],
     pfc: [&Pfc; 2],
     tx: [&Tx; 2],
-) -> Result<Value, String> {
+) -> anyhow::Result<Value> {
     let mut sink_flows: BTreeMap<(String, u64), Value> = BTreeMap::new();
     for h in sinks {
         let j = parse(&dir.join(format!("sink-{h}.json")))?;

@@ -23,6 +23,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use anyhow::{Context as _, anyhow, bail};
+
 use crate::{Netns, Process, run, workspace_bin};
 use topo::{End, Topology, plan};
 
@@ -229,19 +231,19 @@ impl Fabric {
         topo: &Topology,
         opts: &Options,
         mut progress: impl FnMut(&str),
-    ) -> Result<Fabric, String> {
-        topo.check()?;
+    ) -> anyhow::Result<Fabric> {
+        topo.check().map_err(anyhow::Error::msg)?;
         if opts.name.is_empty()
             || opts.name.len() > 6
             || !opts.name.chars().all(|c| c.is_ascii_alphanumeric())
         {
-            return Err("a fabric name is 1-6 letters and digits".into());
+            bail!("a fabric name is 1-6 letters and digits");
         }
         std::fs::create_dir_all(&opts.dir)
-            .map_err(|e| format!("creating {}: {e}", opts.dir.display()))?;
+            .with_context(|| format!("creating {}", opts.dir.display()))?;
         let cancelled = || {
             if opts.cancel.load(Ordering::Relaxed) {
-                Err("bring-up cancelled".to_string())
+                Err(anyhow!("bring-up cancelled"))
             } else {
                 Ok(())
             }
@@ -265,11 +267,10 @@ impl Fabric {
             .chain(topo.hosts.iter().map(|h| &h.name));
         for n in nodes {
             cancelled()?;
-            let ns = Netns::named(&ns_name(&opts.name, n)).map_err(|e| format!("{n}: {e}"))?;
+            let ns = Netns::named(&ns_name(&opts.name, n)).with_context(|| n.clone())?;
             fabric.namespaces.insert(n.clone(), ns);
         }
-        let mgmt = Netns::named(&mgmt_ns(&opts.name))
-            .map_err(|e| format!("the management namespace: {e}"))?;
+        let mgmt = Netns::named(&mgmt_ns(&opts.name)).context("the management namespace")?;
         fabric.namespaces.insert(String::new(), mgmt);
         progress(&format!(
             "{} namespaces ({} switches, {} hosts, 1 management)",
@@ -315,7 +316,7 @@ impl Fabric {
                 ns_name(&opts.name, &s.name)
             ));
         }
-        ip_batch(None, &root, &opts.dir)?;
+        ip_batch(None, &root, &opts.dir).map_err(anyhow::Error::msg)?;
         progress(&format!(
             "{} links ({} in shared memory) and {} management links",
             topo.links.len(),
@@ -333,9 +334,10 @@ impl Fabric {
                 format!("addr add {sw}/30 dev mgmt"),
                 "link set mgmt up".to_string(),
             ];
-            ip_batch(Some(&ns_name(&opts.name, &s.name)), &lines, &opts.dir)?;
+            ip_batch(Some(&ns_name(&opts.name, &s.name)), &lines, &opts.dir)
+                .map_err(anyhow::Error::msg)?;
         }
-        ip_batch(Some(&mgmt_ns(&opts.name)), &mgmt_lines, &opts.dir)?;
+        ip_batch(Some(&mgmt_ns(&opts.name)), &mgmt_lines, &opts.dir).map_err(anyhow::Error::msg)?;
 
         // Hosts: /32 and /128 addresses, default routes via their switch (link-local
         // gateways with static neighbour entries: the switches do not answer ARP or NDP).
@@ -343,7 +345,7 @@ impl Fabric {
             cancelled()?;
             let (sw, _) = topo
                 .host_attachment(&h.name)
-                .ok_or_else(|| format!("host {} has no link", h.name))?;
+                .ok_or_else(|| anyhow!("host {} has no link", h.name))?;
             let si = topo
                 .switches
                 .iter()
@@ -364,12 +366,12 @@ impl Fabric {
                 "route add default via fe80::1 dev eth0".to_string(),
                 format!("neigh add fe80::1 lladdr {gw} dev eth0 nud permanent"),
             ];
-            ip_batch(Some(&ns), &lines, &opts.dir)?;
+            ip_batch(Some(&ns), &lines, &opts.dir).map_err(anyhow::Error::msg)?;
             run(
                 "ip",
                 &["netns", "exec", &ns, "ethtool", "-K", "eth0", "tx", "off"],
             )
-            .map_err(|e| format!("host {}: {e}", h.name))?;
+            .with_context(|| format!("host {}", h.name))?;
             // The host's side of its link: the kernel's token bucket at the link rate (the
             // switch's traffic manager shapes the other direction). Burst: 1 ms of the rate,
             // at least two full frames; queue: the link's buffer in full frames.
@@ -386,7 +388,7 @@ impl Fabric {
                 "netns", "exec", &ns, "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate",
                 &rate, "burst", &burst, "limit", &limit,
             ];
-            run("ip", &tbf).map_err(|e| format!("host {}: {e}", h.name))?;
+            run("ip", &tbf).with_context(|| format!("host {}", h.name))?;
         }
         progress(&format!("{} hosts addressed and routed", topo.hosts.len()));
 
@@ -399,7 +401,7 @@ impl Fabric {
             let ns = &fabric.namespaces[&s.name];
             if is_kernel(&s.program) {
                 kernel::set_up(ns, topo, &s.name, &opts.dir)
-                    .map_err(|e| format!("router {}: {e}", s.name))?;
+                    .map_err(|e| anyhow!("router {}: {e}", s.name))?;
                 routers += 1;
                 continue;
             }
@@ -417,14 +419,14 @@ impl Fabric {
                     .map(|p| format!("link set p{p} up")),
             );
             ip_batch(Some(ns.name()), &up, &opts.dir)
-                .map_err(|e| format!("switch {}: {e}", s.name))?;
+                .map_err(|e| anyhow!("switch {}: {e}", s.name))?;
             let entries = opts.dir.join(format!("{}.tm", s.name));
             let tm = plans
                 .get(&s.name)
                 .map(|p| p.tm.join("\n"))
                 .unwrap_or_default();
             std::fs::write(&entries, tm + "\n")
-                .map_err(|e| format!("switch {}: writing {}: {e}", s.name, entries.display()))?;
+                .with_context(|| format!("switch {}: writing {}", s.name, entries.display()))?;
             let (_, addr) = mgmt_addrs(i);
             let grpc = format!("{addr}:{GRPC_PORT}");
             let log = opts.dir.join(format!("{}.log", s.name));
@@ -458,11 +460,11 @@ impl Fabric {
             let pcap = opts.dir.join(format!("{}-pcap", s.name));
             if opts.capture {
                 std::fs::create_dir_all(&pcap)
-                    .map_err(|e| format!("switch {}: creating {}: {e}", s.name, pcap.display()))?;
+                    .with_context(|| format!("switch {}: creating {}", s.name, pcap.display()))?;
                 args.extend(["--pcap", pcap.to_str().unwrap_or_default()]);
             }
             let p = Process::spawn(ns, bin.to_str().unwrap_or_default(), &args, &log)
-                .map_err(|e| format!("switch {}: {e}", s.name))?;
+                .with_context(|| format!("switch {}", s.name))?;
             fabric.switches.insert(s.name.clone(), p);
         }
         // Ready when each has bound its admin socket (after loading its entries).
@@ -475,7 +477,7 @@ impl Fabric {
                 if !proc.running() || Instant::now() > deadline {
                     let log = std::fs::read_to_string(opts.dir.join(format!("{}.log", s.name)))
                         .unwrap_or_default();
-                    return Err(format!("switch {} did not start:\n{log}", s.name));
+                    bail!("switch {} did not start:\n{log}", s.name);
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -486,14 +488,14 @@ impl Fabric {
         ));
         let copy = opts.dir.join("topology.txt");
         std::fs::write(&copy, topo.to_text(&opts.name))
-            .map_err(|e| format!("writing {}: {e}", copy.display()))?;
+            .with_context(|| format!("writing {}", copy.display()))?;
         Ok(fabric)
     }
 
     /// Programs every switch over P4Runtime from the management namespace (runs
     /// `pisa-fabric program` there); returns its output.
     /// Linux routers are skipped (they were routed at bring-up).
-    pub fn program(&self) -> Result<String, String> {
+    pub fn program(&self) -> anyhow::Result<String> {
         if self.topo.switches.iter().all(|s| is_kernel(&s.program)) {
             return Ok(format!(
                 "{} Linux routers: routed at bring-up, nothing to program\n",
@@ -515,7 +517,7 @@ impl Fabric {
 
     /// Asks every switch's gRPC health service whether it answers (runs `pisa-fabric health` in
     /// the management namespace, 2 s per switch); `Err` names the switches that do not.
-    pub fn health(&self) -> Result<String, String> {
+    pub fn health(&self) -> anyhow::Result<String> {
         if self.topo.switches.iter().all(|s| is_kernel(&s.program)) {
             return Ok("only Linux routers: no switch to ask\n".into());
         }
@@ -526,7 +528,7 @@ impl Fabric {
             &["health", topo_file.to_str().unwrap_or_default()],
         ) {
             Ok(o) => Ok(String::from_utf8_lossy(&o.stdout).into_owned()),
-            Err(crate::NetError::Failed { stderr, .. }) => Err(stderr.trim().to_string()),
+            Err(crate::NetError::Failed { stderr, .. }) => Err(anyhow!("{}", stderr.trim())),
             Err(e) => Err(e.into()),
         }
     }

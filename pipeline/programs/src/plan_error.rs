@@ -203,7 +203,8 @@ impl PlanError {
     }
 }
 
-/// For callers whose errors are still text (`?` into `Result<_, String>`).
+/// For callers whose errors are still text (`?` into `Result<_, String>`): the simulator's
+/// fabric (`sim::fabric`).
 impl From<PlanError> for String {
     fn from(e: PlanError) -> String {
         e.to_string()

@@ -1,5 +1,7 @@
 //! `pisa-fabric demo`: the iperf3 demo of a leaf-spine (`--fabric-demo` of scripts/demo.sh).
 
+use anyhow::Context as _;
+
 use super::*;
 
 #[derive(clap::Args, Debug)]
@@ -35,25 +37,25 @@ fn mbits(line: &str) -> Option<f64> {
     w.get(i.checked_sub(1)?)?.parse().ok()
 }
 
-pub(super) fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> Result<(), String> {
+pub(super) fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> anyhow::Result<()> {
     let Shape {
         leaves,
         spines,
         hosts_per_leaf,
     } = a.shape;
     if leaves < 2 || spines < 1 || hosts_per_leaf < 1 {
-        return Err("the demo needs at least 2 leaves, 1 spine and 1 host per leaf".into());
+        bail!("the demo needs at least 2 leaves, 1 spine and 1 host per leaf");
     }
     let (host_rate, seconds, out) = (a.host_rate.as_str(), a.seconds, &a.out);
     let t0 = Instant::now();
     let step = |msg: &str| println!("[{:6.1} s] {msg}", t0.elapsed().as_secs_f64());
     let host = LinkProps {
-        rate_bps: topo::parse_rate(host_rate)?,
+        rate_bps: topo::parse_rate(host_rate).map_err(anyhow::Error::msg)?,
         ..LinkProps::default()
     };
     let mut t = topo::leaf_spine(leaves, spines, hosts_per_leaf, 2.0, host);
     set_program(&mut t, &a.program)?;
-    std::fs::create_dir_all(out).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let opts = Options {
         name: a.name.clone(),
         io: "af-xdp".into(),
@@ -68,7 +70,7 @@ pub(super) fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> Result<(), String> 
         a.program,
         host.rate_bps as f64 * hosts_per_leaf as f64 / (spines as f64 * 2.0) / 1e6
     ));
-    let mut f = bring_up(&t, &opts, |m| step(m))?;
+    let mut f = sweep::bring_up(&t, &opts, |m| step(m))?;
     step("programming the switches over P4Runtime (from the management namespace)");
     print!("{}", f.program()?);
     step("all pairs, IPv4 and IPv6");
@@ -84,7 +86,7 @@ pub(super) fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> Result<(), String> 
             }
         ));
         if ok != total || total == 0 {
-            return Err("not every pair reached every other".into());
+            bail!("not every pair reached every other");
         }
     }
     // Flows: host i of the first half of the leaves to a host of the second half.
@@ -105,7 +107,7 @@ pub(super) fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> Result<(), String> 
         let addr = h.ipv4.to_string();
         servers.push(
             pisa_fabric::Process::spawn(f.ns(&h.name), "iperf3", &["-s", "-1", "-B", &addr], &log)
-                .map_err(|e| e.to_string())?,
+                .with_context(|| format!("iperf3 server on host {}", h.name))?,
         );
     }
     std::thread::sleep(Duration::from_millis(300));
@@ -120,7 +122,7 @@ pub(super) fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> Result<(), String> 
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
-            .map_err(|e| e.to_string())?;
+            .with_context(|| format!("iperf3 client on host {} to {}", src.name, dst.name))?;
         clients.push((src.name.clone(), dst.name.clone(), child));
     }
     let flow_start = Instant::now();
@@ -135,7 +137,9 @@ pub(super) fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> Result<(), String> 
         for (src, dst, mut child) in pending {
             match child.try_wait() {
                 Ok(Some(_)) => {
-                    let o = child.wait_with_output().map_err(|e| e.to_string())?;
+                    let o = child
+                        .wait_with_output()
+                        .with_context(|| format!("iperf3 client {src} -> {dst}"))?;
                     let text = String::from_utf8_lossy(&o.stdout);
                     let rate = text
                         .lines()
@@ -144,7 +148,9 @@ pub(super) fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> Result<(), String> 
                     results.push((src, dst, rate));
                 }
                 Ok(None) => still.push((src, dst, child)),
-                Err(e) => return Err(e.to_string()),
+                Err(e) => {
+                    return Err(e).with_context(|| format!("iperf3 client {src} -> {dst}"));
+                }
             }
         }
         pending = still;
@@ -174,9 +180,9 @@ pub(super) fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> Result<(), String> 
             };
             let health = match f.health() {
                 Ok(_) => "every switch answers its health check".to_string(),
-                Err(e) => e,
+                Err(e) => format!("{e:#}"),
             };
-            return Err(format!("{why}; {health}"));
+            bail!("{why}; {health}");
         }
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -221,7 +227,9 @@ pub(super) fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> Result<(), String> 
         report += &format!("  {leaf}:{p} -> {spine:<7} {mb:7.1}\n");
     }
     print!("{report}");
-    std::fs::write(out.join("report.txt"), &report).map_err(|e| e.to_string())?;
+    let report_path = out.join("report.txt");
+    std::fs::write(&report_path, &report)
+        .with_context(|| format!("writing {}", report_path.display()))?;
     let csv: String = std::iter::once("leaf,port,spine,mbps\n".to_string())
         .chain(
             uplinks
@@ -230,7 +238,7 @@ pub(super) fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> Result<(), String> 
         )
         .collect();
     let csv_path = out.join("uplinks.csv");
-    std::fs::write(&csv_path, csv).map_err(|e| e.to_string())?;
+    std::fs::write(&csv_path, csv).with_context(|| format!("writing {}", csv_path.display()))?;
     let png = out.join("uplinks.png");
     let venv =
         std::env::var("PISA_VENV_DIR").unwrap_or_else(|_| "/var/cache/pisa-switch/venvs".into());
@@ -250,7 +258,7 @@ pub(super) fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> Result<(), String> 
         )),
     }
     if results.iter().any(|r| r.2.is_none()) {
-        return Err("an iperf3 flow failed".into());
+        bail!("an iperf3 flow failed");
     }
     step("tearing down");
     let running = f.switch_processes().count(); // none for Linux routers

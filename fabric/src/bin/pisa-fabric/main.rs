@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
+use anyhow::{Context as _, anyhow, bail};
 use clap::{Parser, Subcommand};
 use dbb::{DbbArgs, dbb_experiment};
 use demo::{DemoArgs, demo};
@@ -33,7 +34,7 @@ use e10::{E10Args, e10};
 use e11::{E11Args, e11};
 use p4runtime_server::client::{Client, ClientError, Deadlines, health_check};
 use p4runtime_server::proto::p4::v1 as p4;
-use pisa_fabric::fabric::{self, Fabric, GRPC_PORT, Options, mgmt_addrs};
+use pisa_fabric::fabric::{self, GRPC_PORT, Options, mgmt_addrs};
 use pisa_fabric::sweep;
 use topo::{self, End, GenProps, LinkProps, Topology};
 
@@ -276,9 +277,9 @@ fn parse_tos(s: &str) -> Result<u8, String> {
     .map_err(|_| format!("{s}: a byte, decimal or 0x.."))
 }
 
-fn experiment(a: &ExperimentArgs, cancel: Arc<AtomicBool>) -> Result<(), String> {
+fn experiment(a: &ExperimentArgs, cancel: Arc<AtomicBool>) -> anyhow::Result<()> {
     let host = LinkProps {
-        rate_bps: topo::parse_rate(&a.host_rate)?,
+        rate_bps: topo::parse_rate(&a.host_rate).map_err(anyhow::Error::msg)?,
         delay_us: 0,
         buffer: a.buffer,
     };
@@ -299,13 +300,13 @@ fn experiment(a: &ExperimentArgs, cancel: Arc<AtomicBool>) -> Result<(), String>
         .map(|kv| {
             kv.split_once('=')
                 .map(|(k, v)| (k.to_string(), v.to_string()))
-                .ok_or_else(|| format!("--set {kv}: KEY=VALUE"))
+                .ok_or_else(|| anyhow!("--set {kv}: KEY=VALUE"))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let loads = a
         .loads
         .split(',')
-        .map(|l| l.trim().parse::<f64>().map_err(|_| format!("--loads: {l}")))
+        .map(|l| l.trim().parse::<f64>().map_err(|_| anyhow!("--loads: {l}")))
         .collect::<Result<Vec<_>, _>>()?;
     let e = pisa_fabric::experiment::Fct {
         base,
@@ -315,7 +316,7 @@ fn experiment(a: &ExperimentArgs, cancel: Arc<AtomicBool>) -> Result<(), String>
         loads,
         pattern: a.pattern.clone(),
         incast: a.incast.clone(),
-        load_of: a.load_of.parse()?,
+        load_of: a.load_of.parse().map_err(anyhow::Error::msg)?,
         seconds: a.seconds,
         drain: a.drain,
         reps: a.reps,
@@ -334,7 +335,7 @@ fn experiment(a: &ExperimentArgs, cancel: Arc<AtomicBool>) -> Result<(), String>
         counters: a.record_counters.clone(),
         require_fidelity: a.require_fidelity,
     };
-    pisa_fabric::experiment::run(&e, &cancel).map_err(|e| format!("{e:#}"))?;
+    pisa_fabric::experiment::run(&e, &cancel)?;
     // The table: the analysis package's (one definition of each statistic), which needs only
     // the standard library.
     let scripts = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts");
@@ -343,13 +344,13 @@ fn experiment(a: &ExperimentArgs, cancel: Arc<AtomicBool>) -> Result<(), String>
         .arg(&a.out)
         .env("PYTHONPATH", scripts)
         .output()
-        .map_err(|e| format!("python3 -m pisa_analysis fct-table: {e}"))?;
+        .context("python3 -m pisa_analysis fct-table")?;
     if !table.status.success() {
-        return Err(format!(
+        bail!(
             "python3 -m pisa_analysis fct-table {}: {}",
             a.out.display(),
             String::from_utf8_lossy(&table.stderr).trim()
-        ));
+        );
     }
     print!("{}", String::from_utf8_lossy(&table.stdout));
     println!(
@@ -464,13 +465,13 @@ fn generate(kind: &Gen) -> Result<(Topology, String), String> {
 }
 
 /// Gives every switch of `t` program `p` (a registry name, or `kernel`).
-fn set_program(t: &mut Topology, p: &str) -> Result<(), String> {
+fn set_program(t: &mut Topology, p: &str) -> anyhow::Result<()> {
     if programs::lookup(p).is_none() && !programs::is_kernel(p) {
-        return Err(format!(
+        bail!(
             "--program {p}: no such program (this build has: {}, and `{}` for Linux routers)",
             programs::names().collect::<Vec<_>>().join(", "),
             programs::KERNEL
-        ));
+        );
     }
     for s in &mut t.switches {
         s.program = p.to_string();
@@ -478,15 +479,15 @@ fn set_program(t: &mut Topology, p: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn read_topology(path: &PathBuf) -> Result<Topology, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    Topology::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+fn read_topology(path: &PathBuf) -> anyhow::Result<Topology> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
+    Topology::parse(&text).map_err(|e| anyhow!("{}: {e}", path.display()))
 }
 
 /// Connects to switch `i` (named `name`) with `deadlines`. A refused connection is retried (the
 /// switch may still be starting) until the connect deadline; a switch that accepts but does not
 /// answer is not.
-async fn connect(i: usize, name: &str, deadlines: Deadlines) -> Result<Client, String> {
+async fn connect(i: usize, name: &str, deadlines: Deadlines) -> anyhow::Result<Client> {
     let (_, addr) = mgmt_addrs(i);
     let addr = format!("{addr}:{GRPC_PORT}");
     let start = Instant::now();
@@ -497,24 +498,24 @@ async fn connect(i: usize, name: &str, deadlines: Deadlines) -> Result<Client, S
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             Err(e) => {
-                return Err(format!(
+                bail!(
                     "switch {name} did not answer ({e}; {:.1} s after the first try)",
                     start.elapsed().as_secs_f64()
-                ));
+                );
             }
         }
     }
 }
 
 /// `e` from a call to switch `name`.
-fn from_switch(name: &str, e: &ClientError) -> String {
+fn from_switch(name: &str, e: &ClientError) -> anyhow::Error {
     match e {
-        ClientError::Timeout { .. } => format!("switch {name} did not answer: {e}"),
-        _ => format!("switch {name}: {e}"),
+        ClientError::Timeout { .. } => anyhow!("switch {name} did not answer: {e}"),
+        _ => anyhow!("switch {name}: {e}"),
     }
 }
 
-async fn program(t: &Topology, deadlines: Deadlines) -> Result<(), String> {
+async fn program(t: &Topology, deadlines: Deadlines) -> anyhow::Result<()> {
     let plans = programs::fabric_plan(t)?;
     let started = Instant::now();
     let mut entries = 0;
@@ -541,7 +542,7 @@ async fn program(t: &Topology, deadlines: Deadlines) -> Result<(), String> {
     Ok(())
 }
 
-async fn counters(t: &Topology, name: &str, deadlines: Deadlines) -> Result<(), String> {
+async fn counters(t: &Topology, name: &str, deadlines: Deadlines) -> anyhow::Result<()> {
     let required = name == pisa_fabric::experiment::PORT_TX;
     for (i, s) in t.switches.iter().enumerate() {
         if programs::is_kernel(&s.program) {
@@ -552,7 +553,7 @@ async fn counters(t: &Topology, name: &str, deadlines: Deadlines) -> Result<(), 
         let id = match schema.counter_by_name(name) {
             Some(c) => c.id,
             None if required => {
-                return Err(format!("{}: the program has no {name} counter", s.name));
+                bail!("{}: the program has no {name} counter", s.name);
             }
             None => continue,
         };
@@ -577,7 +578,7 @@ async fn counters(t: &Topology, name: &str, deadlines: Deadlines) -> Result<(), 
 }
 
 /// Probes every switch's health service at once; fails naming every switch that did not answer.
-async fn health(t: &Topology, timeout: Duration) -> Result<(), String> {
+async fn health(t: &Topology, timeout: Duration) -> anyhow::Result<()> {
     let probes: Vec<_> = t
         .switches
         .iter()
@@ -595,14 +596,14 @@ async fn health(t: &Topology, timeout: Duration) -> Result<(), String> {
             Ok((name, Ok(took))) => {
                 println!("{name} serving ({:.1} ms)", took.as_secs_f64() * 1e3);
             }
-            Ok((name, Err(e))) => dead.push(from_switch(&name, &e)),
+            Ok((name, Err(e))) => dead.push(from_switch(&name, &e).to_string()),
             Err(e) => dead.push(e.to_string()),
         }
     }
     if dead.is_empty() {
         Ok(())
     } else {
-        Err(dead.join("; "))
+        Err(anyhow!(dead.join("; ")))
     }
 }
 
@@ -615,10 +616,11 @@ fn runtime() -> tokio::runtime::Runtime {
 
 fn main() {
     let args = Args::parse();
-    let result = match &args.cmd {
+    let result: anyhow::Result<()> = match &args.cmd {
         Cmd::Gen { kind } => generate(kind)
             .and_then(|(t, c)| t.check().map(|()| (t, c)))
-            .map(|(t, c)| print!("{}", t.to_text(&c))),
+            .map(|(t, c)| print!("{}", t.to_text(&c)))
+            .map_err(anyhow::Error::msg),
         Cmd::Program { topology, timeout } => read_topology(topology).and_then(|t| {
             runtime().block_on(program(
                 &t,
@@ -649,7 +651,7 @@ fn main() {
             io,
             links,
             program,
-        } => with_cleanup(name, |cancel| {
+        } => sweep::with_cleanup(name, |cancel| {
             let mut t = read_topology(topology)?;
             if let Some(p) = program {
                 set_program(&mut t, p)?;
@@ -662,7 +664,7 @@ fn main() {
                 capture: false,
                 links: *links,
             };
-            let f = bring_up(&t, &opts, |m| println!("{m}"))?;
+            let f = sweep::bring_up(&t, &opts, |m| println!("{m}"))?;
             print!("{}", f.program()?);
             println!(
                 "fabric {name} is up: hosts are namespaces pf{name}-<host>; logs in {}; \
@@ -672,33 +674,14 @@ fn main() {
             f.keep();
             Ok(())
         }),
-        Cmd::Demo(a) => with_cleanup(&a.name, |cancel| demo(a, cancel)),
-        Cmd::Experiment(a) => with_cleanup(&a.name, |cancel| experiment(a, cancel)),
-        Cmd::E10(a) => {
-            sweep::with_cleanup(&a.name, |cancel| e10(a, cancel)).map_err(|e| format!("{e:#}"))
-        }
-        Cmd::E11(a) => {
-            sweep::with_cleanup(&a.name, |cancel| e11(a, cancel)).map_err(|e| format!("{e:#}"))
-        }
-        Cmd::Dbb(a) => sweep::with_cleanup(&a.name, |cancel| dbb_experiment(a, cancel))
-            .map_err(|e| format!("{e:#}")),
+        Cmd::Demo(a) => sweep::with_cleanup(&a.name, |cancel| demo(a, cancel)),
+        Cmd::Experiment(a) => sweep::with_cleanup(&a.name, |cancel| experiment(a, cancel)),
+        Cmd::E10(a) => sweep::with_cleanup(&a.name, |cancel| e10(a, cancel)),
+        Cmd::E11(a) => sweep::with_cleanup(&a.name, |cancel| e11(a, cancel)),
+        Cmd::Dbb(a) => sweep::with_cleanup(&a.name, |cancel| dbb_experiment(a, cancel)),
     };
     if let Err(e) = result {
-        eprintln!("pisa-fabric: {e}");
+        eprintln!("pisa-fabric: {e:#}");
         std::process::exit(1);
     }
-}
-
-/// Brings `t` up, serialised with a signal's teardown ([`sweep::bring_up`]).
-fn bring_up(t: &Topology, opts: &Options, progress: impl FnMut(&str)) -> Result<Fabric, String> {
-    sweep::bring_up(t, opts, progress)
-}
-
-/// Runs `f` with a cancel flag; on SIGINT/SIGTERM meanwhile, or when `f` fails, removes fabric
-/// `name` ([`sweep::with_cleanup`]).
-fn with_cleanup(
-    name: &str,
-    f: impl FnOnce(Arc<AtomicBool>) -> Result<(), String>,
-) -> Result<(), String> {
-    sweep::with_cleanup(name, |c| f(c).map_err(anyhow::Error::msg)).map_err(|e| format!("{e:#}"))
 }

@@ -23,6 +23,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use anyhow::{Context as _, anyhow, bail};
 use programs::dbb::{compile_balanced, compiler_links};
 use serde_json::{Value, json};
 use topo::{self, End, GenProps, LinkProps, Topology};
@@ -463,19 +464,20 @@ pub fn run_point(
     hosts: &HostSetup,
     opts: &Options,
     dir: &Path,
-    up: &dyn Fn(&Topology, &Options) -> Result<Fabric, String>,
-) -> Result<Value, String> {
+    up: &dyn Fn(&Topology, &Options) -> anyhow::Result<Fabric>,
+) -> anyhow::Result<Value> {
     let pairs = pairs(w);
-    let (win_a, win_b) = window(flows).ok_or("the flows have no all-active window")?;
-    let (capacity, expected) = expected_shares(t, w)?;
-    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    let (win_a, win_b) =
+        window(flows).ok_or_else(|| anyhow!("the flows have no all-active window"))?;
+    let (capacity, expected) = expected_shares(t, w).map_err(anyhow::Error::msg)?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut f = up(t, opts)?;
     f.program()?;
     let host = |n: &str| {
         t.hosts
             .iter()
             .find(|h| h.name == n)
-            .ok_or(format!("no host {n}"))
+            .ok_or_else(|| anyhow!("no host {n}"))
     };
     let senders: Vec<String> = pairs.iter().map(|p| p.0.to_string()).collect();
     let receivers: Vec<String> = pairs.iter().map(|p| p.1.to_string()).collect();
@@ -488,7 +490,10 @@ pub fn run_point(
     for h in &receivers {
         let args = [&["serve"], &targs[..]].concat();
         let log = dir.join(format!("serve-{h}.log"));
-        servers.push(Process::spawn(f.ns(h), bin, &args, &log).map_err(|e| e.to_string())?);
+        servers.push(
+            Process::spawn(f.ns(h), bin, &args, &log)
+                .with_context(|| format!("pisa-traffic serve on host {h}"))?,
+        );
     }
     wait_listening(&f, &receivers)?;
     for h in senders.iter().chain(&receivers) {
@@ -496,12 +501,12 @@ pub fn run_point(
             let o = f
                 .ns(h)
                 .exec("sysctl", &["-w", &format!("{k}={v}")])
-                .map_err(|e| e.to_string())?;
+                .with_context(|| format!("{h}: sysctl {k}={v}"))?;
             if !o.status.success() {
-                return Err(format!(
+                bail!(
                     "{h}: sysctl {k}={v}: {}",
                     String::from_utf8_lossy(&o.stderr).trim()
-                ));
+                );
             }
         }
     }
@@ -532,7 +537,7 @@ pub fn run_point(
     let mut clients = Vec::new();
     for (h, text) in &sched {
         let file = dir.join(format!("{h}.sched"));
-        std::fs::write(&file, text).map_err(|e| e.to_string())?;
+        std::fs::write(&file, text).with_context(|| format!("writing {}", file.display()))?;
         let (out, paced) = (
             dir.join(format!("{h}.csv")),
             dir.join(format!("{h}-paced.csv")),
@@ -555,20 +560,17 @@ pub fn run_point(
         let args = [&args[..], &targs[..]].concat();
         clients.push(
             Process::spawn(f.ns(h), bin, &args, &dir.join(format!("client-{h}.log")))
-                .map_err(|e| e.to_string())?,
+                .with_context(|| format!("pisa-traffic client on host {h}"))?,
         );
     }
-    let wait_until = |at: Instant, f: &mut Fabric| -> Result<(), String> {
+    let wait_until = |at: Instant, f: &mut Fabric| -> anyhow::Result<()> {
         while Instant::now() < at {
             if opts.cancel.load(Ordering::Relaxed) {
-                return Err("cancelled".into());
+                bail!("cancelled");
             }
             let dead = f.dead_switches();
             if !dead.is_empty() {
-                return Err(format!(
-                    "switches exited during the run: {}",
-                    dead.join(", ")
-                ));
+                bail!("switches exited during the run: {}", dead.join(", "));
             }
             std::thread::sleep(Duration::from_millis(20).min(at - Instant::now()));
         }
@@ -588,7 +590,7 @@ pub fn run_point(
     let limit = epoch_at + Duration::from_nanos(last) + Duration::from_secs(30);
     while clients.iter_mut().any(Process::running) {
         if Instant::now() > limit {
-            return Err("the clients did not finish within 30 s of the last end".into());
+            bail!("the clients did not finish within 30 s of the last end");
         }
         wait_until(Instant::now() + Duration::from_millis(100), &mut f)?;
     }
@@ -658,16 +660,16 @@ pub fn run_point(
         let text = std::fs::read_to_string(&p).map_err(|e| {
             let log =
                 std::fs::read_to_string(dir.join(format!("client-{h}.log"))).unwrap_or_default();
-            format!("{}: {e} (client log: {})", p.display(), log.trim())
+            anyhow!("{}: {e} (client log: {})", p.display(), log.trim())
         })?;
-        paced_rows.extend(report::parse_paced(&text)?);
+        paced_rows.extend(report::parse_paced(&text).map_err(|e| anyhow!("{}: {e}", p.display()))?);
     }
     if paced_rows.len() != flows.len() {
-        return Err(format!(
+        bail!(
             "{} flows scheduled but {} recorded",
             flows.len(),
             paced_rows.len()
-        ));
+        );
     }
     Ok(json!({
         "experiment": w.name(),

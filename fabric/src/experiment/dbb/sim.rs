@@ -179,7 +179,8 @@ pub fn sim_point(scheme: &str, load: f64, ms: u64, seed: u64) -> Result<(E9SimRo
         opts.flows.push(FlowSpec::parse(&spec, i)?);
     }
     let r = Sim::new(&t, opts)?.run();
-    let r: Value = serde_json::from_str(&r.pretty()).map_err(|e| e.to_string())?;
+    let r: Value =
+        serde_json::from_str(&r.pretty()).map_err(|e| format!("the simulator's report: {e}"))?;
     Ok((summarise(scheme, load, &t, &r)?, r))
 }
 

@@ -199,8 +199,7 @@ impl Experiment for Sweep {
         let flows = super::flows(&p.scenario, self.capacity, self.s.step);
         let opts = ctx.options(&dir.join("run"));
         let up = |t: &Topology, o: &crate::fabric::Options| ctx.up(t, o);
-        let r = super::run_point(self.s.which, &t, &flows, &self.hosts, &opts, dir, &up)
-            .map_err(anyhow::Error::msg)?;
+        let r = super::run_point(self.s.which, &t, &flows, &self.hosts, &opts, dir, &up)?;
         let path = dir.join("report.json");
         std::fs::write(&path, serde_json::to_string_pretty(&r)?)
             .with_context(|| format!("writing {}", path.display()))?;

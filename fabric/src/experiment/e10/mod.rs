@@ -16,6 +16,7 @@
 
 use std::path::Path;
 
+use anyhow::Context as _;
 use serde_json::Value;
 use sim::fabric::{Options as SimOptions, Sim};
 use sim::flow::FlowSpec;
@@ -232,7 +233,8 @@ pub fn sim(s: &Setup, c: &Config, bg_bps: u64) -> Result<(Row, Value), String> {
         opts.flows.push(FlowSpec::parse(spec, i)?);
     }
     let r = Sim::new(&t, opts)?.run();
-    let r: Value = serde_json::from_str(&r.pretty()).map_err(|e| e.to_string())?;
+    let r: Value =
+        serde_json::from_str(&r.pretty()).map_err(|e| format!("the simulator's report: {e}"))?;
     let flows = r["flows"].as_array().cloned().unwrap_or_default();
     let main = flows.first().cloned().unwrap_or(Value::Null);
     let (mut bg_sent, mut bg_lost) = (0, 0);
@@ -288,7 +290,7 @@ pub fn netns(
     opts: &Options,
     dir: &Path,
     progress: impl FnMut(&str),
-) -> Result<(Row, Value), String> {
+) -> anyhow::Result<(Row, Value)> {
     let t = topology(s, c);
     let f = crate::sweep::bring_up(&t, opts, progress)?;
     f.program()?;
@@ -321,7 +323,7 @@ pub fn netns(
     let r = r?;
     let tcp = match tcp {
         Some(Ok(v)) => Some(v?),
-        Some(Err(_)) => return Err("the iperf3 thread panicked".into()),
+        Some(Err(_)) => anyhow::bail!("the iperf3 thread panicked"),
         None => None,
     };
     let (mut sent_pfc, mut rx_pfc) = (0, 0);
@@ -385,18 +387,18 @@ pub fn netns(
 
 /// The TCP configuration's flow: iperf3 (cubic) from host11 to host41 at the flow's rate, its
 /// JSON report.
-fn iperf3(f: &Fabric, s: &Setup, dir: &Path) -> Result<Value, String> {
+fn iperf3(f: &Fabric, s: &Setup, dir: &Path) -> anyhow::Result<Value> {
     let dst = f
         .topo
         .hosts
         .iter()
         .find(|h| h.name == MAIN.1)
-        .ok_or("no host41")?
+        .ok_or_else(|| anyhow::anyhow!("no host41"))?
         .ipv4
         .to_string();
     let log = dir.join("iperf3-server.log");
     let _server = crate::Process::spawn(f.ns(MAIN.1), "iperf3", &["-s", "-1", "-B", &dst], &log)
-        .map_err(|e| e.to_string())?;
+        .with_context(|| format!("iperf3 server on host {}", MAIN.1))?;
     std::thread::sleep(std::time::Duration::from_millis(500));
     let out = f
         .ns(MAIN.0)
@@ -414,8 +416,8 @@ fn iperf3(f: &Fabric, s: &Setup, dir: &Path) -> Result<Value, String> {
                 &s.scale(PAPER_FLOW_BPS).to_string(),
             ],
         )
-        .map_err(|e| e.to_string())?;
-    serde_json::from_slice(&out.stdout).map_err(|e| format!("iperf3 -J: {e}"))
+        .with_context(|| format!("iperf3 client on host {}", MAIN.0))?;
+    serde_json::from_slice(&out.stdout).context("iperf3 -J")
 }
 
 fn opt(v: Option<f64>) -> String {

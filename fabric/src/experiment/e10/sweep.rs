@@ -243,8 +243,7 @@ impl Experiment for Sweep {
                 &ctx.options(&dir.join("run")),
                 dir,
                 |m| eprintln!("    {m}"),
-            )
-            .map_err(anyhow::Error::msg)?,
+            )?,
         };
         let write = |name: &str, text: String| {
             let path = dir.join(name);

@@ -20,6 +20,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use ::sim::workload::Cdf;
+use anyhow::{Context as _, anyhow, bail};
 use pipeline::externs::Rng;
 use programs::pint_hpcc::Shim;
 use programs::pint_hpcc::{KIND_INT, KIND_PINT};
@@ -311,21 +312,21 @@ pub fn table(rows: &[Row]) -> String {
 }
 
 /// The median of `ping` RTTs from `a` to `b`'s address, ns.
-fn idle_rtt_ns(f: &Fabric, a: &str, b: &str) -> Result<u64, String> {
+fn idle_rtt_ns(f: &Fabric, a: &str, b: &str) -> anyhow::Result<u64> {
     let ip = f
         .topo
         .hosts
         .iter()
         .find(|h| h.name == b)
         .map(|h| h.ipv4.to_string())
-        .ok_or_else(|| format!("no host {b}"))?;
+        .ok_or_else(|| anyhow!("no host {b}"))?;
     let out = f
         .ns(a)
         .exec("ping", &["-c", "20", "-i", "0.02", "-W", "1", &ip])
-        .map_err(|e| e.to_string())?;
+        .with_context(|| format!("ping {b} ({ip}) from host {a}"))?;
     let mut t = ping_times_us(&String::from_utf8_lossy(&out.stdout));
     if t.is_empty() {
-        return Err(format!("no ping answer from {b}"));
+        bail!("no ping answer from {b}");
     }
     t.sort_by(f64::total_cmp);
     Ok((t[t.len() / 2] * 1000.0) as u64)
@@ -339,16 +340,16 @@ pub fn netns(
     opts: &Options,
     dir: &Path,
     progress: impl FnMut(&str),
-) -> Result<(Row, Value), String> {
+) -> anyhow::Result<(Row, Value)> {
     if sc.pad {
-        return Err(format!(
+        bail!(
             "{}: a scheme of E11 in pisa-sim only (e11::sim::SIM_SCHEMES)",
             sc.name
-        ));
+        );
     }
     let t = topology(s, sc);
-    let fl = flows(s, &t)?;
-    let hp = programs::pint_hpcc::fabric_of(&t)?.ok_or("no pint switches")?;
+    let fl = flows(s, &t).map_err(anyhow::Error::msg)?;
+    let hp = programs::pint_hpcc::fabric_of(&t)?.ok_or_else(|| anyhow!("no pint switches"))?;
     let slots = topo::plan::host_path_switches(&t).clamp(1, 255) as u8;
     let f = crate::sweep::bring_up(&t, opts, progress)?;
     f.program()?;

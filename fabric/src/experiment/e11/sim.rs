@@ -158,7 +158,8 @@ pub fn sim_run(s: &SimSetup, sc: &Scheme, flows: &[Flow]) -> Result<(Row, Value)
         opts.flows.push(spec);
     }
     let r = Sim::new(&t, opts)?.run();
-    let mut r: Value = serde_json::from_str(&r.pretty()).map_err(|e| e.to_string())?;
+    let mut r: Value =
+        serde_json::from_str(&r.pretty()).map_err(|e| format!("the simulator's report: {e}"))?;
     let reported = r["flows"].as_array_mut().ok_or("the report has no flows")?;
     if reported.len() != flows.len() {
         return Err(format!(

@@ -110,10 +110,10 @@ impl Experiment for Sweep {
     }
     fn measure(&self, p: &Point, dir: &Path, ctx: &Ctx) -> Result<String> {
         let s = self.setup_at(p.load);
-        let (row, report) = super::netns(&s, &p.scheme, &ctx.options(&dir.join("run")), dir, |m| {
-            eprintln!("    {m}")
-        })
-        .map_err(anyhow::Error::msg)?;
+        let (row, report) =
+            super::netns(&s, &p.scheme, &ctx.options(&dir.join("run")), dir, |m| {
+                eprintln!("    {m}")
+            })?;
         for (name, text) in [
             ("report.json", serde_json::to_string_pretty(&report)?),
             ("row.json", serde_json::to_string(&row)?),

@@ -91,7 +91,7 @@ pub enum ConfigError {
     },
 }
 
-/// For callers whose errors are still text.
+/// For callers whose errors are still text: the simulator's fabric (`sim::fabric`).
 impl From<ConfigError> for String {
     fn from(e: ConfigError) -> String {
         e.to_string()
