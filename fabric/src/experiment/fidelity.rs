@@ -364,9 +364,9 @@ mod tests {
         assert_eq!((ra, rb), (Some(3), Some(5)));
         assert_eq!(ca.total, 1000);
         let m = machine(ca, cb, &[3, 5, 4], 2);
-        // 700 ticks passed: 300 idle, 100 stolen.
-        assert!((m.busy - 4.0 / 7.0).abs() < 1e-9, "{m:?}");
-        assert!((m.steal - 1.0 / 7.0).abs() < 1e-9, "{m:?}");
+        // 800 ticks passed: 300 idle, 100 stolen.
+        assert!((m.busy - 5.0 / 8.0).abs() < 1e-9, "{m:?}");
+        assert!((m.steal - 1.0 / 8.0).abs() < 1e-9, "{m:?}");
         assert_eq!((m.runq_mean, m.runq_max), (4.0, 5));
     }
 
@@ -433,7 +433,7 @@ loop 0 15377 16.383 589.823 5355.335";
         assert!(v.starts_with("degraded: "), "{v}");
         for why in [
             "leaf1:3",
-            "3.5 serialisation",
+            "3.5 full-frame",
             "12 frames",
             "900 us late",
             "99% busy",
