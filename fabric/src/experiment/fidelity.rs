@@ -166,8 +166,8 @@ pub struct Link {
 }
 
 /// The frame the link criterion is stated in: a full Ethernet frame (1500 bytes of IP, its
-/// header and FCS). The switch also reports lateness in the serialisation times of each previous
-/// frame, but after a 66-byte ACK a departure 100 µs late is 20 of those at 100 Mb/s while the link
+/// header and FCS). The switch also reports lateness in each departing frame's own
+/// serialisation times, but a 66-byte ACK 100 µs late is 20 of those at 100 Mb/s while the link
 /// lost less than one full frame's time: judged that way, ports that carry ACKs look late.
 pub const FULL_FRAME: f64 = 1518.0;
 

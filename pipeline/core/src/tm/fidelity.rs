@@ -7,9 +7,13 @@
 //! the propagation delay, the port's TX ring, the kernel) is not in it. A departure is
 //! *backlogged* when another frame was waiting in one of the port's queues as the previous one
 //! left (a class that a received pause held back does not count, see below); its *ideal* time is
-//! the previous departure plus the previous frame's serialisation time at the port's rate
-//! (frame bytes x 8 / bits/s, as the shaper counts them, or 1 / packets/s), and its *lateness*
-//! how much later than that it left (0 if it left earlier, as a burst allows). A departure after
+//! the previous departure plus the frame's own serialisation time at the port's rate (frame
+//! bytes x 8 / bits/s, as the shaper counts them, or 1 / packets/s), and its *lateness* how much
+//! later than that it left (0 if it left earlier, as a burst allows). The frame's own time, not
+//! the previous frame's: the shaper lets a frame go once the tokens for it have come in, so a
+//! departure is the end of the frame's serialisation, and a full frame after a 66-byte ACK is due
+//! a full frame's time after the ACK (measured against the ACK's time, every such frame looked
+//! about one full frame late at any rate, on an idle machine). A departure after
 //! an idle port is not counted: nothing was waiting, so the link had no reason to be busy.
 //! Neither is one after a gap in which only paused classes held frames (received PFC stopped
 //! the port, as it would a real one). Unshaped ports have no rate, hence no ideal time: they are
@@ -38,14 +42,14 @@ pub(super) fn ser_ns(kind: u8, rate: u64, len: u32) -> u64 {
 pub(super) struct LinkMonitor {
     /// Lateness of backlogged departures, ns (its count is the number of those departures).
     ns: Histogram,
-    /// The same in 1/[`SER_SCALE`] of the previous frame's serialisation time.
+    /// The same in 1/[`SER_SCALE`] of the departing frame's serialisation time.
     ser: Histogram,
     /// Backlogged departures more than one serialisation time late.
     late: AtomicU64,
 }
 
 impl LinkMonitor {
-    /// A backlogged departure `late_ns` after its ideal time, the previous frame taking `ser_ns`.
+    /// A backlogged departure `late_ns` after its ideal time, its frame taking `ser_ns`.
     #[inline]
     fn record(&self, late_ns: u64, ser_ns: u64) {
         self.ns.record(late_ns);
@@ -91,8 +95,11 @@ impl LastDeparture {
     #[inline]
     pub(super) fn depart(&mut self, m: &LinkMonitor, ser_ns: u64, backlogged: bool, now: u64) {
         if self.backlogged && !self.pause_gap && self.ser_ns > 0 && ser_ns > 0 {
-            let ideal = self.at.saturating_add(self.ser_ns);
-            m.record(now.saturating_sub(ideal), self.ser_ns);
+            // The shaper releases a frame once the tokens for the frame itself have come in (a
+            // departure is the end of its serialisation), so a busy port's frame is due one of
+            // its own serialisation times after the previous one left.
+            let ideal = self.at.saturating_add(ser_ns);
+            m.record(now.saturating_sub(ideal), ser_ns);
         }
         *self = LastDeparture {
             at: now,

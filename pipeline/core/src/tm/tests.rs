@@ -351,7 +351,7 @@ fn sent(tm: &TrafficManager<u32>, tx: &mut TxState<u32>, now: u64) {
 }
 
 #[test]
-fn link_lateness_counts_backlogged_departures_against_the_previous_one_plus_its_frame() {
+fn link_lateness_counts_backlogged_departures_against_the_previous_one_plus_their_frame() {
     let tm = shaped_8mbps();
     for _ in 0..5 {
         tm.enqueue(0, pkt(1000, 0, 0), 0).unwrap();
@@ -399,6 +399,37 @@ fn link_lateness_counts_backlogged_departures_against_the_previous_one_plus_its_
     assert_eq!(l.ns.sum, 3 * SER + 500, "the last one 500 ns late");
     // 500 x 256 / 1e6 = 0.128 of a serialisation time, in 1/256: 0.
     assert_eq!(l.ser.sum, 3 * fidelity::SER_SCALE);
+}
+
+#[test]
+fn a_full_frame_after_a_small_one_is_due_its_own_serialisation_time_after_it() {
+    // 1000, 100, 1000 and 100 bytes, backlogged, the bucket empty after the first: the shaper
+    // lets each go once its own tokens have come in, so the second big frame leaves 1 ms after
+    // the small one before it. That is on time; against the small frame's 0.1 ms it would look
+    // 0.9 ms late.
+    let tm = shaped_8mbps();
+    for len in [1000, 100, 1000, 100] {
+        tm.enqueue(0, pkt(len, 0, 0), 0).unwrap();
+    }
+    let mut tx = tm.tx_state(0);
+    let t0 = 1_000;
+    sent(&tm, &mut tx, t0);
+    let t1 = t0 + SER / 10;
+    assert!(matches!(tm.dequeue(&mut tx, t1 - 1), Dequeued::Wait { .. }));
+    sent(&tm, &mut tx, t1);
+    assert!(matches!(
+        tm.dequeue(&mut tx, t1 + SER - 1),
+        Dequeued::Wait { .. }
+    ));
+    sent(&tm, &mut tx, t1 + SER);
+    let l = tm.lateness(0).unwrap();
+    assert_eq!((l.departures, l.late, l.ns.max), (2, 0, 0));
+    // The last small one is due 0.1 ms later and leaves 0.2 ms late: 2 of its own times.
+    sent(&tm, &mut tx, t1 + SER + SER / 10 + SER / 5);
+    let l = tm.lateness(0).unwrap();
+    assert_eq!((l.departures, l.late), (3, 1));
+    assert_eq!(l.ns.max, SER / 5);
+    assert_eq!(l.ser.max, 2 * fidelity::SER_SCALE);
 }
 
 #[test]
