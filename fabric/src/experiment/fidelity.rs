@@ -263,9 +263,9 @@ pub struct Measured {
     pub host_drops: u64,
     /// The flows' p99 start lag, µs.
     pub start_lag_p99_us: f64,
-    /// The shortest FCT the point compares, µs (the short flows' median): the start lag is
-    /// judged against it.
-    pub short_fct_p50_us: Option<f64>,
+    /// The mean time between two flows' starts at one host, µs (the window times the hosts over
+    /// the flows): the start lag is judged against it.
+    pub interarrival_us: Option<f64>,
     /// The worst port of any switch: p99 lateness of departures from a backlogged port, in
     /// serialisation times of a full frame at the port's rate, with the port (`switch:port`);
     /// `None`: no switch reported (e.g. Linux routers).
@@ -288,8 +288,8 @@ pub struct Thresholds {
     pub switch_input_drops: u64,
     /// Drops at the hosts' interfaces allowed.
     pub host_drops: u64,
-    /// The p99 start lag, as a fraction of the short flows' median FCT.
-    pub start_lag_of_short_fct: f64,
+    /// The p99 start lag, as a fraction of the mean time between two flows' starts at a host.
+    pub start_lag_of_interarrival: f64,
     /// CPU busy above which the machine counts as saturated.
     pub busy: f64,
     /// CPU steal allowed.
@@ -303,7 +303,7 @@ impl Default for Thresholds {
             min_departures: 100,
             switch_input_drops: 0,
             host_drops: 0,
-            start_lag_of_short_fct: 0.1,
+            start_lag_of_interarrival: 0.1,
             busy: 0.95,
             steal: 0.05,
         }
@@ -328,11 +328,11 @@ pub fn verdict(m: &Measured, t: &Thresholds) -> String {
     if m.host_drops > t.host_drops {
         why.push(format!("{} drops at the hosts' interfaces", m.host_drops));
     }
-    if let Some(fct) = m.short_fct_p50_us
-        && m.start_lag_p99_us > t.start_lag_of_short_fct * fct
+    if let Some(gap) = m.interarrival_us
+        && m.start_lag_p99_us > t.start_lag_of_interarrival * gap
     {
         why.push(format!(
-            "flows started {:.0} us late (p99) against a {fct:.0} us median short FCT",
+            "flows started {:.0} us late (p99) against {gap:.0} us between a host's flows",
             m.start_lag_p99_us
         ));
     }
@@ -417,7 +417,7 @@ loop 0 15377 16.383 589.823 5355.335";
                 ..Default::default()
             },
             start_lag_p99_us: 50.0,
-            short_fct_p50_us: Some(2000.0),
+            interarrival_us: Some(2000.0),
             link_late_p99: Some((0.2, "leaf1:3".into())),
             link_departures: 5000,
             switch_input_drops: Some(0),
@@ -435,7 +435,7 @@ loop 0 15377 16.383 589.823 5355.335";
             "leaf1:3",
             "3.5 full-frame",
             "12 frames",
-            "900 us late",
+            "900 us late (p99) against 2000 us",
             "99% busy",
         ] {
             assert!(v.contains(why), "{why}: {v}");

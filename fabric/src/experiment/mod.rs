@@ -701,8 +701,9 @@ fn run_point(
         .collect();
     sw.fidelity.start_lag_p99_us =
         traffic::quantile_nearest_rank(&rows.iter().map(|r| r.lag_us).collect::<Vec<_>>(), 0.99);
-    sw.fidelity.short_fct_p50_us =
-        (!short.is_empty()).then(|| traffic::quantile_nearest_rank(&short, 0.5));
+    // The schedule's arrival process: a host starts a flow every window x hosts / flows.
+    sw.fidelity.interarrival_us =
+        (!rows.is_empty()).then(|| e.seconds * 1e6 * hosts.len() as f64 / rows.len() as f64);
     let verdict = fidelity::verdict(&sw.fidelity, &fidelity::Thresholds::default());
     let wall = t0.elapsed().as_secs_f64();
     let summary = summary_row(e, transport, p, &rows, &sw, wall);
