@@ -193,10 +193,9 @@ pub fn wait_for(log: &Path, word: &str) {
     );
 }
 
-/// The median of `v` (the upper one of an even count; 0 when empty).
-pub fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
+/// [`sim::traffic::median`] of `v`; 0 when it has no finite value (a rate that was never measured).
+pub fn median(v: Vec<f64>) -> f64 {
+    sim::traffic::median(&v).unwrap_or(0.0)
 }
 
 /// What forwards between p1 and p2.

@@ -410,6 +410,23 @@ impl Stats {
     }
 }
 
+/// The median of the finite values of `xs` (the mean of the middle two for an even count);
+/// `None` when there is none. The one median of the Rust side (the analysis package's
+/// `stats.median` is the same definition).
+pub fn median(xs: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
 /// The nearest-rank `q`-quantile of `xs` (q in (0, 1]); 0 when empty.
 pub fn quantile_nearest_rank(xs: &[f64], q: f64) -> f64 {
     if xs.is_empty() {
@@ -484,6 +501,15 @@ pub fn background(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_median_is_the_middle_value_or_the_mean_of_the_middle_two_and_none_for_nothing() {
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[f64::NAN]), None);
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(&[5.0, f64::INFINITY, 1.0]), Some(3.0));
+    }
 
     fn spec(cdf: &Cdf, pattern: Pattern, seed: u64) -> PoissonSpec<'_> {
         PoissonSpec {

@@ -43,18 +43,9 @@ fn num(v: &Value, k: &str) -> f64 {
     v.get(k).and_then(Value::as_f64).unwrap_or(0.0)
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+/// [`sim::traffic::median`]; NaN (a "-" in the tables) when no value is finite.
+fn median(v: Vec<f64>) -> f64 {
+    sim::traffic::median(&v).unwrap_or(f64::NAN)
 }
 
 /// The columns of [`summarise`], in order.
