@@ -298,6 +298,18 @@ pub fn run<E: Experiment>(e: &mut E, ctx: &Ctx) -> Result<Done> {
     })
 }
 
+/// Reads and parses a point's JSON file (`row.json`, `report.json`), naming it on failure.
+pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+/// Writes a point's or a table's file, naming it on failure.
+pub fn write_file(path: &Path, text: impl AsRef<[u8]>) -> Result<()> {
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
 /// The command line this process was started with, for the tables' headers.
 pub fn command_line() -> String {
     std::env::args().collect::<Vec<_>>().join(" ")

@@ -5,14 +5,14 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, Result, anyhow, bail};
+use anyhow::{Result, bail};
 use topo::Topology;
 
 use super::report::{self, Row};
 use super::{HostSetup, Scenario, Which};
 use crate::dctcp::Dctcp;
 use crate::experiment::effective_transport;
-use crate::sweep::{Ctx, Experiment, command_line};
+use crate::sweep::{Ctx, Experiment, command_line, read_json, write_file};
 use crate::traffic::Transport;
 
 /// What `pisa-fabric dbb` asks for.
@@ -121,11 +121,7 @@ impl Sweep {
     }
 
     fn row(&self, p: &Point, dir: &Path) -> Result<Row> {
-        let path = dir.join("report.json");
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading {}", path.display()))?;
-        let r: serde_json::Value =
-            serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        let r: serde_json::Value = read_json(&dir.join("report.json"))?;
         Ok(Row {
             scheme: p.scheme.clone(),
             scenario: p.scenario.name.clone(),
@@ -201,8 +197,7 @@ impl Experiment for Sweep {
         let up = |t: &Topology, o: &crate::fabric::Options| ctx.up(t, o);
         let r = super::run_point(self.s.which, &t, &flows, &self.hosts, &opts, dir, &up)?;
         let path = dir.join("report.json");
-        std::fs::write(&path, serde_json::to_string_pretty(&r)?)
-            .with_context(|| format!("writing {}", path.display()))?;
+        write_file(&path, serde_json::to_string_pretty(&r)?)?;
         let v = report::summarise(&r);
         Ok(format!(
             "goodput {:.1} of {:.1} Mb/s offered, OOO {:.2}%, max share dev {:.3}",
@@ -241,12 +236,7 @@ impl Experiment for Sweep {
             load.trim()
         );
         if let Some((_, dir)) = done.first() {
-            let path = dir.join("report.json");
-            let v: serde_json::Value = serde_json::from_str(
-                &std::fs::read_to_string(&path)
-                    .with_context(|| format!("reading {}", path.display()))?,
-            )
-            .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            let v: serde_json::Value = read_json(&dir.join("report.json"))?;
             let _ = writeln!(md, "Kernel settings (sender namespace): {}\n", v["sysctl"]);
         }
         md += &report::tables(&rows);
@@ -256,7 +246,7 @@ impl Experiment for Sweep {
             (format!("{name}.md"), md),
         ] {
             let path = self.s.out.join(file);
-            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+            write_file(&path, text)?;
         }
         Ok(())
     }
@@ -323,8 +313,7 @@ impl Experiment for SimSweep {
         let (row, report) =
             super::sim::sim_point(&p.0, p.1, self.ms, self.seed).map_err(anyhow::Error::msg)?;
         let path = dir.join("report.json");
-        std::fs::write(&path, serde_json::to_string_pretty(&report)?)
-            .with_context(|| format!("writing {}", path.display()))?;
+        write_file(&path, serde_json::to_string_pretty(&report)?)?;
         Ok(format!(
             "goodput {:.3}, {} lost, {} reordered",
             row.goodput(),
@@ -336,12 +325,7 @@ impl Experiment for SimSweep {
         let rows = done
             .iter()
             .map(|(p, d)| {
-                let path = d.join("report.json");
-                let r: serde_json::Value = serde_json::from_str(
-                    &std::fs::read_to_string(&path)
-                        .with_context(|| format!("reading {}", path.display()))?,
-                )
-                .with_context(|| format!("parsing {}", path.display()))?;
+                let r: serde_json::Value = read_json(&d.join("report.json"))?;
                 super::sim::summarise(&p.0, p.1, &super::sim::sim_topology(&p.0), &r)
                     .map_err(anyhow::Error::msg)
             })
@@ -356,6 +340,6 @@ impl Experiment for SimSweep {
             super::sim::sim_table(&rows).map_err(anyhow::Error::msg)?
         );
         let path = self.table_path();
-        std::fs::write(&path, md).with_context(|| format!("writing {}", path.display()))
+        write_file(&path, md)
     }
 }

@@ -6,10 +6,10 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Result, bail};
 
 use super::{CONFIGS, Config, Row, Setup};
-use crate::sweep::{Ctx, Experiment, command_line};
+use crate::sweep::{Ctx, Experiment, command_line, read_json, write_file};
 
 /// Where a point runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,11 +105,7 @@ impl Sweep {
             .iter()
             .filter(|(p, _)| p.at == at)
             .map(|(p, d)| {
-                let path = d.join("row.json");
-                let text = std::fs::read_to_string(&path)
-                    .with_context(|| format!("reading {}", path.display()))?;
-                let row: Row = serde_json::from_str(&text)
-                    .with_context(|| format!("parsing {}", path.display()))?;
+                let row: Row = read_json(&d.join("row.json"))?;
                 Ok((*p, row))
             })
             .collect::<Result<_>>()?;
@@ -247,7 +243,7 @@ impl Experiment for Sweep {
         };
         let write = |name: &str, text: String| {
             let path = dir.join(name);
-            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+            write_file(&path, text)
         };
         write("report.json", serde_json::to_string_pretty(&report)?)?;
         write("row.json", serde_json::to_string(&row)?)?;
@@ -275,7 +271,7 @@ impl Experiment for Sweep {
         for &at in &self.s.wheres {
             if let Some(md) = self.table(at, done)? {
                 let path = self.table_path(at);
-                std::fs::write(&path, md).with_context(|| format!("writing {}", path.display()))?;
+                write_file(&path, md)?;
             }
         }
         Ok(())

@@ -5,10 +5,10 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Result, bail};
 
 use super::{Row, Scheme, Setup};
-use crate::sweep::{Ctx, Experiment, command_line};
+use crate::sweep::{Ctx, Experiment, command_line, read_json, write_file};
 
 /// What `pisa-fabric e11` asks for.
 #[derive(Clone, Debug)]
@@ -119,7 +119,7 @@ impl Experiment for Sweep {
             ("row.json", serde_json::to_string(&row)?),
         ] {
             let path = dir.join(name);
-            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+            write_file(&path, text)?;
         }
         let (re, sent) = row.retransmissions;
         Ok(format!(
@@ -147,13 +147,7 @@ impl Experiment for Sweep {
             let rows: Vec<Row> = done
                 .iter()
                 .filter(|(p, _)| p.load == load)
-                .map(|(_, d)| {
-                    let path = d.join("row.json");
-                    let text = std::fs::read_to_string(&path)
-                        .with_context(|| format!("reading {}", path.display()))?;
-                    serde_json::from_str(&text)
-                        .with_context(|| format!("parsing {}", path.display()))
-                })
+                .map(|(_, d)| read_json(&d.join("row.json")))
                 .collect::<Result<_>>()?;
             if rows.is_empty() {
                 continue;
@@ -171,7 +165,7 @@ impl Experiment for Sweep {
             md += &super::table(&rows);
         }
         let path = self.table_path();
-        std::fs::write(&path, md).with_context(|| format!("writing {}", path.display()))
+        write_file(&path, md)
     }
 }
 
@@ -269,7 +263,7 @@ impl Experiment for SimSweep {
             ("row.json", serde_json::to_string(&row)?),
         ] {
             let path = dir.join(name);
-            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+            write_file(&path, text)?;
         }
         Ok(format!(
             "{} incomplete, {} PFC pauses, {} drops",
@@ -280,11 +274,7 @@ impl Experiment for SimSweep {
         let rows: Vec<(&SimPoint, Row)> = done
             .iter()
             .map(|(p, d)| {
-                let path = d.join("row.json");
-                let text = std::fs::read_to_string(&path)
-                    .with_context(|| format!("reading {}", path.display()))?;
-                let row: Row = serde_json::from_str(&text)
-                    .with_context(|| format!("parsing {}", path.display()))?;
+                let row: Row = read_json(&d.join("row.json"))?;
                 Ok((*p, row))
             })
             .collect::<Result<_>>()?;
@@ -314,14 +304,13 @@ impl Experiment for SimSweep {
             }
         }
         let path = self.table_path();
-        std::fs::write(&path, md).with_context(|| format!("writing {}", path.display()))?;
+        write_file(&path, md)?;
         if let Some(json) = &self.json {
             let runs: Vec<(&str, f64, &Row)> = rows
                 .iter()
                 .map(|(p, r)| (p.workload.as_str(), p.load, r))
                 .collect();
-            std::fs::write(json, super::sim::plot_json(&runs))
-                .with_context(|| format!("writing {}", json.display()))?;
+            write_file(json, super::sim::plot_json(&runs))?;
         }
         Ok(())
     }
