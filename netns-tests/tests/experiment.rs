@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use pisa_fabric::{run, workspace_bin};
 
 mod common;
-use common::{Cleanup, col, csv};
+use common::{Cleanup, col, csv, small_experiment};
 
 #[test]
 fn a_small_experiment_writes_well_formed_results_and_resumes() {
@@ -21,42 +21,26 @@ fn a_small_experiment_writes_well_formed_results_and_resumes() {
     let out = std::env::temp_dir().join(format!("pisa-experiment-test-{name}"));
     let _ = std::fs::remove_dir_all(&out);
     let bin = workspace_bin("pisa-fabric");
-    let args = [
-        "experiment",
-        "--leaves",
-        "2",
-        "--spines",
-        "2",
-        "--hosts-per-leaf",
-        "2",
-        "--host-rate",
+    let args = small_experiment(
         "100M",
-        "--schemes",
         "basic,ecmp",
-        "--workload",
-        "hadoop",
-        "--loads",
-        "0.3",
-        "--seconds",
-        "2",
-        "--drain",
-        "20",
-        "--tcp-reordering",
-        "10",
-        "--record-counter",
-        "egress.port_tx",
-        "--record-counter",
-        "egress.no_such_counter",
-        "--out",
-        out.to_str().unwrap(),
-        "--name",
+        &out,
         &name,
-    ];
+        &[
+            "--tcp-reordering",
+            "10",
+            "--record-counter",
+            "egress.port_tx",
+            "--record-counter",
+            "egress.no_such_counter",
+        ],
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     // Ctrl-C once the first point has finished: the fabric goes, the process exits with 130.
     let first_done = out.join("points").join("basic_load0.3_rep1").join("done");
     let stderr = out.with_extension("log");
     let mut child = std::process::Command::new(&bin)
-        .args(args)
+        .args(&args)
         .stderr(std::fs::File::create(&stderr).unwrap())
         .spawn()
         .expect("pisa-fabric experiment");

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use pisa_fabric::{run, workspace_bin};
 
 mod common;
-use common::{Cleanup, col, csv};
+use common::{Cleanup, col, csv, small_experiment};
 
 /// Runs the point into its own directory; its summary row's fidelity cells by column name. At
 /// 20 Mb/s a quiet 2-core machine keeps every link's p99 lateness at 0.07-0.27 of a full frame's
@@ -22,31 +22,8 @@ fn point(tag: &str) -> Vec<(String, String)> {
     let out = std::env::temp_dir().join(format!("pisa-fidelity-test-{name}"));
     let _ = std::fs::remove_dir_all(&out);
     let bin = workspace_bin("pisa-fabric");
-    let args = [
-        "experiment",
-        "--leaves",
-        "2",
-        "--spines",
-        "2",
-        "--hosts-per-leaf",
-        "2",
-        "--host-rate",
-        "20M",
-        "--schemes",
-        "ecmp",
-        "--workload",
-        "hadoop",
-        "--loads",
-        "0.3",
-        "--seconds",
-        "2",
-        "--drain",
-        "20",
-        "--out",
-        out.to_str().unwrap(),
-        "--name",
-        &name,
-    ];
+    let args = small_experiment("20M", "ecmp", &out, &name, &[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let o = run(bin.to_str().unwrap(), &args).expect("pisa-fabric experiment");
     eprint!("{}", String::from_utf8_lossy(&o.stderr));
     let (h, rows) = csv(&out.join("summary.csv"));

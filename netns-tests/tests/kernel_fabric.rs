@@ -16,7 +16,7 @@ use pisa_fabric::{Process, run, workspace_bin};
 use topo::{LinkProps, Topology, leaf_spine};
 
 mod common;
-use common::{Cleanup, csv};
+use common::{Cleanup, csv, small_experiment};
 
 /// The goodput check measures time: the tests run one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -166,31 +166,8 @@ fn a_kernel_experiment_writes_rows_from_interface_and_qdisc_counters() {
     let out = std::env::temp_dir().join(format!("pisa-kernel-experiment-{name}"));
     let _ = std::fs::remove_dir_all(&out);
     let bin = workspace_bin("pisa-fabric");
-    let args = [
-        "experiment",
-        "--leaves",
-        "2",
-        "--spines",
-        "2",
-        "--hosts-per-leaf",
-        "2",
-        "--host-rate",
-        "100M",
-        "--schemes",
-        "kernel",
-        "--workload",
-        "hadoop",
-        "--loads",
-        "0.3",
-        "--seconds",
-        "2",
-        "--drain",
-        "20",
-        "--out",
-        out.to_str().unwrap(),
-        "--name",
-        &name,
-    ];
+    let args = small_experiment("100M", "kernel", &out, &name, &[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let o = run(bin.to_str().unwrap(), &args).expect("pisa-fabric experiment --schemes kernel");
     eprint!("{}", String::from_utf8_lossy(&o.stderr));
 

@@ -109,3 +109,45 @@ pub(crate) fn iperf3(
     a.extend_from_slice(args);
     f.ns(&src.name).exec("iperf3", &a).expect("iperf3 client")
 }
+
+/// The arguments of the CI-sized `pisa-fabric experiment` point: a 2x2 leaf-spine with two hosts
+/// per leaf at `rate`, `schemes`, Hadoop flows at load 0.3 for 2 s (20 s to drain), into `out`
+/// as fabric `name`, then `extra`.
+pub(crate) fn small_experiment(
+    rate: &str,
+    schemes: &str,
+    out: &Path,
+    name: &str,
+    extra: &[&str],
+) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "experiment",
+        "--leaves",
+        "2",
+        "--spines",
+        "2",
+        "--hosts-per-leaf",
+        "2",
+        "--host-rate",
+        rate,
+        "--schemes",
+        schemes,
+        "--workload",
+        "hadoop",
+        "--loads",
+        "0.3",
+        "--seconds",
+        "2",
+        "--drain",
+        "20",
+        "--out",
+        out.to_str().unwrap_or_default(),
+        "--name",
+        name,
+    ]
+    .iter()
+    .map(|x| x.to_string())
+    .collect();
+    a.extend(extra.iter().map(|x| x.to_string()));
+    a
+}
