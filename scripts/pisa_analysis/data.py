@@ -78,6 +78,12 @@ def fct_ms(flow: Row) -> float:
     return float(flow["fct_us"]) / 1e3
 
 
+def degraded(s: Row) -> bool:
+    """Whether a summary row's point did not keep fidelity (the runner's `fidelity` column says
+    `degraded: ...`; rows from before the column count as not degraded)."""
+    return s.get("fidelity", "ok").startswith("degraded")
+
+
 def summary_fct_ms(s: Row, cls: str, which: str) -> Optional[float]:
     """A summary row's `which` ("avg" or "p99") FCT of class `cls` ("short", "large") in ms;
     None when the point had no flow of that class (the runner writes 0 for it)."""

@@ -3,8 +3,8 @@ it at the end, in the `plot` venv of scripts/py-clients.sh).
 
 Reads DIR/summary.csv, DIR/flows.csv and DIR/uplinks.csv and writes:
   DIR/fct_vs_load.png     average and p99 FCT of short and large flows against load, per scheme
-                          (points: the median over reps of each rep's value, as the runner's
-                          table; bars: the 95% bootstrap CI of that median)
+                          (points: the median over reps of each rep's value; bars: the 95%
+                          bootstrap CI of that median; hollow: a rep's fidelity was degraded)
   DIR/fct_cdf.png         CDF of the FCT of finished flows, pooled over the reps, one panel per
                           load, per scheme
   DIR/uplink_balance.png  std-dev of per-uplink packets within a leaf, mean over the leaves of
@@ -35,12 +35,16 @@ def fct_vs_load(pts: list[Point], out: str) -> None:
     schemes = sorted({p.scheme for p in pts})
     fig, axes = plt.subplots(2, 2, figsize=style.GRID)
     counts = []
+    any_degraded = False
     for ax, (cls, which, title) in zip(axes.flat, panels):
         for s in schemes:
             by_load = defaultdict(list)
+            degraded = set()
             for p in pts:
                 if p.scheme == s:
                     by_load[p.load].append(data.summary_fct_ms(p.summary, cls, which))
+                    if data.degraded(p.summary):
+                        degraded.add(p.load)
             summ = {x: stats.over_reps(v) for x, v in by_load.items()}
             loads = sorted(x for x, r in summ.items() if r.n)
             if not loads:
@@ -49,11 +53,18 @@ def fct_vs_load(pts: list[Point], out: str) -> None:
             meds = [summ[x].median for x in loads]
             ax.errorbar(loads, meds, yerr=style.yerr([(summ[x].median, summ[x].ci) for x in loads]),
                         marker=style.marker(s), color=style.colour(s), capsize=3, label=s)
+            # Points with a rep whose emulator fell behind: hollow.
+            bad = [x for x in loads if x in degraded]
+            if bad:
+                any_degraded = True
+                ax.scatter(bad, [summ[x].median for x in bad], marker=style.marker(s),
+                           facecolors="white", edgecolors=style.colour(s), zorder=3)
         ax.set_title(title)
         ax.set_xlabel("load")
         ax.set_ylabel("FCT (ms)")
     axes.flat[0].legend()
-    style.titled(fig, "FCT against load", style.subtitle("median", counts))
+    extra = ["hollow: a rep's fidelity degraded"] if any_degraded else []
+    style.titled(fig, "FCT against load", style.subtitle("median", counts, extra=extra))
     style.save(fig, out)
 
 

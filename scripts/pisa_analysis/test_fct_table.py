@@ -63,5 +63,13 @@ class Table(unittest.TestCase):
         self.assertIn("0.50 [0.50, 0.50]", t)
 
 
+class Degraded(unittest.TestCase):
+    def test_only_a_degraded_verdict_counts_and_old_rows_are_not(self):
+        from pisa_analysis import data
+        self.assertTrue(data.degraded({"fidelity": "degraded: CPU 100% busy"}))
+        self.assertFalse(data.degraded({"fidelity": "ok"}))
+        self.assertFalse(data.degraded({}))
+
+
 if __name__ == "__main__":
     unittest.main()
