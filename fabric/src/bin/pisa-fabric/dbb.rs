@@ -1,7 +1,6 @@
 //! `pisa-fabric dbb`: DBB's E8 and E9 in namespaces with kernel TCP (issue 13). See
 //! `pisa_fabric::experiment::dbb`.
 
-use anyhow::Context as _;
 use pisa_fabric::experiment::dbb::sweep::{Settings, SimSweep, Sweep};
 use pisa_fabric::experiment::dbb::{Scenario, Which};
 use pisa_fabric::traffic::Transport;
@@ -86,11 +85,7 @@ pub(super) fn dbb_experiment(a: &DbbArgs, cancel: Arc<AtomicBool>) -> anyhow::Re
                 out: a.out.clone(),
             };
             sweep::run(&mut s, &sweep::Ctx::new(&a.name, cancel))?;
-            let md = s.table_path();
-            let text = std::fs::read_to_string(&md)
-                .with_context(|| format!("reading {}", md.display()))?;
-            println!("{text}\n(written to {})", md.display());
-            return Ok(());
+            return print_table(&s.table_path());
         }
         ("sim", Which::E8) => anyhow::bail!("--where sim: E9 only"),
         (other, _) => anyhow::bail!("--where {other}: netns or sim"),
@@ -125,8 +120,5 @@ pub(super) fn dbb_experiment(a: &DbbArgs, cancel: Arc<AtomicBool>) -> anyhow::Re
     let mut ctx = sweep::Ctx::new(&a.name, cancel);
     ctx.links = a.links;
     sweep::run(&mut s, &ctx)?;
-    let md = a.out.join(format!("{}.md", w.name()));
-    let text = std::fs::read_to_string(&md).with_context(|| format!("reading {}", md.display()))?;
-    println!("{text}\n(written to {})", md.display());
-    Ok(())
+    print_table(&a.out.join(format!("{}.md", w.name())))
 }

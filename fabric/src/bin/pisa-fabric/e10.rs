@@ -1,7 +1,6 @@
 //! `pisa-fabric e10`: P4QCN's experiment E10 (P4QCN §4) in `pisa-sim` and in namespaces,
 //! and the threshold sweep of its Fig. 17 (`--sweep`). See `pisa_fabric::experiment::e10`.
 
-use anyhow::Context as _;
 use pisa_fabric::experiment::e10::sweep::{Settings, Sweep, Where};
 use pisa_fabric::experiment::e10::{self, Setup};
 
@@ -90,10 +89,7 @@ pub(super) fn e10(a: &E10Args, cancel: Arc<AtomicBool>) -> anyhow::Result<()> {
     ctx.capture = a.capture;
     sweep::run(&mut s, &ctx)?;
     for at in wheres {
-        let path = s.table_path(at);
-        let md = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading {}", path.display()))?;
-        println!("{md}\n(written to {})", path.display());
+        print_table(&s.table_path(at))?;
     }
     Ok(())
 }

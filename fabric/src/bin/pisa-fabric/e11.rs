@@ -2,7 +2,6 @@
 //! HPCC(PINT, 8 bits) at p = 1, 1/16, 1/256 with `pisa-host hpcc-send` on a leaf-spine of `pint`
 //! switches. See `pisa_fabric::experiment::e11`.
 
-use anyhow::Context as _;
 use pisa_fabric::experiment::e11::sim;
 use pisa_fabric::experiment::e11::sweep::{Settings, SimSweep, Sweep};
 use pisa_fabric::experiment::e11::{SCHEMES, Scheme, Setup};
@@ -110,11 +109,7 @@ pub(super) fn e11(a: &E11Args, cancel: Arc<AtomicBool>) -> anyhow::Result<()> {
                 json: a.json.clone(),
             };
             sweep::run(&mut s, &sweep::Ctx::new(&a.name, cancel))?;
-            let path = s.table_path();
-            let md = std::fs::read_to_string(&path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            println!("{md}\n(written to {})", path.display());
-            return Ok(());
+            return print_table(&s.table_path());
         }
         other => anyhow::bail!("--where {other}: netns or sim"),
     }
@@ -146,9 +141,5 @@ pub(super) fn e11(a: &E11Args, cancel: Arc<AtomicBool>) -> anyhow::Result<()> {
     let mut ctx = sweep::Ctx::new(&a.name, cancel);
     ctx.io = a.io.clone();
     sweep::run(&mut s, &ctx)?;
-    let path = s.table_path();
-    let md =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    println!("{md}\n(written to {})", path.display());
-    Ok(())
+    print_table(&s.table_path())
 }

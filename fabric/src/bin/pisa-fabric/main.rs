@@ -381,6 +381,14 @@ fn experiment(a: &ExperimentArgs, cancel: Arc<AtomicBool>) -> anyhow::Result<()>
     Ok(())
 }
 
+/// Prints a sweep's table file and where it is.
+fn print_table(path: &std::path::Path) -> anyhow::Result<()> {
+    let md =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    println!("{md}\n(written to {})", path.display());
+    Ok(())
+}
+
 /// The size of a leaf-spine.
 #[derive(clap::Args, Debug, Clone, Copy)]
 struct Shape {
