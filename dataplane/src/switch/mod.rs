@@ -129,6 +129,13 @@ pub struct SwitchConfig {
     pub yield_in_window: bool,
     /// Pin worker i to CPU `pin[i % pin.len()]` (empty: no pinning).
     pub pin: Vec<usize>,
+    /// Run the workers in `SCHED_FIFO` at this priority (1-99; 0: the normal scheduler). A
+    /// worker woken for a frame or a shaping deadline then takes its CPU from any normal
+    /// thread (a host's sender, another process) at once instead of waiting for the fair
+    /// scheduler's slice, as a hardware switch's pipeline never waits for a host. The kernel's
+    /// real-time throttling (`sched_rt_runtime_us`, 95% by default) still leaves normal threads
+    /// their share when workers stay busy. docs/dataplane.md, "Real-time workers".
+    pub rt_priority: u8,
     /// Write `port<N>-in.pcap` / `port<N>-out.pcap` here.
     pub pcap_dir: Option<PathBuf>,
     /// Print a per-packet trace to stderr.
@@ -151,6 +158,7 @@ impl Default for SwitchConfig {
             poll_window_ns: 2_000_000,
             yield_in_window: true,
             pin: Vec::new(),
+            rt_priority: 0,
             pcap_dir: None,
             trace: false,
             buffers: 8192,
@@ -399,11 +407,17 @@ impl Switch {
         for (w, ports) in per_worker.into_iter().enumerate() {
             let shared = shared.clone();
             let cpu = (!config.pin.is_empty()).then(|| config.pin[w % config.pin.len()]);
+            let rt = config.rt_priority;
             let t = std::thread::Builder::new()
                 .name(format!("pisa-worker-{w}"))
                 .spawn(move || {
                     if let Some(cpu) = cpu {
                         sys::pin_to_cpu(cpu);
+                    }
+                    if rt > 0
+                        && let Err(e) = sys::set_fifo(i32::from(rt))
+                    {
+                        eprintln!("pisa-worker-{w}: SCHED_FIFO {rt}: {e}; normal scheduling");
                     }
                     // Shaping deadlines are met to the microsecond.
                     sys::set_timer_slack_ns(1);

@@ -66,6 +66,18 @@ pub(crate) fn set_timer_slack_ns(ns: u64) {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0) };
 }
 
+/// Puts the calling thread in `SCHED_FIFO` at `priority` (1-99).
+pub(crate) fn set_fifo(priority: i32) -> io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: `param` is a valid sched_param that outlives the call; pid 0 is the calling thread.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// The calling thread's kernel id.
 pub(crate) fn gettid() -> libc::pid_t {
     // SAFETY: gettid takes no arguments and cannot fail.

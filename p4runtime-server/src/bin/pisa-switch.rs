@@ -90,6 +90,12 @@ struct Args {
     /// in turn (the P4Runtime and admin threads stay unpinned).
     #[arg(long, num_args = 0.., value_delimiter = ',')]
     pin: Option<Vec<usize>>,
+    /// Run the workers in SCHED_FIFO at this priority (1-99; 0: the normal scheduler), so that
+    /// a worker woken for a frame or a shaping deadline preempts normal threads at once. For
+    /// emulation beside hosts on few CPUs (docs/dataplane.md, "Real-time workers"); needs
+    /// CAP_SYS_NICE, else the workers stay normal and say so.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=99))]
+    rt_priority: u8,
     /// The P4Runtime device id clients must use.
     #[arg(long, default_value_t = 1)]
     device_id: u64,
@@ -298,6 +304,7 @@ fn run(args: Args) -> anyhow::Result<()> {
             Some(cpus) => cpus.clone(),
             None => Vec::new(),
         },
+        rt_priority: args.rt_priority,
         pcap_dir: args.pcap.clone(),
         trace: args.trace,
         port_config,
