@@ -19,6 +19,7 @@ pub mod traffic;
 
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 /// A command that failed.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +41,14 @@ pub enum NetError {
         code: Option<i32>,
         /// What it printed on stderr.
         stderr: String,
+    },
+    /// What it waited for did not happen in time.
+    #[error("{what}: not within {seconds:.1} s")]
+    Timeout {
+        /// What was awaited.
+        what: String,
+        /// How long, seconds.
+        seconds: f64,
     },
     /// Its log file could not be created.
     #[error("{cmd}: creating its log {}: {source}", path.display())]
@@ -136,6 +145,27 @@ impl Netns {
         let mut full = vec!["netns", "exec", &self.name, prog];
         full.extend_from_slice(args);
         run("ip", &full)
+    }
+
+    /// Waits until something listens on TCP `port` in the namespace (`ss -ltnH`), polling every
+    /// 20 ms for at most `timeout`: a server started beside a busy machine's other work may take
+    /// far longer than the few hundred ms it takes alone.
+    pub fn wait_listening(&self, port: u16, timeout: Duration) -> Result<(), NetError> {
+        let deadline = Instant::now() + timeout;
+        let want = format!(":{port} ");
+        loop {
+            let out = self.exec("ss", &["-ltnH"])?;
+            if String::from_utf8_lossy(&out.stdout).contains(&want) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(NetError::Timeout {
+                    what: format!("a TCP listener on port {port} in {}", self.name),
+                    seconds: timeout.as_secs_f64(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 

@@ -79,6 +79,8 @@ pub struct Ctx {
     pub links: Links,
     /// Whether switches capture their ports.
     pub capture: bool,
+    /// The switches' workers' SCHED_FIFO priority (0: normal scheduling).
+    pub rt_priority: u8,
 }
 
 impl Ctx {
@@ -90,6 +92,7 @@ impl Ctx {
             io: "af-xdp".into(),
             links: Links::Veth,
             capture: false,
+            rt_priority: 0,
         }
     }
 
@@ -115,6 +118,7 @@ impl Ctx {
             cancel: self.cancel.clone(),
             capture: self.capture,
             links: self.links,
+            rt_priority: self.rt_priority,
         }
     }
 

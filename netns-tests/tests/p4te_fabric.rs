@@ -29,7 +29,9 @@ fn a_p4te_fabric_is_programmed_by_its_plan_routes_and_reports_load() {
     // A large-class flow from h1 to h3 at the uplinks' full rate for 3 s.
     let server = f.ns("h3");
     let _ = server.exec("sh", &["-c", "iperf3 -s -1 -D"]);
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    server
+        .wait_listening(5201, std::time::Duration::from_secs(30))
+        .expect("iperf3 server listening");
     let out = f
         .ns("h1")
         .exec(

@@ -99,8 +99,13 @@ fn pisa_ctl_writes_reads_and_sends() {
     let frame = "020000000002020000000001080045000014000100004000f97c0a0001010a000201";
     let out = ctl(&ns, &["packet-out", "1", frame]);
     assert!(out.contains("sent"));
-    std::thread::sleep(Duration::from_millis(300));
-    let counters = ctl(&ns, &["counters", "port_tx"]);
+    // Counted when the worker has sent it (a busy machine may take longer than alone).
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut counters = ctl(&ns, &["counters", "port_tx"]);
+    while !counters.contains("port_tx[1] 1 packets") && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        counters = ctl(&ns, &["counters", "port_tx"]);
+    }
     assert!(counters.contains("port_tx[1] 1 packets"), "{counters}");
 
     // A bad line is refused with the server's reason, and the exit status says so.

@@ -18,6 +18,15 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, anyhow};
+
+use crate::fabric::Fabric;
 
 use crate::Netns;
 
@@ -107,6 +116,140 @@ impl Monitor {
             std::thread::available_parallelism().map_or(1, usize::from),
         )
     }
+}
+
+/// Every fidelity monitor of a fabric over one measured phase (a point's flows): the machine
+/// (sampled once a second by a thread of its own), the hosts' interface drops and the switches'
+/// `show_fidelity` (kernel routers have none). [`Watch::start`] before the phase,
+/// [`Watch::finish`] after it; the caller adds what only it knows (the flows' start lag).
+#[derive(Debug)]
+pub struct Watch {
+    /// (switch, admin socket) of every pisa-switch of the fabric.
+    monitored: Vec<(String, PathBuf)>,
+    host_drops: u64,
+    input_drops: u64,
+    stop: Arc<AtomicBool>,
+    /// The sampler thread (taken by [`Watch::finish`]).
+    sampler: Option<JoinHandle<Monitor>>,
+}
+
+/// A watch given up (its run failed) stops its sampler.
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Watch {
+    /// Starts watching `f` now.
+    pub fn start(f: &Fabric) -> anyhow::Result<Watch> {
+        let monitored = f
+            .topo
+            .switches
+            .iter()
+            .filter(|s| !programs::is_kernel(&s.program))
+            .map(|s| (s.name.clone(), f.opts.dir.join(format!("{}.sock", s.name))))
+            .collect();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let mut w = Watch {
+            monitored,
+            host_drops: host_drops(f),
+            input_drops: 0,
+            stop,
+            sampler: Some(std::thread::spawn(move || {
+                let mut m = Monitor::start();
+                let mut last = Instant::now() - Duration::from_secs(1);
+                while !flag.load(Ordering::Relaxed) {
+                    if last.elapsed() >= Duration::from_secs(1) {
+                        last = Instant::now();
+                        m.sample();
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                m
+            })),
+        };
+        w.input_drops = input_drops(&w.switches(None)?);
+        Ok(w)
+    }
+
+    /// Every monitored switch's `show_fidelity`, parsed; written to `record` if given.
+    fn switches(&self, record: Option<&Path>) -> anyhow::Result<Vec<(String, Switch)>> {
+        let mut text = String::new();
+        let v = self
+            .monitored
+            .iter()
+            .map(|(name, sock)| {
+                let lines = super::admin(sock, "show_fidelity")?;
+                let _ = writeln!(text, "# {name}\n{}", lines.join("\n"));
+                let parsed = parse_show_fidelity(&lines)
+                    .map_err(|err| anyhow!("switch {name}: show_fidelity: {err}"))?;
+                Ok((name.clone(), parsed))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        if let Some(path) = record {
+            std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+        }
+        Ok(v)
+    }
+
+    /// What the monitors saw since [`Watch::start`] (no start lag: the caller's); the switches'
+    /// full tables go to `record` (e.g. `fidelity.txt`) if given.
+    pub fn finish(mut self, f: &Fabric, record: Option<&Path>) -> anyhow::Result<Measured> {
+        self.stop.store(true, Ordering::Relaxed);
+        let monitor = self
+            .sampler
+            .take()
+            .ok_or_else(|| anyhow!("the fidelity sampler is gone"))?
+            .join()
+            .map_err(|_| anyhow!("the fidelity sampler panicked"))?;
+        let mut m = Measured {
+            machine: monitor.finish(),
+            host_drops: host_drops(f).saturating_sub(self.host_drops),
+            ..Measured::default()
+        };
+        if !self.monitored.is_empty() {
+            let switches = self.switches(record)?;
+            m.link_late_p99 = worst_link(&switches, Thresholds::default().min_departures);
+            m.link_departures = switches
+                .iter()
+                .flat_map(|(_, s)| s.links.iter().map(|l| l.departures))
+                .sum();
+            m.switch_input_drops = Some(input_drops(&switches).saturating_sub(self.input_drops));
+        }
+        Ok(m)
+    }
+}
+
+/// Frames the kernel dropped before the switches took them, all of `switches`.
+fn input_drops(switches: &[(String, Switch)]) -> u64 {
+    switches.iter().map(|(_, s)| s.input_drops).sum()
+}
+
+/// Drops at every host interface of `f`.
+fn host_drops(f: &Fabric) -> u64 {
+    f.topo
+        .hosts
+        .iter()
+        .map(|h| interface_drops(f.ns(&h.name)).values().sum::<u64>())
+        .sum()
+}
+
+/// A measured phase's verdict and monitors as JSON, for the runners that report in JSON (E10's
+/// and E11's hosts, DBB's points): `{"verdict": "ok", "link_late_p99_frames": 0.3, ...}`.
+pub fn to_json(m: &Measured) -> serde_json::Value {
+    serde_json::json!({
+        "verdict": verdict(m, &Thresholds::default()),
+        "link_late_p99_frames": m.link_late_p99.as_ref().map(|(v, _)| *v),
+        "link_late_port": m.link_late_p99.as_ref().map(|(_, p)| p.clone()),
+        "switch_input_drops": m.switch_input_drops,
+        "host_drops": m.host_drops,
+        "cpu_busy": m.machine.busy,
+        "cpu_steal": m.machine.steal,
+        "runq_mean": m.machine.runq_mean,
+        "runq_max": m.machine.runq_max,
+    })
 }
 
 /// The machine between two readings, with run-queue samples.

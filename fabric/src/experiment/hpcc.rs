@@ -142,7 +142,9 @@ pub fn run(f: &Fabric, plan: &Plan, dir: &Path) -> anyhow::Result<Value> {
             .collect(),
         ));
     }
+    let watch = super::fidelity::Watch::start(f)?;
     run_pisa_host(f, servers, clients)?;
+    let measured = watch.finish(f, Some(&dir.join("fidelity.txt")))?;
     let pfc_after = pfc_frames(f)?;
     let drops_after = tm_drops(f)?;
     let mut flows = vec![Value::Null; plan.flows.len()];
@@ -188,6 +190,7 @@ pub fn run(f: &Fabric, plan: &Plan, dir: &Path) -> anyhow::Result<Value> {
         "flows": flows,
         "receivers": recv,
         "switches": switches,
+        "fidelity": super::fidelity::to_json(&measured),
     }))
 }
 

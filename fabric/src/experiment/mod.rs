@@ -51,12 +51,14 @@ pub mod fidelity;
 pub mod hpcc;
 mod point;
 pub mod qcn;
+mod rate;
 mod results;
 mod schedule;
 
 pub use calibrate::ping_times_us;
 pub use counters::{PORT_TX, port_tx_bytes, port_tx_packets, switch_counters};
 use point::{run_point, wait_listening};
+pub use rate::{RateProbe, at_host_rate, calibrate_rate, host_rate};
 pub use results::*;
 pub use schedule::*;
 
@@ -126,6 +128,8 @@ pub struct Fct {
     pub counters: Vec<String>,
     /// Fail a point whose fidelity is degraded ([`fidelity`]) instead of warning.
     pub require_fidelity: bool,
+    /// The switches' workers' SCHED_FIFO priority (0: normal scheduling).
+    pub rt_priority: u8,
 }
 
 /// How a point's flows are seeded (see the module documentation).
@@ -166,10 +170,16 @@ pub fn record(e: &Fct) -> String {
     };
     let sets: Vec<String> = e.sets.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let mut r = format!(
-        "experiment=fct\nlinks={links}\nswitch_wait={}\nworkload={}\npattern={}\nincast={}\n\
+        "experiment=fct\nlinks={links}\nswitch_wait={}\n{}workload={}\npattern={}\nincast={}\n\
          load_of={:?}\nseconds={}\ndrain={}\ncc={}\necn={}\nreordering={:?}\nshort_tos={}\n\
          large_tos={}\nseed={}\nseeding={seeding}\nsets={}\ncounters={}\n",
         crate::fabric::SWITCH_WAIT.join(" "),
+        // Only where set: sweeps recorded before it existed ran with normal scheduling.
+        if e.rt_priority > 0 {
+            format!("rt_priority={}\n", e.rt_priority)
+        } else {
+            String::new()
+        },
         e.workload,
         e.pattern,
         e.incast,
@@ -382,6 +392,7 @@ pub fn run(e: &Fct, cancel: &Arc<AtomicBool>) -> anyhow::Result<crate::sweep::Do
     let (transport, dctcp) = effective_transport(&e.transport);
     let mut ctx = crate::sweep::Ctx::new(&e.name, cancel.clone());
     ctx.links = e.links;
+    ctx.rt_priority = e.rt_priority;
     let mut s = FctSweep {
         e: e.clone(),
         transport,
@@ -422,6 +433,7 @@ mod tests {
             links: Default::default(),
             counters: vec![],
             require_fidelity: false,
+            rt_priority: 0,
         }
     }
 
@@ -460,6 +472,9 @@ mod tests {
         let mut other = e.clone();
         other.seconds = 3.0;
         assert_ne!(record(&other), r);
+        let mut other = e.clone();
+        other.rt_priority = 10;
+        assert!(record(&other).contains("rt_priority=10\n"));
         let mut other = e.clone();
         other.seeding = Seeding::Position;
         assert_ne!(record(&other), r);

@@ -9,19 +9,10 @@ use super::*;
 pub(super) fn wait_listening(f: &Fabric, hosts: &[String]) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(10);
     for h in hosts {
-        loop {
-            let out = f
-                .ns(h)
-                .exec("ss", &["-ltnH"])
-                .with_context(|| format!("host {h}"))?;
-            if String::from_utf8_lossy(&out.stdout).contains(&format!(":{PORT}")) {
-                break;
-            }
-            if Instant::now() > deadline {
-                bail!("pisa-traffic serve on {h} did not listen");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        f.ns(h)
+            .wait_listening(PORT, left)
+            .with_context(|| format!("pisa-traffic serve on {h}"))?;
     }
     Ok(())
 }
@@ -69,39 +60,9 @@ pub(super) fn run_point(
             .with_context(|| format!("writing {}", path.display()))?;
     }
     let before = port_tx_packets(&f)?;
-    let host_drops = |f: &Fabric| -> u64 {
-        hosts
-            .iter()
-            .map(|h| fidelity::interface_drops(f.ns(h)).values().sum::<u64>())
-            .sum()
-    };
-    let host_drops_before = host_drops(&f);
-    // The switches' own fidelity monitors (kernel routers have none).
-    let monitored: Vec<(String, PathBuf)> = topo
-        .switches
-        .iter()
-        .filter(|s| !is_kernel(&s.program))
-        .map(|s| (s.name.clone(), opts.dir.join(format!("{}.sock", s.name))))
-        .collect();
-    let show_fidelity = |record: Option<&Path>| -> anyhow::Result<Vec<(String, fidelity::Switch)>> {
-        let mut text = String::new();
-        let v = monitored
-            .iter()
-            .map(|(name, sock)| {
-                let lines = admin(sock, "show_fidelity")?;
-                let _ = writeln!(text, "# {name}\n{}", lines.join("\n"));
-                let parsed = fidelity::parse_show_fidelity(&lines)
-                    .map_err(|err| anyhow!("switch {name}: show_fidelity: {err}"))?;
-                Ok((name.clone(), parsed))
-            })
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        if let Some(path) = record {
-            std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
-        }
-        Ok(v)
-    };
-    let input_drops = |v: &[(String, fidelity::Switch)]| v.iter().map(|(_, s)| s.input_drops).sum();
-    let input_drops_before: u64 = input_drops(&show_fidelity(None)?);
+    // The fidelity monitors, from before the clients start (their baselines are read here, not
+    // in the clients' lead time).
+    let watch = fidelity::Watch::start(&f)?;
     // Each host's schedule, to the destinations' IPv4 addresses.
     let mut per_host: Vec<String> = vec![String::new(); hosts.len()];
     for fl in &flows {
@@ -170,7 +131,6 @@ pub(super) fn run_point(
         .collect();
     let limit = Duration::from_secs_f64(1.5 + e.seconds + e.drain + 20.0);
     let flow_start = Instant::now();
-    let mut monitor = fidelity::Monitor::start();
     let mut depths = Vec::new();
     let mut last_sample = Instant::now() - Duration::from_secs(1);
     let mut last_note = Instant::now();
@@ -190,7 +150,6 @@ pub(super) fn run_point(
         }
         if last_sample.elapsed() >= Duration::from_secs(1) {
             last_sample = Instant::now();
-            monitor.sample();
             for (sock, ps) in &socks {
                 for &port in ps {
                     if let Ok(q) = port_queues(sock, port) {
@@ -216,20 +175,10 @@ pub(super) fn run_point(
         std::thread::sleep(Duration::from_millis(100));
     }
     let after = port_tx_packets(&f)?;
-    let mut sw = SwitchStats::default();
-    sw.fidelity.machine = monitor.finish();
-    sw.fidelity.host_drops = host_drops(&f).saturating_sub(host_drops_before);
-    if !monitored.is_empty() {
-        let switches = show_fidelity(Some(&dir.join("fidelity.txt")))?;
-        let min = fidelity::Thresholds::default().min_departures;
-        sw.fidelity.link_late_p99 = fidelity::worst_link(&switches, min);
-        sw.fidelity.link_departures = switches
-            .iter()
-            .flat_map(|(_, s)| s.links.iter().map(|l| l.departures))
-            .sum();
-        sw.fidelity.switch_input_drops =
-            Some(input_drops(&switches).saturating_sub(input_drops_before));
-    }
+    let mut sw = SwitchStats {
+        fidelity: watch.finish(&f, Some(&dir.join("fidelity.txt")))?,
+        ..SwitchStats::default()
+    };
     sw.set_queue_samples(&depths);
     for (leaf, port, spine) in uplinks(&topo) {
         let key = (leaf.clone(), port);

@@ -217,17 +217,21 @@ pub fn run(f: &Fabric, plan: &Plan, dir: &Path) -> anyhow::Result<Value> {
             clients.push((h.name.clone(), a));
         }
     }
+    let watch = super::fidelity::Watch::start(f)?;
     run_pisa_host(f, servers, clients)?;
+    let measured = watch.finish(f, Some(&dir.join("fidelity.txt")))?;
     let pfc_after = pfc_frames(f)?;
     let tx_after = port_tx_bytes(f)?;
-    summarise(
+    let mut v = summarise(
         f,
         plan,
         dir,
         &sinks,
         [&pfc_before, &pfc_after],
         [&tx_before, &tx_after],
-    )
+    )?;
+    v["fidelity"] = super::fidelity::to_json(&measured);
+    Ok(v)
 }
 
 /// Host `h`'s IPv4 address in `f`'s topology.

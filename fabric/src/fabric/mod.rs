@@ -121,6 +121,9 @@ pub struct Options {
     pub capture: bool,
     /// How switches are linked to each other.
     pub links: Links,
+    /// The switches' workers run in SCHED_FIFO at this priority (`pisa-switch --rt-priority`;
+    /// 0: the normal scheduler).
+    pub rt_priority: u8,
 }
 
 impl Options {
@@ -135,6 +138,7 @@ impl Options {
             cancel: Default::default(),
             capture: false,
             links: Links::Veth,
+            rt_priority: 0,
         }
     }
 }
@@ -454,6 +458,10 @@ impl Fabric {
                 "warn",
             ];
             args.extend(SWITCH_WAIT);
+            let rt = opts.rt_priority.to_string();
+            if opts.rt_priority > 0 {
+                args.extend(["--rt-priority", rt.as_str()]);
+            }
             for f in &iface {
                 args.extend(["-i", f]);
             }

@@ -104,7 +104,9 @@ pub(crate) fn iperf3(
     let _server =
         pisa_fabric::Process::spawn(f.ns(&dst.name), "iperf3", &["-s", "-1", "-B", &addr], &log)
             .expect("iperf3 server");
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    f.ns(&dst.name)
+        .wait_listening(5201, std::time::Duration::from_secs(30))
+        .expect("iperf3 server listening");
     let mut a = vec!["-c", addr.as_str()];
     a.extend_from_slice(args);
     f.ns(&src.name).exec("iperf3", &a).expect("iperf3 client")

@@ -188,7 +188,8 @@ pub fn parse_delay(s: &str) -> Result<u64, String> {
     us.parse().map_err(|_| format!("bad delay {s}"))
 }
 
-fn fmt_rate(bps: u64) -> String {
+/// A rate in bits/s as `parse_rate` reads it: `100M`, `2G`, `1500K`, `999`.
+pub fn fmt_rate(bps: u64) -> String {
     match bps {
         b if b % 1_000_000_000 == 0 => format!("{}G", b / 1_000_000_000),
         b if b % 1_000_000 == 0 => format!("{}M", b / 1_000_000),

@@ -63,6 +63,7 @@ pub(super) fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> anyhow::Result<()> 
         cancel,
         capture: false,
         links: a.links,
+        rt_priority: 0,
     };
     step(&format!(
         "bringing up a {leaves}x{spines} leaf-spine of {}, {hosts_per_leaf} hosts per leaf, host \
@@ -110,7 +111,12 @@ pub(super) fn demo(a: &DemoArgs, cancel: Arc<AtomicBool>) -> anyhow::Result<()> 
                 .with_context(|| format!("iperf3 server on host {}", h.name))?,
         );
     }
-    std::thread::sleep(Duration::from_millis(300));
+    for &(_, d) in &pairs {
+        let h = &t.hosts[d].name;
+        f.ns(h)
+            .wait_listening(5201, Duration::from_secs(30))
+            .with_context(|| format!("iperf3 server on host {h}"))?;
+    }
     let secs = seconds.to_string();
     let mut clients = Vec::new();
     for &(s, d) in &pairs {

@@ -122,6 +122,10 @@ enum Cmd {
         /// Linux routers).
         #[arg(long)]
         program: Option<String>,
+        /// Run the switches' workers in SCHED_FIFO at this priority (0: normal scheduling;
+        /// docs/dataplane.md, "Real-time workers").
+        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=99))]
+        rt_priority: u8,
     },
     /// Tears a fabric down.
     Down {
@@ -267,6 +271,20 @@ struct ExperimentArgs {
     /// kernel-side drops, late flow starts, a saturated CPU) instead of warning.
     #[arg(long)]
     require_fidelity: bool,
+    /// Instead of the sweep: find the highest host-link rate, among these comma-separated
+    /// candidates (e.g. 100M,50M,20M,10M), at which every scheme keeps fidelity at the highest
+    /// of --loads, with one short probe per scheme and rate (every link scaled alike; writes
+    /// OUT/rate-calibration.md and OUT/calibrated-rate; docs/experiments.md).
+    #[arg(long, value_name = "RATES")]
+    calibrate_rate: Option<String>,
+    /// Run the switches' workers in SCHED_FIFO at this priority (0: the normal scheduler), so
+    /// that a worker woken for a frame or a shaping deadline preempts the hosts' threads at once
+    /// (docs/dataplane.md, "Real-time workers"; docs/experiments.md, "Fidelity").
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=99))]
+    switch_rt_priority: u8,
+    /// The arrival window of each --calibrate-rate probe, seconds (then --drain).
+    #[arg(long, default_value_t = 10.0)]
+    probe_seconds: f64,
 }
 
 fn parse_tos(s: &str) -> Result<u8, String> {
@@ -334,7 +352,21 @@ fn experiment(a: &ExperimentArgs, cancel: Arc<AtomicBool>) -> anyhow::Result<()>
         links: a.links,
         counters: a.record_counters.clone(),
         require_fidelity: a.require_fidelity,
+        rt_priority: a.switch_rt_priority,
     };
+    if let Some(rates) = &a.calibrate_rate {
+        let rates = rates
+            .split(',')
+            .map(|r| topo::parse_rate(r.trim()).map_err(anyhow::Error::msg))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let probe = pisa_fabric::experiment::RateProbe {
+            rates,
+            seconds: a.probe_seconds,
+            drain: a.drain,
+        };
+        pisa_fabric::experiment::calibrate_rate(&e, &probe, &cancel)?;
+        return Ok(());
+    }
     pisa_fabric::experiment::run(&e, &cancel)?;
     // The table: the analysis package's (one definition of each statistic), which needs only
     // the standard library.
@@ -659,6 +691,7 @@ fn main() {
             io,
             links,
             program,
+            rt_priority,
         } => sweep::with_cleanup(name, |cancel| {
             let mut t = read_topology(topology)?;
             if let Some(p) = program {
@@ -671,6 +704,7 @@ fn main() {
                 cancel,
                 capture: false,
                 links: *links,
+                rt_priority: *rt_priority,
             };
             let f = sweep::bring_up(&t, &opts, |m| println!("{m}"))?;
             print!("{}", f.program()?);

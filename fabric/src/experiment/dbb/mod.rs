@@ -531,6 +531,8 @@ pub fn run_point(
         };
         *sched.entry(s).or_default() += &(job.line() + "\n");
     }
+    // The fidelity monitors, from before the clients start.
+    let watch = super::fidelity::Watch::start(&f)?;
     let epoch = unix_now_ns() + 1_500_000_000;
     let epoch_at = Instant::now() + Duration::from_millis(1500);
     let epoch_s = epoch.to_string();
@@ -594,6 +596,7 @@ pub fn run_point(
         }
         wait_until(Instant::now() + Duration::from_millis(100), &mut f)?;
     }
+    let measured = watch.finish(&f, Some(&dir.join("fidelity.txt")))?;
     let tx1 = port_tx_packets(&f)?;
     let snd1 = sum_counters(&f, &senders);
     let rcv1 = sum_counters(&f, &receivers);
@@ -685,6 +688,7 @@ pub fn run_point(
         "tm_drops": tm_drops,
         "program_drops": program_drops,
         "transport": {"cc": transport.cc, "ecn": transport.ecn},
+        "fidelity": super::fidelity::to_json(&measured),
     }))
 }
 

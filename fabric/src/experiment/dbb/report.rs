@@ -190,14 +190,30 @@ pub struct Row {
     pub values: Vec<f64>,
     /// Each forward link's share and expected share.
     pub shares: Vec<(String, usize, f64, f64)>,
+    /// The point's fidelity verdict (`ok`, `degraded: ...`; `-` for reports recorded before
+    /// the verdict existed).
+    pub fidelity: String,
+}
+
+/// A report's fidelity verdict (`-` where it has none).
+pub fn verdict(r: &Value) -> String {
+    r["fidelity"]["verdict"].as_str().unwrap_or("-").to_string()
 }
 
 /// The CSV of every point.
 pub fn csv(rows: &[Row]) -> String {
-    let mut s = format!("scheme,scenario,rep,{}\n", COLUMNS.join(","));
+    let mut s = format!("scheme,scenario,rep,{},fidelity\n", COLUMNS.join(","));
     for r in rows {
         let v: Vec<String> = r.values.iter().map(|x| format!("{x:.4}")).collect();
-        let _ = writeln!(s, "{},{},{},{}", r.scheme, r.scenario, r.rep, v.join(","));
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{}",
+            r.scheme,
+            r.scenario,
+            r.rep,
+            v.join(","),
+            r.fidelity
+        );
     }
     s
 }
@@ -249,16 +265,22 @@ pub fn tables(rows: &[Row]) -> String {
         ("max share dev", 16),
         ("TM drops", 17),
     ];
-    let mut s = String::from("| scenario | scheme | reps |");
+    let mut s = String::from("| scenario | scheme | reps | fidelity ok |");
     for (h, _) in shown {
         let _ = write!(s, " {h} |");
     }
-    s += "\n|---|---|---:|";
+    s += "\n|---|---|---:|---:|";
     s += &"---:|".repeat(shown.len());
     s += "\n";
     let gs = groups(rows);
     for ((scen, scheme), rs) in &gs {
-        let _ = write!(s, "| {scen} | {scheme} | {} |", rs.len());
+        let ok = rs.iter().filter(|r| r.fidelity == "ok").count();
+        let judged = rs.iter().filter(|r| r.fidelity != "-").count();
+        if judged == 0 {
+            let _ = write!(s, "| {scen} | {scheme} | {} | - |", rs.len());
+        } else {
+            let _ = write!(s, "| {scen} | {scheme} | {} | {ok}/{judged} |", rs.len());
+        }
         for (_, i) in shown {
             let _ = write!(
                 s,
@@ -354,9 +376,19 @@ mod tests {
                 v
             },
             shares: vec![("s1:9".into(), 1, 0.25, g / 400.0)],
+            fidelity: if rep == 2 {
+                "degraded: CPU 99% busy".into()
+            } else {
+                "ok".into()
+            },
         };
         let t = tables(&[row(1, 90.0), row(2, 10.0), row(3, 80.0)]);
-        assert!(t.contains("| A100 | dbb-shared | 3 | 0 | 80 |"), "{t}");
+        assert!(
+            t.contains("| A100 | dbb-shared | 3 | 2/3 | 0 | 80 |"),
+            "{t}"
+        );
+        assert_eq!(verdict(&json!({"fidelity": {"verdict": "ok"}})), "ok");
+        assert_eq!(verdict(&json!({})), "-");
         assert!(t.contains("| A100 | dbb-shared | 0.200 |"), "{t}");
         assert_eq!(csv(&[row(1, 1.0)]).lines().count(), 2);
     }

@@ -128,6 +128,7 @@ impl Sweep {
             rep: p.rep,
             values: report::summarise(&r),
             shares: report::link_shares(&r),
+            fidelity: report::verdict(&r),
         })
     }
 }

@@ -184,6 +184,15 @@ pub struct Row {
     pub utilisation: f64,
     /// Loss of the background traffic.
     pub bg_loss: f64,
+    /// The run's fidelity verdict (docs/experiments.md, "Fidelity"): `ok` or `degraded: ...`
+    /// in namespaces; `-` in pisa-sim, whose virtual time no CPU can make late (and in rows
+    /// recorded before the verdict existed).
+    #[serde(default = "no_verdict")]
+    pub fidelity: String,
+}
+
+fn no_verdict() -> String {
+    "-".into()
 }
 
 /// The background flows of a run as pisa-sim flow specs (`size` is the IP length).
@@ -277,6 +286,7 @@ pub fn sim(s: &Setup, c: &Config, bg_bps: u64) -> Result<(Row, Value), String> {
         pauses_received: rx_pfc,
         utilisation: util,
         bg_loss: bg_lost as f64 / bg_sent.max(1) as f64,
+        fidelity: no_verdict(),
     };
     Ok((row, r))
 }
@@ -340,6 +350,9 @@ pub fn netns(
     let util = f64_at(&r, &["utilisation", MAIN.1]).unwrap_or(0.0);
     let bg_loss = f64_at(&r, &["background", "loss"]).unwrap_or(0.0);
     let frame_bits = ((s.size + 42) * 8) as f64;
+    let fidelity = r["fidelity"]["verdict"]
+        .as_str()
+        .map_or_else(no_verdict, str::to_string);
     let row = match &tcp {
         Some(j) => {
             let snd = &j["end"]["streams"][0]["sender"];
@@ -356,6 +369,7 @@ pub fn netns(
                 pauses_received: rx_pfc,
                 utilisation: util,
                 bg_loss,
+                fidelity: fidelity.clone(),
             }
         }
         None => {
@@ -375,6 +389,7 @@ pub fn netns(
                 pauses_received: rx_pfc,
                 utilisation: util,
                 bg_loss,
+                fidelity: fidelity.clone(),
             }
         }
     };
@@ -399,7 +414,9 @@ fn iperf3(f: &Fabric, s: &Setup, dir: &Path) -> anyhow::Result<Value> {
     let log = dir.join("iperf3-server.log");
     let _server = crate::Process::spawn(f.ns(MAIN.1), "iperf3", &["-s", "-1", "-B", &dst], &log)
         .with_context(|| format!("iperf3 server on host {}", MAIN.1))?;
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    f.ns(MAIN.1)
+        .wait_listening(5201, std::time::Duration::from_secs(30))
+        .with_context(|| format!("iperf3 server on host {}", MAIN.1))?;
     let out = f
         .ns(MAIN.0)
         .exec(
@@ -428,12 +445,12 @@ fn opt(v: Option<f64>) -> String {
 pub fn table(rows: &[Row]) -> String {
     let mut s = String::from(
         "| config | background | sent | loss | latency p50 (µs) | p99 (µs) | goodput (Mb/s) | \
-         feedbacks | PFC sent | PFC received | host41 link use | background loss |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+         feedbacks | PFC sent | PFC received | host41 link use | background loss | fidelity |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for r in rows {
         s += &format!(
-            "| {} | {:.1} Mb/s | {} | {:.4} | {} | {} | {:.2} | {} | {} | {} | {:.3} | {:.4} |\n",
+            "| {} | {:.1} Mb/s | {} | {:.4} | {} | {} | {:.2} | {} | {} | {} | {:.3} | {:.4} | {} |\n",
             r.config,
             r.bg_bps as f64 / 1e6,
             r.sent,
@@ -445,7 +462,8 @@ pub fn table(rows: &[Row]) -> String {
             r.pauses_sent,
             r.pauses_received,
             r.utilisation,
-            r.bg_loss
+            r.bg_loss,
+            r.fidelity
         );
     }
     s

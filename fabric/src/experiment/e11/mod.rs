@@ -227,6 +227,15 @@ pub struct Row {
     pub pauses: u64,
     /// Packets the switches' traffic managers dropped.
     pub drops: u64,
+    /// The run's fidelity verdict (docs/experiments.md, "Fidelity"): `ok` or `degraded: ...`
+    /// in namespaces; `-` in pisa-sim, whose virtual time no CPU can make late (and in rows
+    /// recorded before the verdict existed).
+    #[serde(default = "no_verdict")]
+    pub fidelity: String,
+}
+
+pub(crate) fn no_verdict() -> String {
+    "-".into()
 }
 
 /// Summarises one run's report (`experiment::hpcc::run`'s) of `fl`.
@@ -273,6 +282,9 @@ pub fn row(s: &Setup, sc: &Scheme, slots: u8, fl: &[E11Flow], r: &Value, idle_rt
         retransmissions: (re, sent),
         pauses: switch_total(r, "pfc_tx"),
         drops: switch_total(r, "drops"),
+        fidelity: r["fidelity"]["verdict"]
+            .as_str()
+            .map_or_else(no_verdict, str::to_string),
     }
 }
 
@@ -282,8 +294,9 @@ pub fn table(rows: &[Row]) -> String {
     for b in BUCKETS {
         let _ = write!(md, " {} |", b.2);
     }
-    md += " goodput >=10 MB (Mb/s) | incomplete | retransmitted | PFC pauses | drops |\n|---|";
-    md += &"---|".repeat(BUCKETS.len() + 5);
+    md += " goodput >=10 MB (Mb/s) | incomplete | retransmitted | PFC pauses | drops | fidelity \
+           |\n|---|";
+    md += &"---|".repeat(BUCKETS.len() + 6);
     md += "\n";
     for r in rows {
         let _ = write!(md, "| {} |", r.scheme);
@@ -304,8 +317,8 @@ pub fn table(rows: &[Row]) -> String {
         let (re, sent) = r.retransmissions;
         let _ = writeln!(
             md,
-            " {} | {re} of {sent} | {} | {} |",
-            r.incomplete, r.pauses, r.drops
+            " {} | {re} of {sent} | {} | {} | {} |",
+            r.incomplete, r.pauses, r.drops, r.fidelity
         );
     }
     md
