@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The main job (README): installs what it needs, builds, and compares ECMP against the mechanisms
 # that exist on a 4x4 leaf-spine with 16 hosts in network namespaces (one pisa-switch process per
-# switch, AF_XDP ports, 100 Mb/s host links, 2:1 oversubscription, link rates enforced by the
+# switch, AF_XDP ports, 25 Mb/s host links (the highest of the rates tried at which every scheme
+# kept fidelity on the project's 2-core machine: docs/results/2026-11-26-rate-calibration.md), 2:1
+# oversubscription, link rates enforced by the
 # switches' traffic managers): for each scheme and load it brings a fresh fabric up, programs it
 # over P4Runtime by the scheme's fabric plan, runs the web-search workload (stride pattern, load
 # relative to the fabric's uplink capacity, kernel TCP from pisa-traffic in every host), collects
 # FCTs, retransmissions, drops and per-uplink packets, and tears the fabric down (also on Ctrl-C).
-# Every scheme uses a 3 ms flowlet gap (shorter gaps reorder on this machine: docs/experiments.md)
-# and HULA probes every 5 ms. It prints the FCT table and draws the plots into target/main-job/. Points already in
+# Every scheme uses the flowlet gap the runner calibrates from the fabric's RTT and standing queues
+# (about 6 ms at this rate: docs/results/2026-11-26-rate-calibration.md) and HULA probes every 5 ms. It prints the FCT table and draws the plots into target/main-job/. Points already in
 # target/main-job are skipped (delete it to start afresh). Needs root; about 5 minutes.
 #   bash scripts/demo.sh [pisa-fabric experiment flags, e.g. --loads 0.2,0.8 --seconds 60]
 #   bash scripts/demo.sh --fabric-demo     the 4x4 fabric of `basic` with iperf3 flows and uplink load
@@ -29,6 +31,6 @@ if [ "${1:-}" = "--fabric-demo" ]; then
   exec target/release/pisa-fabric demo --out target/fabric-demo "$@"
 fi
 exec target/release/pisa-fabric experiment --leaves 4 --spines 4 --hosts-per-leaf 4 \
-  --host-rate 100M --oversub 2 --schemes ecmp,hula,p4te,dbb-shared,spray-rr --workload websearch \
+  --host-rate 25M --oversub 2 --schemes ecmp,hula,p4te,dbb-shared,spray-rr --workload websearch \
   --pattern stride --load-of fabric --loads 0.3,0.6 --seconds 20 --drain 10 --reps 1 \
-  --set flowlet_gap_us=3000 --set probe_us=5000 --name main --out target/main-job "$@"
+  --set probe_us=5000 --name main --out target/main-job "$@"
