@@ -406,7 +406,8 @@ mod tests {
     use super::*;
     use topo::{LinkProps, leaf_spine};
 
-    fn exp(t: Topology) -> Fct {
+    /// A small experiment on `t` for the tests (rate.rs's too).
+    pub(super) fn exp(t: Topology) -> Fct {
         Fct {
             base: t,
             schemes: vec!["basic".into(), "ecmp".into()],

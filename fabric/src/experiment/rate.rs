@@ -293,34 +293,10 @@ mod tests {
     #[test]
     fn a_probe_is_one_point_at_the_highest_load_in_its_own_directory() {
         let t = leaf_spine(2, 2, 2, 1.0, LinkProps::default());
-        let e = Fct {
-            base: at_host_rate(&t, 100_000_000),
-            schemes: vec!["ecmp".into(), "hula".into()],
-            sets: vec![],
-            workload: "websearch".into(),
-            loads: vec![0.2, 0.8, 0.5],
-            pattern: "stride".into(),
-            incast: String::new(),
-            load_of: LoadOf::Fabric,
-            seconds: 20.0,
-            drain: 10.0,
-            reps: 5,
-            out: PathBuf::from("/tmp/x"),
-            transport: Transport {
-                cc: "cubic".into(),
-                ecn: 1,
-                reordering: None,
-            },
-            short_tos: 8,
-            large_tos: 16,
-            seed: 1,
-            seeding: Seeding::Value,
-            name: "x".into(),
-            links: Default::default(),
-            counters: vec![],
-            require_fidelity: true,
-            rt_priority: 0,
-        };
+        let mut e = super::super::tests::exp(at_host_rate(&t, 100_000_000));
+        e.loads = vec![0.2, 0.8, 0.5];
+        e.require_fidelity = true;
+        e.out = PathBuf::from("/tmp/x");
         let p = RateProbe {
             rates: vec![20_000_000],
             seconds: 8.0,
