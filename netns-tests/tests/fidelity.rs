@@ -57,11 +57,10 @@ fn a_point_is_ok_alone_and_degraded_beside_a_cpu_hog() {
     // fails here.
     let mut quiet = point("q");
     for attempt in 2..=3 {
-        eprintln!("quiet: {quiet:?}");
         if get(&quiet, "fidelity") == "ok" {
             break;
         }
-        eprintln!("quiet run degraded; attempt {attempt} of 3");
+        eprintln!("quiet run degraded ({quiet:?}); attempt {attempt} of 3");
         quiet = point("q");
     }
     eprintln!("quiet: {quiet:?}");

@@ -236,6 +236,19 @@ fn host_drops(f: &Fabric) -> u64 {
         .sum()
 }
 
+/// The verdict of a run that has none: pisa-sim's (its virtual time no CPU can make late), or one
+/// recorded before verdicts existed.
+pub fn no_verdict() -> String {
+    "-".into()
+}
+
+/// The verdict in a runner's JSON report ([`to_json`] under `fidelity`), or [`no_verdict`].
+pub fn verdict_of(report: &serde_json::Value) -> String {
+    report["fidelity"]["verdict"]
+        .as_str()
+        .map_or_else(no_verdict, str::to_string)
+}
+
 /// A measured phase's verdict and monitors as JSON, for the runners that report in JSON (E10's
 /// and E11's hosts, DBB's points): `{"verdict": "ok", "link_late_p99_frames": 0.3, ...}`.
 pub fn to_json(m: &Measured) -> serde_json::Value {

@@ -57,7 +57,7 @@ mod schedule;
 
 pub use calibrate::ping_times_us;
 pub use counters::{PORT_TX, port_tx_bytes, port_tx_packets, switch_counters};
-use point::{run_point, wait_listening};
+use point::{run_point, start_servers};
 pub use rate::{RateProbe, at_host_rate, calibrate_rate, host_rate};
 pub use results::*;
 pub use schedule::*;

@@ -5,8 +5,31 @@
 
 use super::*;
 
+/// Starts `pisa-traffic serve` (with the transport's arguments `targs`) in every one of `hosts`,
+/// logs in `dir/serve-<host>.log`, and waits until each listens.
+pub(super) fn start_servers(
+    f: &Fabric,
+    hosts: &[String],
+    targs: &[&str],
+    dir: &Path,
+) -> anyhow::Result<Vec<Process>> {
+    let bin = workspace_bin("pisa-traffic");
+    let bin = bin.to_str().unwrap_or_default();
+    let args = [&["serve"], targs].concat();
+    let mut servers = Vec::new();
+    for h in hosts {
+        let log = dir.join(format!("serve-{h}.log"));
+        servers.push(
+            Process::spawn(f.ns(h), bin, &args, &log)
+                .with_context(|| format!("pisa-traffic serve on host {h}"))?,
+        );
+    }
+    wait_listening(f, hosts)?;
+    Ok(servers)
+}
+
 /// Waits until `pisa-traffic serve` listens in every one of `hosts` (10 s at most).
-pub(super) fn wait_listening(f: &Fabric, hosts: &[String]) -> anyhow::Result<()> {
+fn wait_listening(f: &Fabric, hosts: &[String]) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(10);
     for h in hosts {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -42,16 +65,7 @@ pub(super) fn run_point(
     let bin = bin.to_str().unwrap_or_default();
     let targs = transport.args();
     let targs: Vec<&str> = targs.iter().map(String::as_str).collect();
-    let mut servers = Vec::new();
-    for h in &hosts {
-        let args = [&["serve"], &targs[..]].concat();
-        let log = dir.join(format!("serve-{h}.log"));
-        servers.push(
-            Process::spawn(f.ns(h), bin, &args, &log)
-                .with_context(|| format!("pisa-traffic serve on host {h}"))?,
-        );
-    }
-    wait_listening(&f, &hosts)?;
+    let servers = start_servers(&f, &hosts, &targs, dir)?;
     // How the hosts' TCP takes reordering (the servers have set the namespaces' sysctls).
     if let Some(h) = hosts.first() {
         let line = crate::traffic::reordering_settings_of(f.ns(h));

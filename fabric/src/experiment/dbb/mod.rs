@@ -28,7 +28,7 @@ use programs::dbb::{compile_balanced, compiler_links};
 use serde_json::{Value, json};
 use topo::{self, End, GenProps, LinkProps, Topology};
 
-use super::{admin, port_queues, port_tx_packets, wait_listening};
+use super::{admin, port_queues, port_tx_packets, start_servers};
 use crate::fabric::{Fabric, Options};
 use crate::traffic::{Job, PORT, Transport, unix_now_ns};
 use crate::{Netns, Process, workspace_bin};
@@ -486,16 +486,7 @@ pub fn run_point(
     let transport = &hosts.transport;
     let targs = transport.args();
     let targs: Vec<&str> = targs.iter().map(String::as_str).collect();
-    let mut servers = Vec::new();
-    for h in &receivers {
-        let args = [&["serve"], &targs[..]].concat();
-        let log = dir.join(format!("serve-{h}.log"));
-        servers.push(
-            Process::spawn(f.ns(h), bin, &args, &log)
-                .with_context(|| format!("pisa-traffic serve on host {h}"))?,
-        );
-    }
-    wait_listening(&f, &receivers)?;
+    let servers = start_servers(&f, &receivers, &targs, dir)?;
     for h in senders.iter().chain(&receivers) {
         for (k, v) in &hosts.sysctls {
             let o = f

@@ -195,11 +195,6 @@ pub struct Row {
     pub fidelity: String,
 }
 
-/// A report's fidelity verdict (`-` where it has none).
-pub fn verdict(r: &Value) -> String {
-    r["fidelity"]["verdict"].as_str().unwrap_or("-").to_string()
-}
-
 /// The CSV of every point.
 pub fn csv(rows: &[Row]) -> String {
     let mut s = format!("scheme,scenario,rep,{},fidelity\n", COLUMNS.join(","));
@@ -387,8 +382,11 @@ mod tests {
             t.contains("| A100 | dbb-shared | 3 | 2/3 | 0 | 80 |"),
             "{t}"
         );
-        assert_eq!(verdict(&json!({"fidelity": {"verdict": "ok"}})), "ok");
-        assert_eq!(verdict(&json!({})), "-");
+        assert_eq!(
+            crate::experiment::fidelity::verdict_of(&json!({"fidelity": {"verdict": "ok"}})),
+            "ok"
+        );
+        assert_eq!(crate::experiment::fidelity::verdict_of(&json!({})), "-");
         assert!(t.contains("| A100 | dbb-shared | 0.200 |"), "{t}");
         assert_eq!(csv(&[row(1, 1.0)]).lines().count(), 2);
     }

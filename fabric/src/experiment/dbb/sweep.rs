@@ -128,7 +128,7 @@ impl Sweep {
             rep: p.rep,
             values: report::summarise(&r),
             shares: report::link_shares(&r),
-            fidelity: report::verdict(&r),
+            fidelity: crate::experiment::fidelity::verdict_of(&r),
         })
     }
 }

@@ -187,12 +187,8 @@ pub struct Row {
     /// The run's fidelity verdict (docs/experiments.md, "Fidelity"): `ok` or `degraded: ...`
     /// in namespaces; `-` in pisa-sim, whose virtual time no CPU can make late (and in rows
     /// recorded before the verdict existed).
-    #[serde(default = "no_verdict")]
+    #[serde(default = "crate::experiment::fidelity::no_verdict")]
     pub fidelity: String,
-}
-
-fn no_verdict() -> String {
-    "-".into()
 }
 
 /// The background flows of a run as pisa-sim flow specs (`size` is the IP length).
@@ -286,7 +282,7 @@ pub fn sim(s: &Setup, c: &Config, bg_bps: u64) -> Result<(Row, Value), String> {
         pauses_received: rx_pfc,
         utilisation: util,
         bg_loss: bg_lost as f64 / bg_sent.max(1) as f64,
-        fidelity: no_verdict(),
+        fidelity: crate::experiment::fidelity::no_verdict(),
     };
     Ok((row, r))
 }
@@ -350,9 +346,7 @@ pub fn netns(
     let util = f64_at(&r, &["utilisation", MAIN.1]).unwrap_or(0.0);
     let bg_loss = f64_at(&r, &["background", "loss"]).unwrap_or(0.0);
     let frame_bits = ((s.size + 42) * 8) as f64;
-    let fidelity = r["fidelity"]["verdict"]
-        .as_str()
-        .map_or_else(no_verdict, str::to_string);
+    let fidelity = crate::experiment::fidelity::verdict_of(&r);
     let row = match &tcp {
         Some(j) => {
             let snd = &j["end"]["streams"][0]["sender"];

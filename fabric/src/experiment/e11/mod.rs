@@ -230,12 +230,8 @@ pub struct Row {
     /// The run's fidelity verdict (docs/experiments.md, "Fidelity"): `ok` or `degraded: ...`
     /// in namespaces; `-` in pisa-sim, whose virtual time no CPU can make late (and in rows
     /// recorded before the verdict existed).
-    #[serde(default = "no_verdict")]
+    #[serde(default = "crate::experiment::fidelity::no_verdict")]
     pub fidelity: String,
-}
-
-pub(crate) fn no_verdict() -> String {
-    "-".into()
 }
 
 /// Summarises one run's report (`experiment::hpcc::run`'s) of `fl`.
@@ -282,9 +278,7 @@ pub fn row(s: &Setup, sc: &Scheme, slots: u8, fl: &[E11Flow], r: &Value, idle_rt
         retransmissions: (re, sent),
         pauses: switch_total(r, "pfc_tx"),
         drops: switch_total(r, "drops"),
-        fidelity: r["fidelity"]["verdict"]
-            .as_str()
-            .map_or_else(no_verdict, str::to_string),
+        fidelity: crate::experiment::fidelity::verdict_of(r),
     }
 }
 

@@ -230,7 +230,7 @@ pub fn sim_row(sc: &Scheme, r: &Value) -> Result<Row, String> {
         retransmissions: (0, sent),
         pauses: port_total(r, "pfc_pauses_sent"),
         drops: port_total(r, "drops"),
-        fidelity: super::no_verdict(),
+        fidelity: crate::experiment::fidelity::no_verdict(),
     })
 }
 
