@@ -20,6 +20,10 @@
 //!   stay.
 //! - **Progress**: before the sweep, how many points there are, done and to run; after each
 //!   point, its one-line result, its time, the time elapsed and an ETA.
+//! - **Retries**: an experiment may ask for a finished point to be measured again
+//!   ([`Experiment::redo`]; the FCT sweep does for a point whose fidelity was degraded, with
+//!   `--retry-degraded N`). The finished attempt moves to `OUT/points/<point>.attempt<K>/`
+//!   (kept, out of the tables) and the point runs again, at once or when the sweep resumes.
 //! - **Seeding** is the experiment's: every experiment derives a point's seed from the point's
 //!   value (scheme, load, rep), never its position in the sweep.
 
@@ -58,6 +62,11 @@ pub trait Experiment {
     /// calibration); not when every point is done.
     fn prepare(&mut self, _ctx: &Ctx) -> Result<()> {
         Ok(())
+    }
+    /// Whether the finished point in `dir` is to be measured again, its files moved aside
+    /// (`attempts` earlier attempts of it are kept beside it already).
+    fn redo(&self, _dir: &Path, _attempts: usize) -> bool {
+        false
     }
     /// Measures `p`, writing its files into `dir` (empty); returns its result in one line.
     fn measure(&self, p: &Self::Point, dir: &Path, ctx: &Ctx) -> Result<String>;
@@ -239,7 +248,9 @@ pub fn run<E: Experiment>(e: &mut E, ctx: &Ctx) -> Result<Done> {
         }
     }
     let todo: Vec<usize> = (0..all.len())
-        .filter(|&i| !dirs[i].join("done").exists())
+        .filter(|&i| {
+            !dirs[i].join("done").exists() || e.redo(&dirs[i], attempts_of(&dirs[i]).len())
+        })
         .collect();
     let title = e.title();
     eprintln!(
@@ -264,31 +275,50 @@ pub fn run<E: Experiment>(e: &mut E, ctx: &Ctx) -> Result<Done> {
     };
     let started = Instant::now();
     for (k, &i) in todo.iter().enumerate() {
-        ctx.check()?;
         let (p, dir) = (&all[i], &dirs[i]);
         let label = e.label(p);
         let n = todo.len();
-        eprintln!("[{}/{n}] {label}: starting", k + 1);
-        let _ = std::fs::remove_dir_all(dir);
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let t0 = Instant::now();
-        let r = e.measure(p, dir, ctx);
-        // Whatever the point did, no fabric outlives it.
-        fabric::teardown(&ctx.name);
-        let line = r.with_context(|| format!("{title}: {label} ({})", dir.display()))?;
-        let marker = dir.join("done");
-        std::fs::write(&marker, "").with_context(|| format!("writing {}", marker.display()))?;
-        let done = finished(&dirs);
-        let done: Vec<(&E::Point, PathBuf)> = done.into_iter().map(|(i, d)| (&all[i], d)).collect();
-        e.tables(&done)?;
-        let per = started.elapsed().as_secs_f64() / (k + 1) as f64;
-        eprintln!(
-            "[{}/{n}] {label}: {line}; {} this point, {} elapsed, ETA {}",
-            k + 1,
-            fmt_duration(t0.elapsed().as_secs_f64()),
-            fmt_duration(started.elapsed().as_secs_f64()),
-            fmt_duration(per * (n - k - 1) as f64)
-        );
+        loop {
+            ctx.check()?;
+            let kept = attempts_of(dir).len();
+            if dir.join("done").exists() {
+                let to = attempt_dir(dir, kept + 1);
+                std::fs::rename(dir, &to)
+                    .with_context(|| format!("moving {} to {}", dir.display(), to.display()))?;
+                eprintln!(
+                    "[{}/{n}] {label}: measuring again (attempt {} kept in {})",
+                    k + 1,
+                    kept + 1,
+                    to.display()
+                );
+            } else {
+                eprintln!("[{}/{n}] {label}: starting", k + 1);
+            }
+            let _ = std::fs::remove_dir_all(dir);
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            let t0 = Instant::now();
+            let r = e.measure(p, dir, ctx);
+            // Whatever the point did, no fabric outlives it.
+            fabric::teardown(&ctx.name);
+            let line = r.with_context(|| format!("{title}: {label} ({})", dir.display()))?;
+            let marker = dir.join("done");
+            std::fs::write(&marker, "").with_context(|| format!("writing {}", marker.display()))?;
+            let done = finished(&dirs);
+            let done: Vec<(&E::Point, PathBuf)> =
+                done.into_iter().map(|(i, d)| (&all[i], d)).collect();
+            e.tables(&done)?;
+            let per = started.elapsed().as_secs_f64() / (k + 1) as f64;
+            eprintln!(
+                "[{}/{n}] {label}: {line}; {} this point, {} elapsed, ETA {}",
+                k + 1,
+                fmt_duration(t0.elapsed().as_secs_f64()),
+                fmt_duration(started.elapsed().as_secs_f64()),
+                fmt_duration(per * (n - k - 1) as f64)
+            );
+            if !e.redo(dir, attempts_of(dir).len()) {
+                break;
+            }
+        }
     }
     if todo.is_empty() {
         let done = finished(&dirs);
@@ -300,6 +330,21 @@ pub fn run<E: Experiment>(e: &mut E, ctx: &Ctx) -> Result<Done> {
         already: all.len() - todo.len(),
         ran: todo.len(),
     })
+}
+
+/// `dir`'s kept attempt `k` (from 1): `<dir>.attempt<k>` beside it.
+pub fn attempt_dir(dir: &Path, k: usize) -> PathBuf {
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".attempt{k}"));
+    dir.with_file_name(name)
+}
+
+/// The kept attempts of the point in `dir`, in order (attempt 1, 2, ... while they exist).
+pub fn attempts_of(dir: &Path) -> Vec<PathBuf> {
+    (1..)
+        .map(|k| attempt_dir(dir, k))
+        .take_while(|d| d.exists())
+        .collect()
 }
 
 /// Reads and parses a point's JSON file (`row.json`, `report.json`), naming it on failure.
@@ -333,6 +378,8 @@ mod tests {
         /// Cancels the sweep after this many points have been measured.
         stop_after: Option<(usize, Arc<AtomicBool>)>,
         prepared: u32,
+        /// Odd points are measured again while they have fewer kept attempts than this.
+        retries: usize,
     }
 
     impl Experiment for Squares {
@@ -358,6 +405,13 @@ mod tests {
         fn prepare(&mut self, _ctx: &Ctx) -> Result<()> {
             self.prepared += 1;
             Ok(())
+        }
+        fn redo(&self, dir: &Path, attempts: usize) -> bool {
+            let p: u32 = std::fs::read_to_string(dir.join("value"))
+                .unwrap()
+                .parse()
+                .unwrap();
+            p % 2 == 1 && attempts < self.retries
         }
         fn measure(&self, p: &u32, dir: &Path, _ctx: &Ctx) -> Result<String> {
             assert_eq!(std::fs::read_dir(dir)?.count(), 0, "a point starts empty");
@@ -391,6 +445,7 @@ mod tests {
             measured: RefCell::new(vec![]),
             stop_after: None,
             prepared: 0,
+            retries: 0,
         }
     }
 
@@ -472,6 +527,40 @@ mod tests {
         assert!(err.contains("point 99") && err.contains("fails"), "{err}");
         assert!(!out.join("points/p99/done").exists());
         assert!(out.join("points/p98/done").exists());
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+
+    #[test]
+    fn a_point_measured_again_keeps_its_earlier_attempts_beside_it() {
+        let out = std::env::temp_dir().join(format!("pisa-sweep-redo-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let mut e = squares(&out, 3);
+        e.retries = 2;
+        assert_eq!(run(&mut e, &ctx()).unwrap().ran, 3);
+        // At once, twice each: the odd points (whose squares are odd).
+        assert_eq!(*e.measured.borrow(), [1, 1, 1, 2, 3, 3, 3]);
+        let p1 = out.join("points/p1");
+        assert_eq!(
+            attempts_of(&p1),
+            [
+                out.join("points/p1.attempt1"),
+                out.join("points/p1.attempt2")
+            ]
+        );
+        assert!(attempts_of(&out.join("points/p2")).is_empty());
+        assert!(out.join("points/p1.attempt2/done").exists());
+        // Only the points themselves make the table.
+        assert_eq!(
+            std::fs::read_to_string(out.join("table")).unwrap(),
+            "1 1\n2 4\n3 9\n"
+        );
+        // Resumed with one more retry allowed: each odd point once more, nothing else.
+        let mut e = squares(&out, 3);
+        e.retries = 3;
+        let d = run(&mut e, &ctx()).unwrap();
+        assert_eq!((d.already, d.ran), (1, 2));
+        assert_eq!(*e.measured.borrow(), [1, 3]);
+        assert_eq!(attempts_of(&out.join("points/p3")).len(), 3);
         std::fs::remove_dir_all(&out).unwrap();
     }
 }

@@ -128,6 +128,10 @@ pub struct Fct {
     pub counters: Vec<String>,
     /// Fail a point whose fidelity is degraded ([`fidelity`]) instead of warning.
     pub require_fidelity: bool,
+    /// Measure a point whose fidelity was degraded again, with the same flows, up to this many
+    /// times; the degraded attempts are kept beside it and listed in `OUT/retries.csv`. Not in
+    /// the setup record: every attempt is measured alike.
+    pub retry_degraded: usize,
     /// The switches' workers' SCHED_FIFO priority (0: normal scheduling).
     pub rt_priority: u8,
 }
@@ -353,6 +357,11 @@ impl crate::sweep::Experiment for FctSweep {
         }
         Ok(())
     }
+    /// A degraded point, while it has retries left (`--retry-degraded`).
+    fn redo(&self, dir: &Path, attempts: usize) -> bool {
+        attempts < self.e.retry_degraded
+            && results::point_verdict(&dir.join("summary.csv")).is_some_and(|v| v != "ok")
+    }
     fn measure(&self, p: &Point, dir: &Path, ctx: &crate::sweep::Ctx) -> anyhow::Result<String> {
         run_point(&self.e, &self.transport, p, dir, ctx)
     }
@@ -365,7 +374,7 @@ impl crate::sweep::Experiment for FctSweep {
         if !self.e.counters.is_empty() {
             merge(out, &dirs, "counters.csv", counters::COUNTERS_HEADER)?;
         }
-        Ok(())
+        results::write_retries(out, &dirs)
     }
 }
 
@@ -434,6 +443,7 @@ mod tests {
             links: Default::default(),
             counters: vec![],
             require_fidelity: false,
+            retry_degraded: 0,
             rt_priority: 0,
         }
     }

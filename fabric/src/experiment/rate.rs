@@ -97,6 +97,7 @@ fn probe_experiment(e: &Fct, p: &RateProbe, rate: u64, scheme: &str) -> Fct {
             .join(format!("rate-{}", topo::fmt_rate(rate)))
             .join(scheme),
         require_fidelity: false,
+        retry_degraded: 0,
         ..e.clone()
     }
 }

@@ -214,3 +214,83 @@ pub fn flows_header() -> String {
 
 /// The header of `uplinks.csv`.
 pub const UPLINKS_HEADER: &str = "scheme,load,rep,leaf,port,spine,packets";
+
+/// The `fidelity` cell of a point's `summary.csv`, if it has one.
+pub fn point_verdict(summary: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(summary).ok()?;
+    let mut lines = text.lines();
+    let i = lines.next()?.split(',').position(|h| h == "fidelity")?;
+    lines.next()?.split(',').nth(i).map(str::to_string)
+}
+
+/// The header of `retries.csv`.
+pub const RETRIES_HEADER: &str = "scheme,load,rep,attempt,fidelity,used";
+
+/// `OUT/retries.csv`: every attempt of each point measured more than once (`--retry-degraded`),
+/// the kept ones (`used` no) and the one in the tables (`used` yes), with their verdicts.
+pub(super) fn write_retries(out: &Path, dirs: &[&Path]) -> anyhow::Result<()> {
+    let mut text = format!("{RETRIES_HEADER}\n");
+    for dir in dirs {
+        let kept = crate::sweep::attempts_of(dir);
+        if kept.is_empty() {
+            continue;
+        }
+        let used = dir.to_path_buf();
+        let all = kept.iter().map(|d| (d, "no")).chain([(&used, "yes")]);
+        for (k, (d, used)) in all.enumerate() {
+            let summary = d.join("summary.csv");
+            let text_of = std::fs::read_to_string(&summary).unwrap_or_default();
+            let row: Vec<&str> = text_of
+                .lines()
+                .nth(1)
+                .unwrap_or_default()
+                .split(',')
+                .collect();
+            let verdict = point_verdict(&summary).unwrap_or_else(fidelity::no_verdict);
+            let _ = writeln!(
+                text,
+                "{},{},{},{},{verdict},{used}",
+                row.first().unwrap_or(&"-"),
+                row.get(1).unwrap_or(&"-"),
+                row.get(2).unwrap_or(&"-"),
+                k + 1
+            );
+        }
+    }
+    let path = out.join("retries.csv");
+    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_list_every_attempt_of_a_point_measured_again() {
+        let out = std::env::temp_dir().join(format!("pisa-retries-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let summary = |d: &Path, verdict: &str| {
+            std::fs::create_dir_all(d).unwrap();
+            std::fs::write(
+                d.join("summary.csv"),
+                format!("scheme,load,rep,fidelity,cpu_busy\nhula,0.8,4,{verdict},0.5\n"),
+            )
+            .unwrap();
+        };
+        let p = out.join("points/hula_load0.8_rep4");
+        summary(&p, "ok");
+        summary(&crate::sweep::attempt_dir(&p, 1), "degraded: CPU 6% stolen");
+        let q = out.join("points/hula_load0.8_rep5");
+        summary(&q, "ok");
+        assert_eq!(point_verdict(&p.join("summary.csv")).as_deref(), Some("ok"));
+        assert_eq!(point_verdict(&out.join("none.csv")), None);
+        write_retries(&out, &[&p, &q]).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(out.join("retries.csv")).unwrap(),
+            format!(
+                "{RETRIES_HEADER}\nhula,0.8,4,1,degraded: CPU 6% stolen,no\nhula,0.8,4,2,ok,yes\n"
+            )
+        );
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+}

@@ -271,6 +271,11 @@ struct ExperimentArgs {
     /// kernel-side drops, late flow starts, a saturated CPU) instead of warning.
     #[arg(long)]
     require_fidelity: bool,
+    /// Measure a point whose fidelity was degraded again (the same flows), up to N times; the
+    /// degraded attempts stay in points/<point>.attempt<K>/ and are listed in OUT/retries.csv.
+    /// Resuming a finished sweep with it re-measures only its degraded points.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    retry_degraded: usize,
     /// Instead of the sweep: find the highest host-link rate, among these comma-separated
     /// candidates (e.g. 100M,50M,20M,10M), at which every scheme keeps fidelity at the highest
     /// of --loads, with one short probe per scheme and rate (every link scaled alike; writes
@@ -352,6 +357,7 @@ fn experiment(a: &ExperimentArgs, cancel: Arc<AtomicBool>) -> anyhow::Result<()>
         links: a.links,
         counters: a.record_counters.clone(),
         require_fidelity: a.require_fidelity,
+        retry_degraded: a.retry_degraded,
         rt_priority: a.switch_rt_priority,
     };
     if let Some(rates) = &a.calibrate_rate {
