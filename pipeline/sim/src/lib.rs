@@ -10,6 +10,7 @@
 pub mod fabric;
 pub mod flow;
 pub mod rx;
+pub mod tcp;
 pub mod traffic;
 pub mod workload;
 

@@ -1,0 +1,39 @@
+//! TCP hosts for `pisa-sim` (issue 31): a sans-IO model of a Linux TCP endpoint, close enough
+//! that a switch mechanism sees the packets a Linux host would send.
+//!
+//! One module per concern: sequence arithmetic ([`seq`]), the segment ([`segment`]), the RTO
+//! estimator ([`rtt`]), congestion control ([`cc`]: reno, cubic, dctcp), the sender's
+//! scoreboard ([`scoreboard`]), the receiver ([`recv`]: reassembly, SACK, delayed ACKs, the ECN
+//! echo) and the connection that ties them ([`conn`]).
+//!
+//! **Modelled** (with Linux's defaults): the three-way handshake with MSS, window scaling,
+//! SACK-permitted and timestamps (TSval in milliseconds, PAWS on receive); FIN; an initial
+//! window of 10 segments; slow start and congestion avoidance counted in segments; CUBIC with
+//! HyStart; DCTCP's α and cut; ECN (RFC 3168) for reno and cubic; SACK loss recovery with
+//! Linux's loss threshold (3 SACKed segments above a hole, raised by observed reordering up to
+//! 300) and Proportional Rate Reduction; the RTO with a 200 ms floor and back-off; a tail-loss
+//! probe; delayed ACKs (16 quick ACKs, then every second full segment, a 40 ms timer, at once
+//! on reordering); the receiver's window and Linux's rule for taking a window update from an
+//! ACK; no Nagle (the experiment's sockets set `TCP_NODELAY`).
+//!
+//! **Not modelled**, each a known difference from Linux: RACK's time-based loss detection (so
+//! a lost retransmission waits for the RTO), undo of spurious reductions (Eifel, D-SACK), F-RTO,
+//! receive-buffer autotuning (the window is the whole buffer from the start), the adaptive
+//! delayed-ACK timeout (fixed at its 40 ms minimum), pacing, TSO/GSO (every segment is one MSS
+//! or less), and the zero-window probe's one-byte segments (a window that holds data back with
+//! nothing in flight sends the next segment when the RTO fires).
+
+pub mod cc;
+pub mod conn;
+pub mod recv;
+pub mod rtt;
+pub mod scoreboard;
+pub mod segment;
+pub mod seq;
+
+pub use cc::Kind;
+pub use conn::{Config, Conn, State, Stats};
+pub use segment::Segment;
+
+#[cfg(test)]
+mod tests;

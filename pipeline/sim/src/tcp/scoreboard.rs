@@ -1,0 +1,344 @@
+//! The sender's record of what it sent and what came back (RFC 6675's scoreboard, kept per
+//! segment as Linux keeps its retransmission queue): which segments are SACKed, which are
+//! deemed lost, which lost ones were retransmitted, and Linux's counters from which the
+//! packets in flight follow (`tcp_packets_in_flight`: sent − SACKed − lost + retransmitted).
+//!
+//! Offsets are the connection's relative sequence space (bytes from the first data byte, as
+//! `u64`, so no comparison wraps). Segments keep the boundaries they were first sent with.
+//!
+//! Loss is inferred as Linux does without RACK: a segment is lost once `reordering` SACKed
+//! segments lie above it (RFC 6675's DupThresh, `tp->reordering`, 3 at first). Reordering
+//! raises that threshold: when an original transmission is SACKed or acknowledged below the
+//! highest SACKed byte, the distance in segments becomes the new threshold (Linux's
+//! `tcp_check_sack_reordering`), up to `max_reordering`.
+
+use std::collections::VecDeque;
+
+/// One transmitted segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sent {
+    /// First byte (relative).
+    pub start: u64,
+    /// One past the last byte (relative).
+    pub end: u64,
+    /// When it was last sent, ns.
+    pub sent_at: u64,
+    /// It was sent more than once.
+    pub retransmitted: bool,
+    /// A SACK covered it.
+    pub sacked: bool,
+    /// Deemed lost.
+    pub lost: bool,
+    /// A retransmission of it is in flight (counted in `retrans_out`).
+    pub retrans_in_flight: bool,
+}
+
+/// What an acknowledgment did to the scoreboard.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Delivered {
+    /// Segments newly delivered: cumulatively acknowledged (and not SACKed before) or SACKed.
+    pub segments: u32,
+    /// Send time of the oldest newly delivered segment sent only once (an RTT sample, Karn).
+    pub oldest_sent_at: Option<u64>,
+    /// Send time of the newest such segment.
+    pub newest_sent_at: Option<u64>,
+    /// An original transmission arrived out of order (the threshold may have risen).
+    pub reordered: bool,
+}
+
+impl Delivered {
+    fn took(&mut self, s: &Sent) {
+        self.segments += 1;
+        if !s.retransmitted {
+            self.oldest_sent_at = Some(self.oldest_sent_at.map_or(s.sent_at, |t| t.min(s.sent_at)));
+            self.newest_sent_at = Some(self.newest_sent_at.map_or(s.sent_at, |t| t.max(s.sent_at)));
+        }
+    }
+}
+
+/// The scoreboard.
+#[derive(Clone, Debug)]
+pub struct Scoreboard {
+    segs: VecDeque<Sent>,
+    /// SACKed segments.
+    pub sacked_out: u32,
+    /// Segments deemed lost.
+    pub lost_out: u32,
+    /// Retransmissions in flight.
+    pub retrans_out: u32,
+    /// The highest SACKed byte's end (relative), if any SACK arrived.
+    pub high_sacked: Option<u64>,
+    /// The loss threshold in segments (Linux's `tp->reordering`).
+    pub reordering: u32,
+    max_reordering: u32,
+    mss: u64,
+    /// How often an original transmission arrived out of order (Linux's `reord_seen`).
+    pub reord_seen: u64,
+}
+
+impl Scoreboard {
+    /// An empty scoreboard with loss threshold `dupthresh`, at most `max_reordering`, for
+    /// segments of `mss` bytes.
+    pub fn new(dupthresh: u32, max_reordering: u32, mss: u32) -> Scoreboard {
+        Scoreboard {
+            segs: VecDeque::new(),
+            sacked_out: 0,
+            lost_out: 0,
+            retrans_out: 0,
+            high_sacked: None,
+            reordering: dupthresh.max(1),
+            max_reordering: max_reordering.max(dupthresh),
+            mss: u64::from(mss.max(1)),
+            reord_seen: 0,
+        }
+    }
+
+    /// Segments sent and not cumulatively acknowledged.
+    pub fn packets_out(&self) -> u32 {
+        self.segs.len() as u32
+    }
+
+    /// Linux's packets in flight.
+    pub fn in_flight(&self) -> u32 {
+        (self.packets_out() + self.retrans_out).saturating_sub(self.sacked_out + self.lost_out)
+    }
+
+    /// The segments, oldest first.
+    pub fn segments(&self) -> &VecDeque<Sent> {
+        &self.segs
+    }
+
+    /// A first transmission of `[start, end)` at `now`.
+    pub fn sent(&mut self, start: u64, end: u64, now: u64) {
+        self.segs.push_back(Sent {
+            start,
+            end,
+            sent_at: now,
+            retransmitted: false,
+            sacked: false,
+            lost: false,
+            retrans_in_flight: false,
+        });
+    }
+
+    /// The oldest lost segment not yet retransmitted since it was deemed lost, by index.
+    pub fn next_lost(&self) -> Option<usize> {
+        if self.lost_out == 0 {
+            return None;
+        }
+        self.segs
+            .iter()
+            .position(|s| s.lost && !s.sacked && !s.retrans_in_flight)
+    }
+
+    /// Segment `i` is retransmitted at `now`; returns its range.
+    pub fn retransmit(&mut self, i: usize, now: u64) -> (u64, u64) {
+        let s = &mut self.segs[i];
+        s.sent_at = now;
+        s.retransmitted = true;
+        if !s.retrans_in_flight {
+            s.retrans_in_flight = true;
+            self.retrans_out += 1;
+        }
+        (s.start, s.end)
+    }
+
+    /// The newest segment, for a tail-loss probe that has no new data to send.
+    pub fn last(&self) -> Option<usize> {
+        self.segs.len().checked_sub(1)
+    }
+
+    fn forget(&mut self, s: &Sent) {
+        if s.sacked {
+            self.sacked_out -= 1;
+        }
+        if s.lost {
+            self.lost_out -= 1;
+        }
+        if s.retrans_in_flight {
+            self.retrans_out -= 1;
+        }
+    }
+
+    fn check_reordering(&mut self, s: &Sent, d: &mut Delivered) {
+        if s.retransmitted {
+            return;
+        }
+        if let Some(high) = self.high_sacked
+            && s.end <= high
+        {
+            let metric = (high - s.start).div_ceil(self.mss) as u32;
+            if metric > self.reordering {
+                self.reordering = metric.min(self.max_reordering);
+            }
+            self.reord_seen += 1;
+            d.reordered = true;
+        }
+    }
+
+    /// A cumulative acknowledgment up to `una` (relative) and SACK blocks `[l, r)` (relative,
+    /// already clipped to the sent range): updates the scoreboard and says what was delivered.
+    pub fn on_ack(&mut self, una: u64, sacks: &[(u64, u64)]) -> Delivered {
+        let mut d = Delivered::default();
+        // SACKs first, so the highest SACKed byte of this ACK counts for reordering below.
+        for &(l, r) in sacks {
+            for i in 0..self.segs.len() {
+                let s = self.segs[i];
+                if s.start >= r {
+                    break;
+                }
+                if s.sacked || s.start < l || s.end > r || s.end <= una {
+                    continue;
+                }
+                self.check_reordering(&s, &mut d);
+                let s = &mut self.segs[i];
+                s.sacked = true;
+                self.sacked_out += 1;
+                if s.lost {
+                    s.lost = false;
+                    self.lost_out -= 1;
+                }
+                if s.retrans_in_flight {
+                    s.retrans_in_flight = false;
+                    self.retrans_out -= 1;
+                }
+                let s = *s;
+                d.took(&s);
+                self.high_sacked = Some(self.high_sacked.map_or(s.end, |h| h.max(s.end)));
+            }
+        }
+        while let Some(s) = self.segs.front().copied() {
+            if s.end > una {
+                break;
+            }
+            self.segs.pop_front();
+            if !s.sacked {
+                self.check_reordering(&s, &mut d);
+                d.took(&s);
+            }
+            self.forget(&s);
+        }
+        if self.segs.is_empty() {
+            self.high_sacked = None;
+        }
+        d
+    }
+
+    /// Marks lost every unSACKed segment with at least `reordering` SACKed segments above it;
+    /// returns whether the oldest segment is lost (the trigger of fast retransmit).
+    pub fn mark_lost(&mut self) -> bool {
+        if self.sacked_out >= self.reordering {
+            let mut above = 0;
+            for s in self.segs.iter_mut().rev() {
+                if s.sacked {
+                    above += 1;
+                } else if above >= self.reordering && !s.lost {
+                    // A retransmission still in flight is not judged again (no RACK here).
+                    if !s.retrans_in_flight {
+                        s.lost = true;
+                        self.lost_out += 1;
+                    }
+                }
+            }
+        }
+        self.segs.front().is_some_and(|s| s.lost)
+    }
+
+    /// Marks the oldest segment lost (a fast retransmit on its own evidence: three duplicate
+    /// ACKs without SACK).
+    pub fn mark_head_lost(&mut self) {
+        if let Some(s) = self.segs.front_mut()
+            && !s.lost
+            && !s.sacked
+        {
+            s.lost = true;
+            if s.retrans_in_flight {
+                s.retrans_in_flight = false;
+                self.retrans_out -= 1;
+            }
+            self.lost_out += 1;
+        }
+    }
+
+    /// A retransmission timeout: every unSACKed segment is lost, no retransmission is in flight
+    /// any more (Linux's `tcp_timeout_mark_lost`).
+    pub fn mark_all_lost(&mut self) {
+        for s in self.segs.iter_mut() {
+            s.retrans_in_flight = false;
+            if !s.sacked && !s.lost {
+                s.lost = true;
+                self.lost_out += 1;
+            }
+        }
+        self.retrans_out = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn board(n: u64) -> Scoreboard {
+        let mut b = Scoreboard::new(3, 300, 100);
+        for i in 0..n {
+            b.sent(i * 100, (i + 1) * 100, i);
+        }
+        b
+    }
+
+    #[test]
+    fn three_sacked_segments_above_a_hole_make_it_lost() {
+        let mut b = board(10);
+        // Segment 0 is missing; 1 and 2 SACKed: not yet.
+        let d = b.on_ack(0, &[(100, 300)]);
+        assert_eq!(d.segments, 2);
+        assert!(!b.mark_lost());
+        assert_eq!(b.in_flight(), 8);
+        // A third: segment 0 is lost, nothing else (nothing unSACKed has three above it).
+        b.on_ack(0, &[(100, 400)]);
+        assert!(b.mark_lost());
+        assert_eq!((b.sacked_out, b.lost_out), (3, 1));
+        assert_eq!(b.in_flight(), 10 - 3 - 1);
+        // Retransmitted: in flight again.
+        let i = b.next_lost().unwrap();
+        assert_eq!(b.retransmit(i, 50), (0, 100));
+        assert_eq!(b.in_flight(), 7);
+        assert_eq!(b.next_lost(), None);
+        // Its ACK takes everything up to 400: 1 newly delivered, and no RTT sample from it.
+        let d = b.on_ack(400, &[]);
+        assert_eq!(d.segments, 1);
+        assert_eq!(d.oldest_sent_at, None);
+        assert_eq!(
+            (b.packets_out(), b.sacked_out, b.lost_out, b.retrans_out),
+            (6, 0, 0, 0)
+        );
+    }
+
+    #[test]
+    fn an_original_arriving_below_the_highest_sack_raises_the_threshold() {
+        let mut b = board(10);
+        b.on_ack(0, &[(500, 600)]);
+        // Segment 0 was only late: its cumulative ACK shows a reordering of 6 segments.
+        let d = b.on_ack(100, &[(500, 600)]);
+        assert!(d.reordered);
+        assert_eq!(b.reordering, 6);
+        assert_eq!(b.reord_seen, 1);
+        assert_eq!(d.oldest_sent_at, Some(0));
+        // Now 3 SACKed segments above a hole are not enough.
+        b.on_ack(100, &[(500, 800)]);
+        assert!(!b.mark_lost());
+    }
+
+    #[test]
+    fn a_timeout_marks_all_but_the_sacked_lost() {
+        let mut b = board(5);
+        b.on_ack(0, &[(200, 300)]);
+        let i = 0;
+        b.mark_head_lost();
+        b.retransmit(i, 9);
+        b.mark_all_lost();
+        assert_eq!((b.lost_out, b.sacked_out, b.retrans_out), (4, 1, 0));
+        assert_eq!(b.in_flight(), 0);
+        assert_eq!(b.next_lost(), Some(0));
+    }
+}
