@@ -191,7 +191,10 @@ pub struct TxState<B> {
     port: PortId,
     /// Shaper tokens in nano-units (bytes or packets x 1e9).
     tokens: u128,
-    last_ns: u64,
+    /// When the shaper last counted its tokens (`None` before its first frame: a full bucket).
+    /// Not a 0 sentinel: a simulator's clock starts at 0, and a bucket refilled at every call
+    /// at time 0 let whatever left at 0 ns go at any rate.
+    last_ns: Option<u64>,
     /// When the shaper last said "wait until": a worker that wakes up late is credited the
     /// lateness (up to 1 ms), so scheduling jitter does not lower a backlogged port's rate.
     wait_at: Option<u64>,
@@ -392,7 +395,7 @@ impl<B> TrafficManager<B> {
         TxState {
             port,
             tokens: 0,
-            last_ns: 0,
+            last_ns: None,
             wait_at: None,
             head: std::array::from_fn(|_| None),
             last: LastDeparture::default(),
@@ -610,13 +613,14 @@ impl<B> TrafficManager<B> {
         if let Some(at) = tx.wait_at.take() {
             cap += u128::from(now.saturating_sub(at).min(1_000_000)) * rate;
         }
-        if tx.last_ns == 0 {
-            tx.tokens = cap;
-        } else {
-            let dt = u128::from(now.saturating_sub(tx.last_ns));
-            tx.tokens = (tx.tokens + dt * rate).min(cap);
+        match tx.last_ns {
+            None => tx.tokens = cap,
+            Some(last) => {
+                let dt = u128::from(now.saturating_sub(last));
+                tx.tokens = (tx.tokens + dt * rate).min(cap);
+            }
         }
-        tx.last_ns = now.max(tx.last_ns);
+        tx.last_ns = Some(tx.last_ns.map_or(now, |l| l.max(now)));
         let need = cost * NANO;
         if tx.tokens >= need {
             tx.tokens -= need;

@@ -487,3 +487,17 @@ fn link_lateness_skips_a_gap_a_received_pause_made_and_unshaped_ports() {
     assert_eq!((l.departures, l.late, l.ns.max), (1, 0, SER));
     assert_eq!(l.ser.max, fidelity::SER_SCALE);
 }
+
+#[test]
+fn a_clock_that_starts_at_zero_is_shaped_like_any_other() {
+    // pisa-sim's virtual clock starts at 0: frames that all ask at 0 ns get one bucket's worth
+    // (the first frame), not a refill at every call.
+    let tm = shaped_8mbps();
+    for _ in 0..3 {
+        tm.enqueue(0, pkt(1000, 0, 0), 0).unwrap();
+    }
+    let mut tx = tm.tx_state(0);
+    assert_eq!(drain(&tm, &mut tx, 0).len(), 1);
+    assert!(matches!(tm.dequeue(&mut tx, 0), Dequeued::Wait { at } if at == SER));
+    assert_eq!(drain(&tm, &mut tx, SER).len(), 1);
+}
