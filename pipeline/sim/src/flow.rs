@@ -21,6 +21,13 @@
 //! receiver the notification point of QCN's three-point baseline: it answers every CE-marked
 //! packet of the flow with such a feedback packet.
 //!
+//! `cc=reno`, `cc=cubic` and `cc=dctcp` make the flow a TCP connection of the simulator's
+//! Linux-like endpoints ([`crate::tcp`]): `bytes=` application bytes from SRC to DST, exchanged
+//! as `pisa-traffic` exchanges a sized flow (an 18-byte header and the bytes, then a 16-byte
+//! answer); its FCT runs from the client's SYN to the answer's arrival. `size=` is the link MTU
+//! (default 1500: an MSS of 1460, 1448 with timestamps), `ecn=on|off` negotiates ECN (on by
+//! default for dctcp only), `rto_min_ms=` sets the minimum RTO (200 ms). `rate=` does not apply.
+//!
 //! `cc=hpcc-pint` and `cc=hpcc-int` (UDP; `rate=` optional, the NIC's line rate is the cap) make
 //! the flow a window-based HPCC sender ([`::hosts::hpcc::Hpcc`]) of a finite flow of `bytes=`
 //! application bytes to the fabric's designated HPCC port, carrying the `pint` program's shim
@@ -113,6 +120,15 @@ pub enum Cc {
         /// Byte counter, bytes.
         byte_counter: Option<u64>,
     },
+    /// A TCP connection with this congestion control.
+    Tcp {
+        /// The algorithm.
+        kind: crate::tcp::Kind,
+        /// ECN negotiated.
+        ecn: bool,
+        /// Minimum RTO, ns.
+        rto_min_ns: u64,
+    },
     /// HPCC's window controller, fed by PINT's digest (`int: false`) or by INT (`int: true`).
     Hpcc {
         /// The INT baseline.
@@ -168,6 +184,7 @@ impl FlowSpec {
         };
         let mut rate = None;
         let (mut r_ai_bps, mut byte_counter) = (None, None);
+        let (mut ecn, mut rto_min_ns, mut size_given, mut udp_given) = (None, None, false, false);
         for w in words {
             let (k, v) = w
                 .split_once('=')
@@ -179,10 +196,22 @@ impl FlowSpec {
                         None => Rate::Bps(parse_rate(v)?),
                     });
                 }
-                "size" => f.size = num("size", v)?,
+                "size" => {
+                    f.size = num("size", v)?;
+                    size_given = true;
+                }
+                "ecn" => {
+                    ecn = Some(match v {
+                        "on" => true,
+                        "off" => false,
+                        _ => return Err(format!("ecn={v}: on or off")),
+                    })
+                }
+                "rto_min_ms" => rto_min_ns = Some(ms(v)?.max(1)),
                 "start_ms" => f.start_ns = ms(v)?,
                 "stop_ms" => f.stop_ns = Some(ms(v)?),
                 "proto" => {
+                    udp_given = v == "udp";
                     f.proto = match v {
                         "udp" => Proto::Udp,
                         "tcp" => Proto::Tcp,
@@ -219,9 +248,15 @@ impl FlowSpec {
                             int: true,
                             pad: false,
                         },
+                        "reno" | "cubic" | "dctcp" => Cc::Tcp {
+                            kind: v.parse()?,
+                            ecn: false,
+                            rto_min_ns: 0,
+                        },
                         _ => {
                             return Err(format!(
-                                "cc={v}: none, qcn-rp, hpcc-pint, hpcc-pint-pad or hpcc-int"
+                                "cc={v}: none, qcn-rp, hpcc-pint, hpcc-pint-pad, hpcc-int, reno, \
+                                 cubic or dctcp"
                             ));
                         }
                     }
@@ -239,14 +274,35 @@ impl FlowSpec {
                 _ => return Err(format!("unknown flow option {k}")),
             }
         }
-        if let Cc::Hpcc { .. } = f.cc {
+        if let Cc::Tcp {
+            kind,
+            ecn: e,
+            rto_min_ns: r,
+        } = &mut f.cc
+        {
+            if f.bytes.is_none() || rate.is_some() || udp_given {
+                return Err(
+                    "cc=reno|cubic|dctcp: a TCP flow of bytes= (no rate=, no proto=udp)".into(),
+                );
+            }
+            f.proto = Proto::Tcp;
+            *e = ecn.unwrap_or(*kind == crate::tcp::Kind::Dctcp);
+            *r = rto_min_ns.unwrap_or(200_000_000);
+            if !size_given {
+                f.size = 1500;
+            }
+            // The connection paces itself; no rate caps it.
+            rate = Some(Rate::Bps(u64::MAX));
+        } else if ecn.is_some() || rto_min_ns.is_some() {
+            return Err("ecn= and rto_min_ms= belong to cc=reno, cubic and dctcp".into());
+        } else if let Cc::Hpcc { .. } = f.cc {
             if f.bytes.is_none() || f.proto != Proto::Udp {
                 return Err("cc=hpcc-*: a UDP flow with bytes=".into());
             }
             // The window paces the flow; the line rate caps it.
             rate = rate.or(Some(Rate::Bps(u64::MAX)));
         } else if f.bytes.is_some() {
-            return Err("bytes= belongs to cc=hpcc-pint and cc=hpcc-int".into());
+            return Err("bytes= belongs to cc=hpcc-*, reno, cubic and dctcp".into());
         }
         f.rate = rate.ok_or("a flow needs rate=")?;
         match &mut f.cc {
@@ -264,10 +320,12 @@ impl FlowSpec {
                 }
                 (*r, *b) = (r_ai_bps, byte_counter);
             }
-            Cc::None | Cc::Hpcc { .. } if r_ai_bps.is_some() || byte_counter.is_some() => {
+            Cc::None | Cc::Hpcc { .. } | Cc::Tcp { .. }
+                if r_ai_bps.is_some() || byte_counter.is_some() =>
+            {
                 return Err("r_ai= and bc= belong to cc=qcn-rp".into());
             }
-            Cc::None | Cc::Hpcc { .. } => {}
+            Cc::None | Cc::Hpcc { .. } | Cc::Tcp { .. } => {}
         }
         if matches!(f.rate, Rate::Bps(0) | Rate::Pps(0)) {
             return Err("rate must be > 0".into());

@@ -113,3 +113,50 @@ fn a_kernel_router_is_refused_by_name_and_gets_no_fabric_plan() {
     assert!(!plans.contains_key("spine1"));
     assert_eq!(plans.len(), t.switches.len() - 1);
 }
+
+/// Flow `i`'s `tcp` object.
+fn tcp(r: &Json, i: usize) -> &Json {
+    let Some(Json::A(flows)) = r.get("flows") else {
+        panic!("no flows")
+    };
+    flows[i]
+        .get("tcp")
+        .unwrap_or_else(|| panic!("no tcp object for flow {i}"))
+}
+
+#[test]
+fn tcp_flows_share_a_downlink_finish_and_repeat_byte_for_byte() {
+    // Two TCP senders into one 100 Mb/s downlink with a 64-packet buffer: losses, recovered.
+    let flows = [
+        "h1>h3 cc=cubic bytes=2000000",
+        "h2>h3 cc=reno bytes=2000000 start_ms=1",
+        "h4>h1 cc=dctcp bytes=20000 start_ms=2",
+    ];
+    let a = run(200, 7, &flows);
+    for i in 0..3 {
+        assert_eq!(num(tcp(&a, i), &["completed"]), 1, "flow {i}: {}", a.pretty());
+    }
+    // 4 MB through one 100 Mb/s link takes at least 320 ms... of which 200 ms are the run and
+    // the rest its drain; the two share it within a factor of two.
+    let f0 = num(tcp(&a, 0), &["fct_ns"]);
+    let f1 = num(tcp(&a, 1), &["fct_ns"]);
+    assert!(f0.max(f1) >= 320_000_000, "{f0} {f1}");
+    assert!(f0.max(f1) < 2 * f0.min(f1) + 100_000_000, "{f0} {f1}");
+    // Wherever the two meet (a spine's port to leaf2 when ECMP hashes them together, else
+    // leaf2's port to h3), drops there are what TCP retransmits.
+    let Some(Json::O(switches)) = a.get("switches") else {
+        panic!("no switches")
+    };
+    let mut drops = 0;
+    for (_, s) in switches {
+        let Some(Json::O(ports)) = s.get("ports") else {
+            continue;
+        };
+        drops += ports.iter().map(|(_, p)| num(p, &["drops"])).sum::<u64>();
+    }
+    let retx = num(tcp(&a, 0), &["retransmits"]) + num(tcp(&a, 1), &["retransmits"]);
+    assert!(drops > 0 && retx >= drops / 2, "drops {drops} retransmits {retx}");
+    // The same seed: the same bytes; another seed: other initial sequence numbers, same flows.
+    assert_eq!(a.pretty(), run(200, 7, &flows).pretty());
+    assert_eq!(num(tcp(&run(200, 8, &flows), 2), &["completed"]), 1);
+}

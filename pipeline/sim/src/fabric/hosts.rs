@@ -28,7 +28,7 @@ impl Sim {
             }
             return;
         }
-        if self.hpcc_arrive(host, bytes) {
+        if self.hpcc_arrive(host, bytes) || self.tcp_arrive(host, bytes) {
             self.bufs.free(frame.buf);
             return;
         }
@@ -126,6 +126,9 @@ impl Sim {
     pub(super) fn send(&mut self, k: usize) {
         if self.flows[k].hpcc.is_some() {
             return self.hpcc_send(k);
+        }
+        if self.flows[k].tcp.is_some() {
+            return self.tcp_send(k);
         }
         let now = self.now;
         let f = &mut self.flows[k];

@@ -39,6 +39,7 @@ mod hosts;
 mod hpcc;
 mod pint;
 mod report;
+mod tcp;
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -88,6 +89,8 @@ enum Event {
     AgentTick { sw: usize },
     /// Application `app` of switch `sw`'s packet generator ticks.
     Generate { sw: usize, app: u8 },
+    /// End `end` (0 the client, 1 the server) of TCP flow `flow` has a deadline.
+    TcpTimer { flow: usize, end: usize },
 }
 
 #[derive(Debug)]
@@ -209,6 +212,8 @@ struct FlowState {
     np_sent: u64,
     /// The sender of a `cc=hpcc-*` flow.
     hpcc: Option<Box<hpcc::HpccFlow>>,
+    /// The two connections of a `cc=reno|cubic|dctcp` flow.
+    tcp: Option<Box<tcp::TcpFlow>>,
 }
 
 /// The environment of one switch's packet path during an event.
@@ -292,6 +297,8 @@ pub struct Sim {
     hpcc_flows: BTreeMap<(usize, Ipv4Addr, u16, u16), usize>,
     /// The fabric's HPCC port, when a flow uses it.
     hpcc_port: Option<u16>,
+    /// TCP flows' ends by (host, peer address, local port, peer port): (flow, end).
+    tcp_flows: BTreeMap<(usize, Ipv4Addr, u16, u16), (usize, usize)>,
 }
 
 fn host_port_config(p: &LinkProps) -> PortConfig {
@@ -467,6 +474,7 @@ impl Sim {
             pint: collector,
             hpcc_flows: BTreeMap::new(),
             hpcc_port: None,
+            tcp_flows: BTreeMap::new(),
         };
         for (i, a) in agents {
             sim.attach(i, a);
@@ -517,8 +525,9 @@ impl Sim {
                 _ => None,
             };
             let hpcc = sim.hpcc_setup(t, k, &mut f, (src, dst))?;
+            let tcp = sim.tcp_setup(k, &f, (src, dst));
             let mut source = Source::new(f, opts.duration_ns, seed);
-            if hpcc.is_some() {
+            if hpcc.is_some() || tcp.is_some() {
                 sim.schedule(source.spec().start_ns, Event::Send { flow: k });
             } else if let Some(at) = source.next_send() {
                 sim.schedule(at, Event::Send { flow: k });
@@ -533,6 +542,7 @@ impl Sim {
                 rp,
                 np_sent: 0,
                 hpcc,
+                tcp,
             });
         }
         Ok(sim)
@@ -622,6 +632,7 @@ impl Sim {
                 }
                 Event::Send { flow } => self.send(flow),
                 Event::Generate { sw, app } => self.generate(sw, app),
+                Event::TcpTimer { flow, end } => self.tcp_timeout(flow, end),
                 Event::AgentTick { sw } => {
                     let s = &mut self.switches[sw];
                     if s.tick_at == Some(self.now) {

@@ -64,6 +64,9 @@ impl Sim {
                 if let Some(h) = &f.hpcc {
                     flow = flow.with("hpcc", h.report());
                 }
+                if let Some(t) = &f.tcp {
+                    flow = flow.with("tcp", t.report());
+                }
                 if f.source.spec().np {
                     flow = flow.with("np_feedbacks_sent", f.np_sent);
                 }

@@ -53,14 +53,22 @@ pub struct Acked {
     pub snd_una: u32,
     /// The sender's `snd_nxt`.
     pub snd_nxt: u32,
+    /// HyStart's ACK-train cushion (Linux's `hystart_ack_delay`: the time to send four
+    /// 64 KB GSO bursts at the pacing rate, at most 1 ms), ns.
+    pub ack_delay_ns: u64,
 }
 
 /// CUBIC's C (Linux: `bic_scale` 41 × 10 / 1024), segments per second cubed.
 const CUBIC_C: f64 = 410.0 / 1024.0;
 /// CUBIC's β × 1024 (Linux's `beta`).
 const CUBIC_BETA: u32 = 717;
-/// Linux's `beta_scale`: `8 * (1024 + 3 * β) / 3 / (1024 - β)`, for the Reno-friendly window.
-const CUBIC_BETA_SCALE: u32 = 8 * (1024 + 3 * CUBIC_BETA) / 3 / (1024 - CUBIC_BETA);
+/// Linux's `beta_scale`: `8 * (1024 + β) / 3 / (1024 - β)` (15), for the Reno-friendly window.
+const CUBIC_BETA_SCALE: u32 = 8 * (1024 + CUBIC_BETA) / 3 / (1024 - CUBIC_BETA);
+/// CUBIC recomputes its target at most this often while the window stands still (Linux's
+/// `HZ / 32` jiffies: 7 at HZ = 250), ns.
+const CUBIC_RECOMPUTE_NS: u64 = 28_000_000;
+/// CUBIC ignores delay samples this long after a reduction (`cubictcp_acked`: `HZ`), ns.
+const CUBIC_DISCARD_NS: u64 = 1_000_000_000;
 /// HyStart runs from this window on (Linux's `hystart_low_window`).
 const HYSTART_LOW_WINDOW: u32 = 16;
 /// ACKs closer than this make a train (Linux's `hystart_ack_delta_us`), ns.
@@ -79,12 +87,15 @@ struct Cubic {
     ack_cnt: u32,
     tcp_cwnd: u32,
     cnt: u32,
+    last_cwnd: u32,
+    last_time: u64,
     delay_min: Option<u64>,
     // HyStart.
     found: bool,
     round_start: u64,
     last_ack: u64,
-    end_seq: u32,
+    /// The round ends when `snd_una` passes it (`None`: start a round at the next ACK).
+    end_seq: Option<u32>,
     curr_rtt: u64,
     sample_cnt: u32,
 }
@@ -133,7 +144,7 @@ impl Cc {
     /// round end there.
     pub fn start(&mut self, snd_nxt: u32) {
         self.dctcp.next_seq = snd_nxt;
-        self.cubic.end_seq = snd_nxt;
+        self.cubic.end_seq = None;
     }
 
     /// The algorithm.
@@ -154,18 +165,16 @@ impl Cc {
         }
     }
 
-    /// Every ACK that delivered data, in any state: the algorithms' measurements (DCTCP's α,
-    /// CUBIC's minimum delay and HyStart).
+    /// Every ACK, in any state: the algorithms' measurements (DCTCP's α, CUBIC's minimum delay
+    /// and HyStart).
     pub fn on_ack(&mut self, a: &Acked) {
         match self.kind {
             Kind::Dctcp => {
+                // Linux's dctcp_update_alpha runs (in_ack_event) before the ACK's cumulative
+                // delivery is counted: the window that closes here is the one before it.
                 let d = &mut self.dctcp;
-                d.delivered += a.segments;
-                if a.ece {
-                    d.delivered_ce += a.segments;
-                }
                 if !super::seq::lt(a.snd_una, d.next_seq) {
-                    // Linux's min_not_zero(α, α >> g): all of a small α.
+                    // min_not_zero(α, α >> g): all of a small α.
                     d.alpha -= match d.alpha >> DCTCP_SHIFT_G {
                         0 => d.alpha,
                         x => x,
@@ -178,14 +187,24 @@ impl Cc {
                     d.delivered = 0;
                     d.delivered_ce = 0;
                 }
+                d.delivered += a.segments;
+                if a.ece {
+                    d.delivered_ce += a.segments;
+                }
             }
             Kind::Cubic => {
-                if let Some(r) = a.rtt {
-                    let c = &mut self.cubic;
-                    c.delay_min = Some(c.delay_min.map_or(r, |m| m.min(r)));
-                    if !c.found && self.cwnd < self.ssthresh && self.cwnd >= HYSTART_LOW_WINDOW {
-                        self.hystart(a, r);
-                    }
+                let Some(r) = a.rtt.filter(|_| a.segments > 0) else {
+                    return;
+                };
+                let c = &mut self.cubic;
+                if c.epoch_start
+                    .is_some_and(|e| a.now.saturating_sub(e) < CUBIC_DISCARD_NS)
+                {
+                    return;
+                }
+                c.delay_min = Some(c.delay_min.map_or(r, |m| m.min(r)));
+                if !c.found && self.cwnd < self.ssthresh && self.cwnd >= HYSTART_LOW_WINDOW {
+                    self.hystart(a, r);
                 }
             }
             Kind::Reno => {}
@@ -194,24 +213,26 @@ impl Cc {
 
     fn hystart(&mut self, a: &Acked, rtt: u64) {
         let c = &mut self.cubic;
-        if !super::seq::lt(a.snd_una, c.end_seq) {
+        if c.end_seq.is_none_or(|e| super::seq::gt(a.snd_una, e)) {
             c.round_start = a.now;
             c.last_ack = a.now;
-            c.end_seq = a.snd_nxt;
+            c.end_seq = Some(a.snd_nxt);
             c.curr_rtt = u64::MAX;
             c.sample_cnt = 0;
         }
         let delay_min = c.delay_min.unwrap_or(rtt);
-        // The ACK train: dense ACKs for longer than half the minimum RTT.
+        // The ACK train: dense ACKs for longer than half the minimum RTT and the cushion
+        // (halved because Linux's sockets without fq are not paced).
         if a.now.saturating_sub(c.last_ack) <= HYSTART_ACK_DELTA {
             c.last_ack = a.now;
-            if a.now.saturating_sub(c.round_start) > delay_min / 2 {
+            if a.now.saturating_sub(c.round_start) > (delay_min + a.ack_delay_ns) / 2 {
                 c.found = true;
             }
         }
-        // The delay: the round's least RTT grew past the minimum by an eighth (4-16 ms).
+        // The delay: the round's least RTT (after 8 samples) grew past the minimum by an
+        // eighth, clamped to 4-16 ms.
+        c.curr_rtt = c.curr_rtt.min(rtt);
         if c.sample_cnt < HYSTART_MIN_SAMPLES {
-            c.curr_rtt = c.curr_rtt.min(rtt);
             c.sample_cnt += 1;
         } else if c.curr_rtt > delay_min + (delay_min / 8).clamp(4_000_000, 16_000_000) {
             c.found = true;
@@ -262,6 +283,11 @@ impl Cc {
         let cwnd = self.cwnd;
         let c = &mut self.cubic;
         c.ack_cnt += acked;
+        if c.last_cwnd == cwnd && now.saturating_sub(c.last_time) <= CUBIC_RECOMPUTE_NS {
+            return c.cnt.max(2);
+        }
+        c.last_cwnd = cwnd;
+        c.last_time = now;
         let start = match c.epoch_start {
             Some(s) => s,
             None => {
@@ -279,9 +305,11 @@ impl Cc {
             }
         };
         let t = (now - start + c.delay_min.unwrap_or(0)) as f64 / 1e9;
-        let target = f64::from(c.origin) + CUBIC_C * (t - c.k).powi(3);
-        c.cnt = if target > f64::from(cwnd) + 0.5 {
-            (f64::from(cwnd) / (target - f64::from(cwnd))) as u32
+        // Linux's target is a whole number of segments.
+        let target = (f64::from(c.origin) + CUBIC_C * (t - c.k).powi(3)).floor();
+        let target = if target <= 0.0 { 0 } else { target as u32 };
+        c.cnt = if target > cwnd {
+            cwnd / (target - cwnd)
         } else {
             100 * cwnd
         };
@@ -326,17 +354,27 @@ impl Cc {
         self.ssthresh
     }
 
-    /// A retransmission timeout: the threshold as for a loss, the window to one segment, and
-    /// CUBIC starts over (`bictcp_state` on `TCP_CA_Loss`).
-    pub fn on_timeout(&mut self) {
-        self.reduce(true);
+    /// A retransmission timeout: the window to one segment, and CUBIC starts over
+    /// (`bictcp_state` on `TCP_CA_Loss`). The threshold is recomputed as for a loss only when
+    /// `recompute` (Linux's `tcp_enter_loss`: not on a timeout that follows another in the same
+    /// loss episode).
+    pub fn on_timeout(&mut self, recompute: bool) {
+        if recompute {
+            self.reduce(true);
+        }
         if self.kind == Kind::Cubic {
-            let ss = self.ssthresh;
             self.cubic = Cubic::default();
-            self.ssthresh = ss;
         }
         self.cwnd = 1;
         self.cwnd_cnt = 0;
+    }
+
+    /// Entering loss recovery from a reduction already under way: DCTCP halves its threshold
+    /// anyway (`dctcp_state` on `TCP_CA_Recovery`); the others keep it.
+    pub fn enter_recovery_reducing(&mut self) {
+        if self.kind == Kind::Dctcp {
+            self.ssthresh = (self.cwnd / 2).max(2);
+        }
     }
 
     /// The end of a reduction: the window settles at the threshold (Linux's
@@ -383,7 +421,7 @@ mod tests {
         assert_eq!(c.reduce(true), 6);
         c.end_reduction();
         assert_eq!(c.cwnd, 6);
-        c.on_timeout();
+        c.on_timeout(true);
         assert_eq!((c.cwnd, c.ssthresh), (1, 3));
     }
 
@@ -391,29 +429,24 @@ mod tests {
     fn dctcp_alpha_moves_by_one_sixteenth_per_window_and_cuts_by_half_alpha() {
         let mut c = Cc::new(Kind::Dctcp, 10);
         assert_eq!(c.alpha(), 1.0, "Linux starts α at 1");
-        // A window with no ECE: α × 15/16.
-        c.on_ack(&Acked {
-            segments: 10,
-            snd_una: 100,
-            snd_nxt: 200,
+        c.start(100);
+        let ack = |una: u32, segments: u32, ece: bool| Acked {
+            segments,
+            ece,
+            snd_una: una,
+            snd_nxt: una + 100,
             ..Acked::default()
-        });
+        };
+        // The first window (to 100) has no mark: α × 15/16 when an ACK reaches 100. That ACK's
+        // own segments count in the next window (Linux updates α before counting them).
+        c.on_ack(&ack(50, 5, false));
+        assert_eq!(c.dctcp.alpha, 1024);
+        c.on_ack(&ack(100, 5, true));
         assert_eq!(c.dctcp.alpha, 1024 - 64);
-        // The next window: half its segments marked: α = α × 15/16 + 1/2 × 1/16.
-        c.on_ack(&Acked {
-            segments: 5,
-            ece: true,
-            snd_una: 150,
-            snd_nxt: 250,
-            ..Acked::default()
-        });
+        // The next window (to 200): 5 of its 10 segments marked: α × 15/16 + 1/2 × 1/16.
+        c.on_ack(&ack(150, 5, false));
         assert_eq!(c.dctcp.alpha, 960, "not before the window ends");
-        c.on_ack(&Acked {
-            segments: 5,
-            snd_una: 200,
-            snd_nxt: 300,
-            ..Acked::default()
-        });
+        c.on_ack(&ack(200, 0, false));
         assert_eq!(c.dctcp.alpha, 960 - 60 + 32);
         c.cwnd = 100;
         // cwnd × (1 - α/2), α = 932/1024.
@@ -422,12 +455,7 @@ mod tests {
         assert_eq!(c.reduce(true), 50, "a loss halves");
         // α decays to 0 without marks and stays there.
         for k in 0..200u32 {
-            c.on_ack(&Acked {
-                segments: 1,
-                snd_una: 300 + k * 100,
-                snd_nxt: 400 + k * 100,
-                ..Acked::default()
-            });
+            c.on_ack(&ack(300 + k * 100, 1, false));
         }
         assert_eq!(c.alpha(), 0.0);
     }
@@ -481,6 +509,7 @@ mod tests {
                 snd_una,
                 snd_nxt: snd_una + c.cwnd,
                 ece: false,
+                ack_delay_ns: 0,
             };
             c.on_ack(&a);
             if !c.in_slow_start() {
@@ -489,10 +518,11 @@ mod tests {
             }
             c.grow(&a);
         }
-        // Rounds end where snd_una passes the snd_nxt of their start: at ACK 16 (cwnd 32 then)
-        // and ACK 48 (cwnd 64); the third round is 50 µs old at ACK 48 + 51.
+        // A round ends when snd_una passes the snd_nxt of its start: round 1 starts at ACK 0
+        // (snd_una 1, cwnd 16: ends past 17), round 2 at ACK 17 (cwnd 33: ends past 51), round
+        // 3 at ACK 51 (1 µs per ACK), which is more than 50 µs old at ACK 102.
         let i = exits.expect("HyStart found the exit");
-        assert_eq!(i, 99);
+        assert_eq!(i, 102);
         assert_eq!(c.ssthresh, c.cwnd);
     }
 }

@@ -46,11 +46,12 @@ pub struct Config {
     pub timestamps: bool,
     /// Send tail-loss probes (`net.ipv4.tcp_early_retrans` 3: TLP).
     pub tlp: bool,
-    /// The probe timeout's slack over two smoothed RTTs, ns (Linux's `TCP_TIMEOUT_MIN`, 2
-    /// jiffies: 8 ms at Debian's HZ = 250).
+    /// The probe timeout's slack over two smoothed RTTs, ns (Linux's `TCP_TIMEOUT_MIN_US`, 2
+    /// ms; with one segment out Linux adds the minimum RTO instead).
     pub tlp_min_ns: u64,
-    /// The probe timeout's slack with one segment out, ns (Linux adds `TCP_RTO_MIN`).
-    pub tlp_single_ns: u64,
+    /// The kernel's clock tick, ns: the probe timeout is rounded up to it (4 ms at Debian's
+    /// HZ = 250).
+    pub jiffy_ns: u64,
 }
 
 impl Default for Config {
@@ -69,8 +70,8 @@ impl Default for Config {
             sack: true,
             timestamps: true,
             tlp: true,
-            tlp_min_ns: 8_000_000,
-            tlp_single_ns: 200_000_000,
+            tlp_min_ns: 2_000_000,
+            jiffy_ns: 4_000_000,
         }
     }
 }
@@ -142,7 +143,9 @@ pub struct Conn {
     fin_sent: bool,
     fin_acked: bool,
     syn_pending: bool,
-    syn_retransmitted: bool,
+    syn_retransmits: u32,
+    /// The highest acknowledgment (relative, the FIN counted).
+    ack_max: u64,
     syn_sent_at: u64,
     snd_wnd: u64,
     snd_wl1: u32,
@@ -164,6 +167,8 @@ pub struct Conn {
     probe_at: Option<u64>,
     probe_due: bool,
     probe_high: Option<u64>,
+    probe_retrans: bool,
+    consecutive_rtos: u32,
     dupacks: u32,
     cwnd_limited: bool,
     max_packets_out: u32,
@@ -171,6 +176,7 @@ pub struct Conn {
     // Receive side.
     rx: Receiver,
     peer_fin: bool,
+    peer_fin_at: Option<u64>,
     ts_recent: u32,
     stats: Stats,
 }
@@ -210,7 +216,8 @@ impl Conn {
             fin_sent: false,
             fin_acked: false,
             syn_pending: true,
-            syn_retransmitted: false,
+            syn_retransmits: 0,
+            ack_max: 0,
             syn_sent_at: 0,
             snd_wnd: 0xffff,
             snd_wl1: 0,
@@ -228,11 +235,14 @@ impl Conn {
             probe_at: None,
             probe_due: false,
             probe_high: None,
+            probe_retrans: false,
+            consecutive_rtos: 0,
             dupacks: 0,
             cwnd_limited: false,
             max_packets_out: 0,
             cwnd_usage_end: 0,
             peer_fin: false,
+            peer_fin_at: None,
             ts_recent: 0,
             stats: Stats::default(),
             cfg,
@@ -267,8 +277,9 @@ impl Conn {
             // RFC 7323 §2.2: both offer it or neither scales.
             None => self.rcv_wscale = 0,
         }
+        // Linux's floor: TCP_MIN_MSS.
         let peer = syn.mss.map_or(536, u32::from);
-        self.mss = u32::from(self.cfg.mss).min(peer) - if self.ts_ok { 12 } else { 0 };
+        self.mss = (u32::from(self.cfg.mss).min(peer) - if self.ts_ok { 12 } else { 0 }).max(88);
         self.sb = Scoreboard::new(self.cfg.reordering, self.cfg.max_reordering, self.mss);
         self.rx = Receiver::new(
             match (self.cfg.ecn, self.cfg.cc) {
@@ -461,27 +472,31 @@ impl Conn {
                 return;
             };
             if seg.has(CWR) {
-                self.rx.on_cwr();
+                self.rx.on_cwr(seg.len > 0);
             }
             let end = start + u64::from(seg.len);
             if seg.len > 0 {
-                self.rx.on_data(start, end, ce, now);
+                let timing = (self.rtt.rto(), self.rtt.srtt());
+                self.rx.on_data((start, end), ce, now, timing);
             }
-            if seg.has(FIN) && self.rx.nxt == end && !self.peer_fin {
+            if seg.has(FIN) {
+                // A FIN out of order waits for the data before it.
+                self.peer_fin_at = Some(end);
+                self.rx.ack_now = true;
+            }
+            if self.peer_fin_at.is_some_and(|f| self.rx.nxt >= f) {
                 self.peer_fin = true;
-                self.rx.ack_now = true;
-            } else if seg.has(FIN) && self.peer_fin {
-                self.rx.ack_now = true;
             }
         }
     }
 
     fn established(&mut self, now: u64) {
         self.state = State::Established;
-        if !self.syn_retransmitted {
+        if self.syn_retransmits == 0 {
             self.rtt.sample(now.saturating_sub(self.syn_sent_at));
-        } else {
-            // RFC 6298 §5.7: a lost SYN leaves a window of one segment.
+        } else if self.syn_retransmits > 1 {
+            // RFC 6298 §5.7 as Linux applies it (`tcp_init_transfer`): after more than one
+            // retransmission of the SYN, a window of one segment.
             self.cc.cwnd = 1;
         }
         self.rto_at = None;
@@ -503,8 +518,9 @@ impl Conn {
         // segment, or the same segment with a larger (or zero) window. A duplicate ACK that only
         // shrinks the window leaves it as it was.
         let win = u64::from(seg.window) << self.snd_wscale;
+        let advanced = ack > self.ack_max;
         let mut window_changed = false;
-        if ack > self.una
+        if advanced
             || seq::gt(seg.seq, self.snd_wl1)
             || (seg.seq == self.snd_wl1 && (win > self.snd_wnd || win == 0))
         {
@@ -512,7 +528,7 @@ impl Conn {
             self.snd_wnd = win;
             self.snd_wl1 = seg.seq;
         }
-        if ack < self.una {
+        if ack < self.ack_max {
             return;
         }
         let data_ack = ack.min(self.written);
@@ -532,11 +548,14 @@ impl Conn {
                 n += 1;
             }
         }
-        let advanced = ack > self.una;
-        let d = self.sb.on_ack(data_ack, &sacks[..n]);
+        let d = self.sb.on_ack(data_ack, &mut sacks[..n]);
         self.una = data_ack;
+        self.ack_max = ack;
         if self.fin_sent && ack == self.written + 1 {
             self.fin_acked = true;
+        }
+        if advanced {
+            self.consecutive_rtos = 0;
         }
         let ece = self.ecn_ok && seg.has(ECE);
         if let Some(t) = d.oldest_sent_at {
@@ -545,27 +564,31 @@ impl Conn {
         if ece {
             self.stats.delivered_ce += u64::from(d.segments);
         }
-        if d.segments > 0 {
-            self.cc.on_ack(&Acked {
-                now,
-                segments: d.segments,
-                rtt: d.newest_sent_at.map(|t| now.saturating_sub(t)),
-                ece,
-                snd_una: self.wire_snd(self.una),
-                snd_nxt: self.wire_snd(self.nxt),
-            });
-        }
+        self.cc.on_ack(&Acked {
+            now,
+            segments: d.segments,
+            rtt: d.newest_sent_at.map(|t| now.saturating_sub(t)),
+            ece,
+            snd_una: self.wire_snd(self.una),
+            snd_nxt: self.wire_snd(self.nxt),
+            ack_delay_ns: self.hystart_ack_delay(),
+        });
         // Duplicate ACKs, the loss signal without SACK.
+        let sacked_new = n > 0 && d.segments > 0 && !advanced;
         if !advanced && seg.len == 0 && !window_changed && self.sb.packets_out() > 0 {
             self.dupacks += 1;
         } else if advanced {
             self.dupacks = 0;
         }
-        if self.probe_high.is_some_and(|h| self.una >= h) {
-            self.probe_high = None;
-        }
-        // Leaving a reduction or the loss state.
-        if self.ca != Ca::Open && self.una >= self.high_seq && advanced {
+        self.tlp_ack(ack, advanced || window_changed || sacked_new);
+        // Leaving a reduction or the loss state: CWR once something above high_seq is
+        // acknowledged (so the CWR flag reached the receiver), recovery and loss at high_seq.
+        let leave = match self.ca {
+            Ca::Open => false,
+            Ca::Cwr => self.una > self.high_seq,
+            Ca::Recovery | Ca::Loss => self.una >= self.high_seq,
+        };
+        if leave && advanced {
             if self.reducing() {
                 self.cc.end_reduction();
             }
@@ -577,27 +600,28 @@ impl Conn {
             self.start_reduction(false);
             self.ca = Ca::Cwr;
             self.stats.cwr += 1;
-            self.cwr_pending = true;
         }
-        let lost_head = if self.sack_ok {
+        let (lost_head, newly_lost) = if self.sack_ok {
             self.sb.mark_lost()
         } else if self.dupacks >= self.sb.reordering {
             self.sb.mark_head_lost();
-            true
+            (true, 1)
         } else {
-            false
+            (false, 0)
         };
         if lost_head && matches!(self.ca, Ca::Open | Ca::Cwr) {
             if self.ca == Ca::Open {
                 self.start_reduction(true);
+            } else {
+                // Already reducing for an ECE: that reduction (and its high_seq) goes on.
+                self.cc.enter_recovery_reducing();
             }
             self.ca = Ca::Recovery;
-            self.high_seq = self.nxt;
             self.stats.recoveries += 1;
         }
         if self.reducing() {
-            self.prr(d.segments, advanced);
-        } else if self.is_cwnd_limited() {
+            self.prr(d.segments, advanced && newly_lost == 0);
+        } else if self.may_raise_cwnd(advanced, d.segments) && self.is_cwnd_limited() {
             self.cc.grow(&Acked {
                 now,
                 segments: d.segments,
@@ -613,22 +637,67 @@ impl Conn {
             self.rto_at = Some(now + self.rtt.rto());
             self.schedule_probe(now);
         }
-        if advanced && self.una >= self.cwnd_usage_end {
-            self.cwnd_usage_end = self.nxt;
-            self.max_packets_out = self.sb.packets_out();
+    }
+
+    /// Linux's `tcp_may_raise_cwnd`: on cumulatively acknowledged data, or on any delivery once
+    /// reordering has raised the loss threshold.
+    fn may_raise_cwnd(&self, advanced: bool, delivered: u32) -> bool {
+        delivered > 0 && (advanced || self.sb.reordering > self.cfg.reordering)
+    }
+
+    /// HyStart's cushion (`hystart_ack_delay`): four 64 KB GSO bursts at the pacing rate Linux
+    /// computes (twice cwnd × MSS per smoothed RTT in slow start), at most 1 ms.
+    fn hystart_ack_delay(&self) -> u64 {
+        let Some(srtt) = self.rtt.srtt() else {
+            return 0;
+        };
+        let rate = 2 * u64::from(self.cc.cwnd) * u64::from(self.mss) * 1_000_000_000 / srtt.max(1);
+        if rate == 0 {
+            return 0;
+        }
+        (4 * 65_536 * 1_000_000_000 / rate).min(1_000_000)
+    }
+
+    /// What an ACK does to a tail-loss probe in flight (Linux's `tcp_process_tlp_ack`): a probe
+    /// that retransmitted, followed by an ACK beyond it, repaired a loss, so the window is cut
+    /// as for one; a pure duplicate ACK at it says the original arrived too.
+    fn tlp_ack(&mut self, ack: u64, not_dup: bool) {
+        let Some(high) = self.probe_high else {
+            return;
+        };
+        if ack < high {
+            return;
+        }
+        if !self.probe_retrans {
+            self.probe_high = None;
+        } else if ack > high {
+            self.probe_high = None;
+            if matches!(self.ca, Ca::Open | Ca::Cwr) {
+                self.start_reduction(false);
+                self.cc.end_reduction();
+                self.ca = Ca::Open;
+            }
+        } else if !not_dup {
+            self.probe_high = None;
         }
     }
 
+    /// Linux's `tcp_init_cwnd_reduction`: PRR starts, high_seq is snd_nxt, the algorithm
+    /// sets its threshold, and CWR is queued for the next new segment.
     fn start_reduction(&mut self, loss: bool) {
         self.prior_cwnd = self.cc.cwnd;
         self.prr_delivered = 0;
         self.prr_out = 0;
         self.high_seq = self.nxt;
         self.cc.reduce(loss);
+        if self.ecn_ok {
+            self.cwr_pending = true;
+        }
     }
 
-    /// Proportional Rate Reduction (RFC 6937, Linux's `tcp_cwnd_reduction`).
-    fn prr(&mut self, delivered: u32, advanced: bool) {
+    /// Proportional Rate Reduction (RFC 6937, Linux's `tcp_cwnd_reduction`); `bonus`: the ACK
+    /// advanced and found nothing newly lost (one more segment may go).
+    fn prr(&mut self, delivered: u32, bonus: bool) {
         if delivered == 0 || self.prior_cwnd == 0 {
             return;
         }
@@ -644,7 +713,7 @@ impl Conn {
                 .prr_delivered
                 .saturating_sub(self.prr_out)
                 .max(delivered);
-            if advanced {
+            if bonus {
                 n += 1;
             }
             n.min(ssthresh - in_flight)
@@ -654,25 +723,34 @@ impl Conn {
         self.cc.cwnd = in_flight + sndcnt;
     }
 
+    /// Linux's `tcp_is_cwnd_limited`.
     fn is_cwnd_limited(&self) -> bool {
-        if self.cc.in_slow_start() {
-            self.cc.cwnd < 2 * self.max_packets_out
-        } else {
-            self.cwnd_limited
-        }
+        self.cwnd_limited || (self.cc.in_slow_start() && self.cc.cwnd < 2 * self.max_packets_out)
     }
 
+    /// Linux's `tcp_cwnd_validate` after a send: whether the window held the sender back over
+    /// the last window of data.
     fn validate_cwnd(&mut self, limited: bool) {
         let out = self.sb.packets_out();
-        if self.una >= self.cwnd_usage_end || limited || out > self.max_packets_out {
+        if self.una >= self.cwnd_usage_end
+            || limited
+            || (!self.cwnd_limited && out > self.max_packets_out)
+        {
             self.cwnd_limited = limited;
             self.max_packets_out = out;
             self.cwnd_usage_end = self.nxt;
         }
     }
 
+    /// Linux's `tcp_schedule_loss_probe`: in Open or CWR, with SACK and an RTT, one probe at a
+    /// time, two smoothed RTTs plus 2 ms (plus the minimum RTO instead with one segment out),
+    /// rounded up to the clock tick, never after the RTO.
     fn schedule_probe(&mut self, now: u64) {
-        if !self.cfg.tlp || !self.sack_ok || self.ca != Ca::Open || self.probe_high.is_some() {
+        if !self.cfg.tlp
+            || !self.sack_ok
+            || !matches!(self.ca, Ca::Open | Ca::Cwr)
+            || self.probe_high.is_some()
+        {
             self.probe_at = None;
             return;
         }
@@ -683,11 +761,12 @@ impl Conn {
             return;
         }
         let slack = if self.sb.packets_out() == 1 {
-            self.cfg.tlp_single_ns
+            self.cfg.rto_min_ns
         } else {
             self.cfg.tlp_min_ns
         };
-        let at = now + 2 * srtt + slack;
+        let tick = self.cfg.jiffy_ns.max(1);
+        let at = now + (2 * srtt + slack).div_ceil(tick) * tick;
         self.probe_at = Some(match self.rto_at {
             Some(r) => at.min(r),
             None => at,
@@ -698,7 +777,7 @@ impl Conn {
 
     /// The earliest deadline, ns.
     pub fn poll_timeout(&self) -> Option<u64> {
-        [self.rto_at, self.probe_at, self.rx.delack_at]
+        [self.rto_at, self.probe_at, self.rx.deadline()]
             .into_iter()
             .flatten()
             .min()
@@ -726,7 +805,7 @@ impl Conn {
         match self.state {
             State::SynSent | State::SynReceived => {
                 self.syn_pending = true;
-                self.syn_retransmitted = true;
+                self.syn_retransmits += 1;
                 self.stats.retransmits += 1;
                 self.stats.timeouts += 1;
                 return;
@@ -747,7 +826,20 @@ impl Conn {
             return;
         }
         self.stats.timeouts += 1;
-        self.cc.on_timeout();
+        // Linux's tcp_enter_loss: a new threshold unless this timeout continues a recovery or
+        // a loss episode still under way.
+        let recompute = self.ca == Ca::Open
+            || self.una >= self.high_seq
+            || (self.ca == Ca::Loss && self.consecutive_rtos == 0);
+        // Reordering overestimated: a timeout in the open state with many SACKed segments.
+        if self.ca == Ca::Open && self.sb.sacked_out >= self.cfg.reordering {
+            self.sb.reordering = self.sb.reordering.min(self.cfg.reordering);
+        }
+        self.consecutive_rtos += 1;
+        self.cc.on_timeout(recompute);
+        if self.ecn_ok {
+            self.cwr_pending = true;
+        }
         self.sb.mark_all_lost();
         self.ca = Ca::Loss;
         self.high_seq = self.nxt;
@@ -767,6 +859,9 @@ impl Conn {
             len,
             ..Segment::default()
         };
+        // DCTCP's segments are all ECT, SYN and pure ACKs included (Linux's tcp_ecn_send for a
+        // congestion control that needs ECN); with RFC 3168 only new data is.
+        s.ect = self.cfg.ecn && self.cfg.cc == Kind::Dctcp;
         if self.ts_ok || (flags & SYN != 0 && self.cfg.timestamps) {
             s.ts = Some((self.tsval(now), self.ts_recent));
         }
@@ -828,7 +923,7 @@ impl Conn {
         let seq = self.wire_snd(start);
         let mut s = self.segment(flags, seq, (end - start) as u32, now);
         // RFC 3168 §6.1.5: no ECT on retransmissions (Linux keeps it for DCTCP).
-        s.ect = self.ecn_ok && (!retransmission || self.cc.kind() == Kind::Dctcp);
+        s.ect |= self.ecn_ok && !retransmission;
         self.stats.data_segs_out += 1;
         if retransmission {
             self.stats.retransmits += 1;
@@ -848,6 +943,16 @@ impl Conn {
         self.sb.sent(start, end, now);
         self.nxt = end;
         self.data(start, end, false, now)
+    }
+
+    /// Retransmits scoreboard segment `i`; the head's retransmission restarts the RTO
+    /// (`tcp_xmit_retransmit_queue`).
+    fn retransmit(&mut self, i: usize, now: u64) -> Segment {
+        let (s, e) = self.sb.retransmit(i, now);
+        if i == 0 {
+            self.rto_at = Some(now + self.rtt.rto());
+        }
+        self.data(s, e, true, now)
     }
 
     /// The next segment to send at `now`, if any (call until `None`).
@@ -888,13 +993,22 @@ impl Conn {
         if self.probe_due {
             self.probe_due = false;
             self.stats.probes += 1;
+            let seg = if self.nxt < self.written && window_fits(self) {
+                self.probe_retrans = false;
+                Some(self.new_data(now))
+            } else if let Some(i) = self.sb.last() {
+                self.probe_retrans = true;
+                Some(self.retransmit(i, now))
+            } else if self.nxt < self.written {
+                // A persist probe: the window is closed and nothing is in flight.
+                self.probe_retrans = false;
+                Some(self.new_data(now))
+            } else {
+                None
+            };
             self.probe_high = Some(self.nxt);
-            if self.nxt < self.written {
-                return Some(self.new_data(now));
-            }
-            if let Some(i) = self.sb.last() {
-                let (s, e) = self.sb.retransmit(i, now);
-                return Some(self.data(s, e, true, now));
+            if seg.is_some() {
+                return seg;
             }
         }
         if self.sb.in_flight() >= self.cc.cwnd {
@@ -904,13 +1018,13 @@ impl Conn {
             return None;
         }
         if let Some(i) = self.sb.next_lost() {
-            let (s, e) = self.sb.retransmit(i, now);
-            return Some(self.data(s, e, true, now));
+            return Some(self.retransmit(i, now));
         }
         if self.nxt < self.written {
             if window_fits(self) {
                 let s = self.new_data(now);
-                self.validate_cwnd(false);
+                let limited = self.sb.in_flight() >= self.cc.cwnd;
+                self.validate_cwnd(limited);
                 return Some(s);
             }
             if self.sb.packets_out() == 0 && self.rto_at.is_none() {
@@ -1034,5 +1148,30 @@ mod tests {
         assert_eq!(wscale_for(65_535), 0);
         assert_eq!(wscale_for(65_536), 1);
         assert_eq!(wscale_for(6 << 20), 7, "Linux's 7 for tcp_rmem's 6 MB");
+    }
+
+    #[test]
+    fn a_probe_goes_two_rtts_and_a_tick_after_the_last_ack() {
+        let mut c = established();
+        // The handshake's RTT: 100 µs. An ACK of 8 of the 10 segments at 300 µs (RTT 200 µs).
+        c.on_segment(&ack(101 + 8 * 1448, 60_000, 1_001), false, 300_000);
+        let srtt = c.srtt().unwrap();
+        assert_eq!(srtt, (7 * 100_000 + 200_000) / 8);
+        // Two segments out: 2 SRTT + 2 ms, rounded up to the 4 ms tick.
+        let pto = (2 * srtt + 2_000_000).div_ceil(4_000_000) * 4_000_000;
+        assert_eq!(pto, 4_000_000);
+        assert_eq!(c.poll_timeout(), Some(300_000 + pto));
+        c.on_timeout(300_000 + pto);
+        let p = c.poll_transmit(300_000 + pto).unwrap();
+        // Data is waiting and the window has room: the probe is new data (with none, it would
+        // be the last segment again, as the end-to-end test of a lost tail shows).
+        assert_eq!((p.seq, p.len), (101 + 10 * 1448, 1448));
+        assert_eq!(c.stats().probes, 1);
+        // One probe at a time: the next deadline is the RTO.
+        assert_eq!(c.poll_timeout(), c.rto_at);
+        // With one segment out the slack is the minimum RTO, so the RTO comes first.
+        let mut c = established();
+        c.on_segment(&ack(101 + 9 * 1448, 60_000, 1_001), false, 300_000);
+        assert_eq!(c.poll_timeout(), c.rto_at);
     }
 }

@@ -30,6 +30,7 @@ pub mod rtt;
 pub mod scoreboard;
 pub mod segment;
 pub mod seq;
+pub mod wire;
 
 pub use cc::Kind;
 pub use conn::{Config, Conn, State, Stats};

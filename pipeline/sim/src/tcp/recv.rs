@@ -2,9 +2,13 @@
 //! SACK blocks and a D-SACK, the window, ECE) and when it is sent (Linux's delayed ACKs).
 //!
 //! **When an ACK goes** (Linux's rules, simplified where noted):
-//! - at once for the first `quickacks` data segments of the connection (Linux's quick-ACK mode,
-//!   `TCP_MAX_QUICKACKS` = 16, entered at the start and again on a first CE mark without DCTCP);
-//! - at once for a segment out of order, one that fills a hole, or a duplicate;
+//! - at once in quick-ACK mode, which lasts `quickacks` ACKs (Linux's `TCP_MAX_QUICKACKS` = 16):
+//!   entered at the connection's first data, after a receive gap longer than the RTO, on a
+//!   duplicate segment, and (2 ACKs) on a first CE mark without DCTCP;
+//! - at once for a segment that fills a hole, a duplicate, or one with CWR;
+//! - for a segment out of order: at once for the first three ACKs at the same cumulative point,
+//!   then compressed (Linux's `tcp_comp_sack`): one ACK after 5% of the RTT (at most 1 ms) or
+//!   after 44 held back, whichever is first;
 //! - at once when more than one full segment is unacknowledged (every second full segment);
 //! - otherwise after the delayed-ACK timer (`delack`, Linux's minimum ATO of 40 ms; Linux adapts
 //!   its ATO to the arrival pattern between 40 and 200 ms, which is not modelled);
@@ -71,7 +75,23 @@ pub struct Receiver {
     pub ooo_packets: u64,
     /// Data segments that carried CE.
     pub ce_packets: u64,
+    /// ACKs sent at the current cumulative point while data was out of order.
+    dup_acks: u32,
+    /// ACKs held back by SACK compression since the last one sent.
+    compressed: u32,
+    /// When a compressed ACK is due.
+    pub comp_at: Option<u64>,
+    /// When the last data segment arrived.
+    last_rx: Option<u64>,
+    max_quickacks: u32,
 }
+
+/// SACK compression holds at most this many ACKs (`net.ipv4.tcp_comp_sack_nr`).
+const COMP_SACK_NR: u32 = 44;
+/// Nor longer than this, ns (`net.ipv4.tcp_comp_sack_delay_ns`).
+const COMP_SACK_DELAY_NS: u64 = 1_000_000;
+/// Duplicate ACKs sent at once before compressing (`TCP_FASTRETRANS_THRESH`).
+const DUP_ACKS_AT_ONCE: u32 = 3;
 
 impl Receiver {
     /// A receiver for segments of up to `mss` bytes.
@@ -94,6 +114,11 @@ impl Receiver {
             pending_old: None,
             ooo_packets: 0,
             ce_packets: 0,
+            dup_acks: 0,
+            compressed: 0,
+            comp_at: None,
+            last_rx: None,
+            max_quickacks: quickacks,
         }
     }
 
@@ -112,17 +137,33 @@ impl Receiver {
         }
     }
 
-    /// A segment with CWR arrived (RFC 3168: the sender reacted).
-    pub fn on_cwr(&mut self) {
+    /// A segment with CWR arrived (RFC 3168: the sender reacted); with data, Linux acknowledges
+    /// it at once (the sender's window may be one segment).
+    pub fn on_cwr(&mut self, data: bool) {
         self.ece_latched = false;
+        if data {
+            self.ack_now = true;
+        }
     }
 
-    /// A data segment `[start, end)` (relative) arrived at `now`, CE-marked or not. Returns the
-    /// in-order bytes it delivered to the application.
-    pub fn on_data(&mut self, start: u64, end: u64, ce: bool, now: u64) -> u64 {
+    /// A data segment `[start, end)` (relative) arrived at `now`, CE-marked or not; `rto_ns` and
+    /// `rtt_ns` are the connection's (for quick ACKs after a gap and for SACK compression).
+    /// Returns the in-order bytes it delivered to the application.
+    pub fn on_data(
+        &mut self,
+        (start, end): (u64, u64),
+        ce: bool,
+        now: u64,
+        (rto_ns, rtt_ns): (u64, Option<u64>),
+    ) -> u64 {
         if ce {
             self.ce_packets += 1;
         }
+        // A long gap: the sender restarts from a small window; acknowledge quickly.
+        if self.last_rx.is_some_and(|t| now.saturating_sub(t) > rto_ns) {
+            self.quickacks = self.quickacks.max(self.max_quickacks);
+        }
+        self.last_rx = Some(now);
         match self.echo {
             Echo::Off => {}
             Echo::Classic => {
@@ -146,8 +187,9 @@ impl Receiver {
             }
         }
         if end <= self.nxt {
-            // All of it was here already: a D-SACK and an ACK at once.
+            // All of it was here already: a D-SACK, quick-ACK mode and an ACK at once.
             self.dsack = Some((start, end));
+            self.quickacks = self.quickacks.max(self.max_quickacks);
             self.ack_now = true;
             return 0;
         }
@@ -156,7 +198,7 @@ impl Receiver {
         if start > self.nxt {
             self.ooo_packets += 1;
             self.hold(start, end);
-            self.ack_now = true;
+            self.out_of_order_ack(now, rtt_ns);
             return 0;
         }
         // In order (perhaps overlapping what was delivered): deliver, then what it joins.
@@ -170,10 +212,11 @@ impl Receiver {
             self.nxt = self.nxt.max(e);
         }
         let delivered = self.nxt - before;
-        if had_holes {
+        self.dup_acks = 0;
+        if had_holes && !self.ooo.is_empty() {
+            // Still a hole above: the ACK says so at once.
             self.ack_now = true;
-        } else if self.quickacks > 0 {
-            self.quickacks -= 1;
+        } else if had_holes || self.quickacks > 0 {
             self.ack_now = true;
         } else {
             self.unacked_bytes += delivered;
@@ -184,6 +227,27 @@ impl Receiver {
             }
         }
         delivered
+    }
+
+    /// An ACK for data out of order: the first three at a cumulative point at once, then
+    /// compressed.
+    fn out_of_order_ack(&mut self, now: u64, rtt_ns: Option<u64>) {
+        if self.dup_acks < DUP_ACKS_AT_ONCE || self.quickacks > 0 {
+            self.dup_acks += 1;
+            self.ack_now = true;
+            return;
+        }
+        self.compressed += 1;
+        if self.compressed >= COMP_SACK_NR {
+            self.ack_now = true;
+            return;
+        }
+        let delay = rtt_ns.map_or(0, |r| r / 20).min(COMP_SACK_DELAY_NS);
+        if delay == 0 {
+            self.ack_now = true;
+        } else if self.comp_at.is_none() {
+            self.comp_at = Some(now + delay);
+        }
     }
 
     fn hold(&mut self, start: u64, end: u64) {
@@ -227,18 +291,32 @@ impl Receiver {
         v
     }
 
-    /// An ACK went (alone or on data): nothing is pending any more.
+    /// An ACK went (alone or on data): nothing is pending any more, and quick-ACK mode has one
+    /// ACK fewer to go.
     pub fn acked(&mut self) {
         self.ack_now = false;
         self.delack_at = None;
+        self.comp_at = None;
+        self.compressed = 0;
         self.unacked_bytes = 0;
         self.dsack = None;
+        // Quick-ACK mode starts with the first data (Linux's tcp_event_data_recv): a SYN-ACK
+        // or an ACK before any data does not use it up.
+        if self.last_rx.is_some() {
+            self.quickacks = self.quickacks.saturating_sub(1);
+        }
     }
 
-    /// The delayed-ACK timer at `now`.
+    /// The earliest of the delayed-ACK and compressed-ACK deadlines.
+    pub fn deadline(&self) -> Option<u64> {
+        [self.delack_at, self.comp_at].into_iter().flatten().min()
+    }
+
+    /// The ACK timers at `now`.
     pub fn on_timer(&mut self, now: u64) {
-        if self.delack_at.is_some_and(|t| t <= now) {
+        if self.deadline().is_some_and(|t| t <= now) {
             self.delack_at = None;
+            self.comp_at = None;
             self.ack_now = true;
         }
     }
@@ -249,6 +327,7 @@ mod tests {
     use super::*;
 
     const MSS: u64 = 1000;
+    const RTO: (u64, Option<u64>) = (200_000_000, Some(100_000));
 
     fn rx(echo: Echo, quickacks: u32) -> Receiver {
         Receiver::new(echo, MSS as u32, quickacks, 40_000_000, 1 << 20)
@@ -259,17 +338,17 @@ mod tests {
         let mut r = rx(Echo::Off, 2);
         // Quick ACKs first.
         for k in 0..2 {
-            r.on_data(k * MSS, (k + 1) * MSS, false, 0);
+            r.on_data((k * MSS, (k + 1) * MSS), false, 0, RTO);
             assert!(r.ack_now);
             r.acked();
         }
-        r.on_data(2 * MSS, 3 * MSS, false, 10);
+        r.on_data((2 * MSS, 3 * MSS), false, 10, RTO);
         assert!(!r.ack_now);
         assert_eq!(r.delack_at, Some(10 + 40_000_000));
-        r.on_data(3 * MSS, 4 * MSS, false, 20);
+        r.on_data((3 * MSS, 4 * MSS), false, 20, RTO);
         assert!(r.ack_now, "the second full segment");
         r.acked();
-        r.on_data(4 * MSS, 5 * MSS, false, 30);
+        r.on_data((4 * MSS, 5 * MSS), false, 30, RTO);
         r.on_timer(30 + 39_999_999);
         assert!(!r.ack_now);
         r.on_timer(30 + 40_000_000);
@@ -280,12 +359,12 @@ mod tests {
     #[test]
     fn holes_give_sack_blocks_newest_first_and_filling_them_acks_at_once() {
         let mut r = rx(Echo::Off, 0);
-        r.on_data(0, MSS, false, 0);
+        r.on_data((0, MSS), false, 0, RTO);
         r.acked();
-        r.on_data(2 * MSS, 3 * MSS, false, 1);
+        r.on_data((2 * MSS, 3 * MSS), false, 1, RTO);
         assert!(r.ack_now);
-        r.on_data(5 * MSS, 6 * MSS, false, 2);
-        r.on_data(3 * MSS, 4 * MSS, false, 3);
+        r.on_data((5 * MSS, 6 * MSS), false, 2, RTO);
+        r.on_data((3 * MSS, 4 * MSS), false, 3, RTO);
         assert_eq!(
             r.sack_blocks(),
             vec![(2 * MSS, 4 * MSS), (5 * MSS, 6 * MSS)]
@@ -294,13 +373,13 @@ mod tests {
         assert_eq!(r.window(), (1 << 20) - 3 * MSS);
         r.acked();
         // The hole: delivered with what it joins, acknowledged at once.
-        assert_eq!(r.on_data(MSS, 2 * MSS, false, 4), 3 * MSS);
+        assert_eq!(r.on_data((MSS, 2 * MSS), false, 4, RTO), 3 * MSS);
         assert!(r.ack_now);
         assert_eq!(r.nxt, 4 * MSS);
         assert_eq!(r.sack_blocks(), vec![(5 * MSS, 6 * MSS)]);
         // A duplicate: a D-SACK first.
         r.acked();
-        r.on_data(0, MSS, false, 5);
+        r.on_data((0, MSS), false, 5, RTO);
         assert!(r.ack_now);
         assert_eq!(r.sack_blocks(), vec![(0, MSS), (5 * MSS, 6 * MSS)]);
     }
@@ -308,22 +387,22 @@ mod tests {
     #[test]
     fn classic_ecn_echoes_until_cwr_and_dctcp_echoes_each_state_change_at_once() {
         let mut r = rx(Echo::Classic, 0);
-        r.on_data(0, MSS, true, 0);
+        r.on_data((0, MSS), true, 0, RTO);
         assert!(
             r.ece() && r.ack_now,
             "a first CE mark is acknowledged at once"
         );
         r.acked();
-        r.on_data(MSS, 2 * MSS, false, 1);
+        r.on_data((MSS, 2 * MSS), false, 1, RTO);
         assert!(r.ece(), "latched until CWR");
-        r.on_cwr();
+        r.on_cwr(false);
         assert!(!r.ece());
 
         let mut d = rx(Echo::Dctcp, 0);
-        d.on_data(0, MSS, false, 0);
+        d.on_data((0, MSS), false, 0, RTO);
         assert!(!d.ack_now && d.delack_at.is_some());
         // CE while an ACK is delayed: the delayed one goes first, without ECE, then one with it.
-        d.on_data(MSS, 2 * MSS, true, 1);
+        d.on_data((MSS, 2 * MSS), true, 1, RTO);
         assert_eq!(
             d.pending_old,
             Some(AckOut {
@@ -333,5 +412,34 @@ mod tests {
         );
         assert!(d.ack_now && d.ece());
         assert_eq!(d.ce_packets, 1);
+    }
+
+    #[test]
+    fn out_of_order_acks_go_at_once_three_times_then_compressed() {
+        let mut r = rx(Echo::Off, 0);
+        // A hole at 0; segments 1.. arrive.
+        for k in 1..=3 {
+            r.on_data((k * MSS, (k + 1) * MSS), false, k, RTO);
+            assert!(r.ack_now, "duplicate ACK {k} at once");
+            r.acked();
+        }
+        r.on_data((4 * MSS, 5 * MSS), false, 10, RTO);
+        assert!(!r.ack_now);
+        // 5% of the 100 µs RTT.
+        assert_eq!(r.deadline(), Some(10 + 5_000));
+        r.on_timer(10 + 5_000);
+        assert!(r.ack_now);
+        r.acked();
+        // 44 held back: the 44th goes at once.
+        for k in 5..5 + 43 {
+            r.on_data((k * MSS, (k + 1) * MSS), false, 20, RTO);
+            assert!(!r.ack_now);
+        }
+        r.on_data((48 * MSS, 49 * MSS), false, 20, RTO);
+        assert!(r.ack_now);
+        // Filling the hole resets the count: ACK at once, and the next hole's first three too.
+        r.acked();
+        assert_eq!(r.on_data((0, MSS), false, 30, RTO), 49 * MSS);
+        assert!(r.ack_now);
     }
 }

@@ -177,11 +177,14 @@ impl Scoreboard {
     }
 
     /// A cumulative acknowledgment up to `una` (relative) and SACK blocks `[l, r)` (relative,
-    /// already clipped to the sent range): updates the scoreboard and says what was delivered.
-    pub fn on_ack(&mut self, una: u64, sacks: &[(u64, u64)]) -> Delivered {
+    /// already clipped to the sent range; sorted here, as Linux sorts them, so that a lower
+    /// block's segments are not taken for reordered below a higher one of the same ACK):
+    /// updates the scoreboard and says what was delivered.
+    pub fn on_ack(&mut self, una: u64, sacks: &mut [(u64, u64)]) -> Delivered {
         let mut d = Delivered::default();
+        sacks.sort_unstable();
         // SACKs first, so the highest SACKed byte of this ACK counts for reordering below.
-        for &(l, r) in sacks {
+        for &(l, r) in sacks.iter() {
             for i in 0..self.segs.len() {
                 let s = self.segs[i];
                 if s.start >= r {
@@ -224,24 +227,29 @@ impl Scoreboard {
         d
     }
 
-    /// Marks lost every unSACKed segment with at least `reordering` SACKed segments above it;
-    /// returns whether the oldest segment is lost (the trigger of fast retransmit).
-    pub fn mark_lost(&mut self) -> bool {
+    /// Marks lost every unSACKed segment with at least `reordering` SACKed segments above it
+    /// (one that was retransmitted without being deemed lost, by a tail-loss probe, too: its
+    /// retransmission no longer counts in flight); returns whether the oldest segment is lost
+    /// (the trigger of fast retransmit) and how many were newly marked.
+    pub fn mark_lost(&mut self) -> (bool, u32) {
+        let mut newly = 0;
         if self.sacked_out >= self.reordering {
             let mut above = 0;
             for s in self.segs.iter_mut().rev() {
                 if s.sacked {
                     above += 1;
                 } else if above >= self.reordering && !s.lost {
-                    // A retransmission still in flight is not judged again (no RACK here).
-                    if !s.retrans_in_flight {
-                        s.lost = true;
-                        self.lost_out += 1;
+                    s.lost = true;
+                    self.lost_out += 1;
+                    newly += 1;
+                    if s.retrans_in_flight {
+                        s.retrans_in_flight = false;
+                        self.retrans_out -= 1;
                     }
                 }
             }
         }
-        self.segs.front().is_some_and(|s| s.lost)
+        (self.segs.front().is_some_and(|s| s.lost), newly)
     }
 
     /// Marks the oldest segment lost (a fast retransmit on its own evidence: three duplicate
@@ -290,13 +298,13 @@ mod tests {
     fn three_sacked_segments_above_a_hole_make_it_lost() {
         let mut b = board(10);
         // Segment 0 is missing; 1 and 2 SACKed: not yet.
-        let d = b.on_ack(0, &[(100, 300)]);
+        let d = b.on_ack(0, &mut [(100, 300)]);
         assert_eq!(d.segments, 2);
-        assert!(!b.mark_lost());
+        assert!(!b.mark_lost().0);
         assert_eq!(b.in_flight(), 8);
         // A third: segment 0 is lost, nothing else (nothing unSACKed has three above it).
-        b.on_ack(0, &[(100, 400)]);
-        assert!(b.mark_lost());
+        b.on_ack(0, &mut [(100, 400)]);
+        assert_eq!(b.mark_lost(), (true, 1));
         assert_eq!((b.sacked_out, b.lost_out), (3, 1));
         assert_eq!(b.in_flight(), 10 - 3 - 1);
         // Retransmitted: in flight again.
@@ -305,7 +313,7 @@ mod tests {
         assert_eq!(b.in_flight(), 7);
         assert_eq!(b.next_lost(), None);
         // Its ACK takes everything up to 400: 1 newly delivered, and no RTT sample from it.
-        let d = b.on_ack(400, &[]);
+        let d = b.on_ack(400, &mut []);
         assert_eq!(d.segments, 1);
         assert_eq!(d.oldest_sent_at, None);
         assert_eq!(
@@ -317,22 +325,22 @@ mod tests {
     #[test]
     fn an_original_arriving_below_the_highest_sack_raises_the_threshold() {
         let mut b = board(10);
-        b.on_ack(0, &[(500, 600)]);
+        b.on_ack(0, &mut [(500, 600)]);
         // Segment 0 was only late: its cumulative ACK shows a reordering of 6 segments.
-        let d = b.on_ack(100, &[(500, 600)]);
+        let d = b.on_ack(100, &mut [(500, 600)]);
         assert!(d.reordered);
         assert_eq!(b.reordering, 6);
         assert_eq!(b.reord_seen, 1);
         assert_eq!(d.oldest_sent_at, Some(0));
         // Now 3 SACKed segments above a hole are not enough.
-        b.on_ack(100, &[(500, 800)]);
-        assert!(!b.mark_lost());
+        b.on_ack(100, &mut [(500, 800)]);
+        assert!(!b.mark_lost().0);
     }
 
     #[test]
     fn a_timeout_marks_all_but_the_sacked_lost() {
         let mut b = board(5);
-        b.on_ack(0, &[(200, 300)]);
+        b.on_ack(0, &mut [(200, 300)]);
         let i = 0;
         b.mark_head_lost();
         b.retransmit(i, 9);

@@ -1,0 +1,262 @@
+//! TCP flows of `pisa-sim` (`cc=reno|cubic|dctcp`, [`crate::tcp`]): each flow is a client
+//! connection on its source host and a server connection on its destination, exchanging what
+//! `pisa-traffic` exchanges for a sized flow: the client writes an 18-byte header and the flow's
+//! bytes, the server answers with 16 bytes once it has them all, and the client's FCT runs from
+//! its start (the SYN) to the answer's arrival. The client then closes, and the server closes
+//! when the client's FIN arrives.
+//!
+//! A connection sends whenever it has a segment and its host's NIC queue has room (a full queue
+//! blocks it, as a socket's send path blocks on a full qdisc); its timers are events of the run.
+
+use super::*;
+use crate::tcp::wire::{self, Ends};
+use crate::tcp::{Config, Conn};
+
+/// The client's header before a sized flow's bytes (`pisa-traffic`'s exchange).
+const HEADER: u64 = 18;
+/// The server's answer.
+const ANSWER: u64 = 16;
+
+/// The two ends of a TCP flow.
+#[derive(Debug)]
+pub(super) struct TcpFlow {
+    cfg: Config,
+    size: u64,
+    start_ns: u64,
+    /// [client, server].
+    conns: [Option<Conn>; 2],
+    /// [client host, server host].
+    hosts: [usize; 2],
+    ends: [Ends; 2],
+    tos: u8,
+    /// The pending timer event of each end.
+    timer_at: [Option<u64>; 2],
+    iss: [u32; 2],
+    answered: bool,
+    closed: [bool; 2],
+    done_ns: Option<u64>,
+}
+
+impl Sim {
+    /// The TCP state of flow `k` from host `src` to `dst`, if it is a TCP flow.
+    pub(super) fn tcp_setup(
+        &mut self,
+        k: usize,
+        spec: &FlowSpec,
+        (src, dst): (usize, usize),
+    ) -> Option<Box<TcpFlow>> {
+        let flow::Cc::Tcp {
+            kind,
+            ecn,
+            rto_min_ns,
+        } = spec.cc
+        else {
+            return None;
+        };
+        let cfg = Config {
+            cc: kind,
+            ecn,
+            mss: spec.size.saturating_sub(40).max(64),
+            rto_min_ns,
+            ..Config::default()
+        };
+        let (a, b) = (&self.hosts[src], &self.hosts[dst]);
+        let ends = [
+            Ends {
+                dmac: a.gateway,
+                smac: a.mac,
+                src: a.ipv4,
+                dst: b.ipv4,
+                sport: spec.sport,
+                dport: spec.dport,
+            },
+            Ends {
+                dmac: b.gateway,
+                smac: b.mac,
+                src: b.ipv4,
+                dst: a.ipv4,
+                sport: spec.dport,
+                dport: spec.sport,
+            },
+        ];
+        self.tcp_flows
+            .insert((src, b.ipv4, spec.sport, spec.dport), (k, 0));
+        self.tcp_flows
+            .insert((dst, a.ipv4, spec.dport, spec.sport), (k, 1));
+        // Initial sequence numbers from the run's seed and the flow, as a host's are random.
+        let x = self.opts.seed ^ (k as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        Some(Box::new(TcpFlow {
+            cfg,
+            size: spec.bytes.unwrap_or(0),
+            start_ns: spec.start_ns,
+            conns: [None, None],
+            hosts: [src, dst],
+            ends,
+            tos: spec.tos,
+            timer_at: [None, None],
+            iss: [x as u32, (x >> 32) as u32],
+            answered: false,
+            closed: [false, false],
+            done_ns: None,
+        }))
+    }
+
+    /// Flow `k` (a TCP flow) may send: it opens at its start, then each end sends what it can.
+    pub(super) fn tcp_send(&mut self, k: usize) {
+        let now = self.now;
+        let Some(t) = self.flows[k].tcp.as_deref_mut() else {
+            return;
+        };
+        if t.conns[0].is_none() {
+            if now < t.start_ns {
+                return;
+            }
+            let mut c = Conn::client(t.cfg.clone(), t.iss[0]);
+            c.write(HEADER + t.size);
+            t.conns[0] = Some(c);
+        }
+        self.tcp_pump(k, 0);
+        self.tcp_pump(k, 1);
+    }
+
+    /// End `end` of flow `k` sends while its host's queue has room, then sets its timer.
+    fn tcp_pump(&mut self, k: usize, end: usize) {
+        let now = self.now;
+        let mut scratch = std::mem::take(&mut self.scratch);
+        while let Some(t) = self.flows[k].tcp.as_deref_mut() {
+            let host = t.hosts[end];
+            let Some(c) = t.conns[end].as_mut() else {
+                break;
+            };
+            let h = &mut self.hosts[host];
+            if h.tm.depth(0, 0).0 >= h.tm.config(0).map_or(u32::MAX, |c| c.max_packets) {
+                if !h.blocked.contains(&k) {
+                    h.blocked.push(k);
+                }
+                break;
+            }
+            let Some(seg) = c.poll_transmit(now) else {
+                break;
+            };
+            wire::encode(&mut scratch, &t.ends[end], t.tos, &seg);
+            if end == 0 {
+                self.flows[k].sent += 1;
+            }
+            self.host_send(host, &scratch);
+        }
+        self.scratch = scratch;
+        self.tcp_timer(k, end);
+    }
+
+    /// Schedules end `end`'s next deadline when it moved.
+    fn tcp_timer(&mut self, k: usize, end: usize) {
+        let Some(t) = self.flows[k].tcp.as_deref_mut() else {
+            return;
+        };
+        let at = t.conns[end].as_ref().and_then(Conn::poll_timeout);
+        if at != t.timer_at[end] {
+            t.timer_at[end] = at;
+            if let Some(at) = at {
+                self.schedule(at.max(self.now), Event::TcpTimer { flow: k, end });
+            }
+        }
+    }
+
+    /// End `end` of flow `k` has a deadline now (a stale event finds another deadline and does
+    /// nothing).
+    pub(super) fn tcp_timeout(&mut self, k: usize, end: usize) {
+        let now = self.now;
+        let Some(t) = self.flows[k].tcp.as_deref_mut() else {
+            return;
+        };
+        if t.timer_at[end] != Some(now) {
+            return;
+        }
+        t.timer_at[end] = None;
+        if let Some(c) = t.conns[end].as_mut() {
+            c.on_timeout(now);
+        }
+        self.tcp_pump(k, end);
+    }
+
+    /// A TCP segment of a TCP flow reaching `host`; false if `bytes` is none.
+    pub(super) fn tcp_arrive(&mut self, host: usize, bytes: &[u8]) -> bool {
+        if self.tcp_flows.is_empty() {
+            return false;
+        }
+        let Some((seg, ce, e)) = wire::decode(bytes) else {
+            return false;
+        };
+        let Some(&(k, end)) = self.tcp_flows.get(&(host, e.src, e.dport, e.sport)) else {
+            return false;
+        };
+        let now = self.now;
+        let Some(t) = self.flows[k].tcp.as_deref_mut() else {
+            return false;
+        };
+        let conn = match &mut t.conns[end] {
+            Some(c) => c,
+            slot @ None => {
+                // The server's socket exists once the client's SYN arrives.
+                if end == 0 || !seg.has(crate::tcp::segment::SYN) {
+                    return true;
+                }
+                slot.insert(Conn::server(t.cfg.clone(), t.iss[1], &seg))
+            }
+        };
+        conn.on_segment(&seg, ce, now);
+        // The applications: the server answers once it has every byte and closes after the
+        // client; the client's flow is done when the answer arrives, and it closes.
+        if end == 1 {
+            if !t.answered && conn.received() >= HEADER + t.size {
+                t.answered = true;
+                conn.write(ANSWER);
+            }
+            if conn.peer_closed() && !t.closed[1] {
+                t.closed[1] = true;
+                conn.close();
+            }
+        } else if t.done_ns.is_none() && conn.received() >= ANSWER {
+            t.done_ns = Some(now);
+            t.closed[0] = true;
+            conn.close();
+        }
+        self.tcp_pump(k, end);
+        true
+    }
+}
+
+impl TcpFlow {
+    /// The flow's part of the report.
+    pub(super) fn report(&self) -> Json {
+        let mut j = Json::object()
+            .with("cc", format!("{:?}", self.cfg.cc).to_lowercase().as_str())
+            .with("ecn", u64::from(self.cfg.ecn))
+            .with("bytes", self.size)
+            .with("completed", u64::from(self.done_ns.is_some()));
+        if let Some(done) = self.done_ns {
+            j = j.with("fct_ns", done.saturating_sub(self.start_ns));
+        }
+        if let Some(c) = &self.conns[0] {
+            let s = c.stats();
+            j = j
+                .with("ecn_negotiated", u64::from(c.ecn()))
+                .with("segs_out", s.segs_out)
+                .with("data_segs_out", s.data_segs_out)
+                .with("retransmits", s.retransmits)
+                .with("recoveries", s.recoveries)
+                .with("timeouts", s.timeouts)
+                .with("probes", s.probes)
+                .with("cwr", s.cwr)
+                .with("delivered_ce", s.delivered_ce)
+                .with("reord_seen", s.reord_seen)
+                .with("reordering", u64::from(c.reordering()))
+                .with("srtt_ns", c.srtt().unwrap_or(0))
+                .with("cwnd", u64::from(c.cwnd()));
+        }
+        if let Some(c) = &self.conns[1] {
+            j = j.with("rcv_ooopack", c.stats().rcv_ooopack);
+        }
+        j
+    }
+}

@@ -1,0 +1,247 @@
+//! A [`Segment`] on the wire: an Ethernet/IPv4/TCP frame with Linux's option layout and valid
+//! checksums, its payload zeros; and back.
+
+use std::net::Ipv4Addr;
+
+use pipeline::wire::{IpProtocol, checksum};
+
+use super::segment::{MAX_SACK_BLOCKS, SYN, Segment};
+
+/// Who a frame is from and to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ends {
+    /// Destination MAC.
+    pub dmac: [u8; 6],
+    /// Source MAC.
+    pub smac: [u8; 6],
+    /// Source address.
+    pub src: Ipv4Addr,
+    /// Destination address.
+    pub dst: Ipv4Addr,
+    /// Source port.
+    pub sport: u16,
+    /// Destination port.
+    pub dport: u16,
+}
+
+const NOP: u8 = 1;
+
+/// Writes `s` from `e` into `out` (cleared first). `dscp_tos` is the ToS byte's DSCP part (its
+/// ECN bits are the segment's: ECT(0) when `s.ect`).
+pub fn encode(out: &mut Vec<u8>, e: &Ends, dscp_tos: u8, s: &Segment) {
+    let th = s.header_len();
+    let ip_len = 20 + th + s.len as usize;
+    out.clear();
+    out.resize(14 + ip_len, 0);
+    out[0..6].copy_from_slice(&e.dmac);
+    out[6..12].copy_from_slice(&e.smac);
+    out[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    {
+        let ip = &mut out[14..34];
+        ip[0] = 0x45;
+        ip[1] = (dscp_tos & !3) | if s.ect { 2 } else { 0 };
+        ip[2..4].copy_from_slice(&(ip_len as u16).to_be_bytes());
+        ip[6] = 0x40; // DF
+        ip[8] = 64;
+        ip[9] = 6;
+        ip[12..16].copy_from_slice(&e.src.octets());
+        ip[16..20].copy_from_slice(&e.dst.octets());
+        let sum = checksum::checksum(ip);
+        ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    }
+    let t = &mut out[34..34 + th];
+    t[0..2].copy_from_slice(&e.sport.to_be_bytes());
+    t[2..4].copy_from_slice(&e.dport.to_be_bytes());
+    t[4..8].copy_from_slice(&s.seq.to_be_bytes());
+    t[8..12].copy_from_slice(&s.ack.to_be_bytes());
+    t[12] = ((th / 4) as u8) << 4;
+    t[13] = s.flags;
+    t[14..16].copy_from_slice(&s.window.to_be_bytes());
+    let mut o = 20;
+    let mut put = |bytes: &[u8]| {
+        t[o..o + bytes.len()].copy_from_slice(bytes);
+        o += bytes.len();
+    };
+    if let Some(m) = s.mss {
+        put(&[2, 4]);
+        put(&m.to_be_bytes());
+    }
+    match (s.ts, s.sack_permitted) {
+        (Some((v, r)), sp) => {
+            put(&if sp { [4, 2] } else { [NOP, NOP] });
+            put(&[8, 10]);
+            put(&v.to_be_bytes());
+            put(&r.to_be_bytes());
+        }
+        (None, true) => put(&[NOP, NOP, 4, 2]),
+        (None, false) => {}
+    }
+    if let Some(w) = s.wscale {
+        put(&[NOP, 3, 3, w]);
+    }
+    if s.sack_n > 0 {
+        put(&[NOP, NOP, 5, 2 + 8 * s.sack_n]);
+        for &(l, r) in s.sack_blocks() {
+            put(&l.to_be_bytes());
+            put(&r.to_be_bytes());
+        }
+    }
+    let seg_len = th + s.len as usize;
+    let pseudo = checksum::pseudo_header_v4(e.src, e.dst, IpProtocol(6), seg_len as u32);
+    // The payload is zeros: only the header counts.
+    let sum = !checksum::combine(&[pseudo, checksum::sum(&out[34..34 + th])]);
+    out[34 + 16..34 + 18].copy_from_slice(&sum.to_be_bytes());
+}
+
+/// Reads a TCP segment from an Ethernet/IPv4 frame: the segment, whether the IP header says CE,
+/// and its ends; `None` for anything else.
+pub fn decode(frame: &[u8]) -> Option<(Segment, bool, Ends)> {
+    if frame.len() < 34 || frame[12..14] != [0x08, 0x00] {
+        return None;
+    }
+    let ip = &frame[14..];
+    let ihl = usize::from(ip[0] & 0x0f) * 4;
+    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]])).min(ip.len());
+    if ip[0] >> 4 != 4 || ip[9] != 6 || ihl < 20 || total < ihl + 20 {
+        return None;
+    }
+    let t = &ip[ihl..total];
+    let th = usize::from(t[12] >> 4) * 4;
+    if th < 20 || th > t.len() {
+        return None;
+    }
+    let ecn = ip[1] & 3;
+    let mut s = Segment {
+        seq: u32::from_be_bytes([t[4], t[5], t[6], t[7]]),
+        ack: u32::from_be_bytes([t[8], t[9], t[10], t[11]]),
+        flags: t[13],
+        window: u16::from_be_bytes([t[14], t[15]]),
+        len: (t.len() - th) as u32,
+        ect: ecn != 0,
+        ..Segment::default()
+    };
+    let mut opts = &t[20..th];
+    while let Some(&kind) = opts.first() {
+        match kind {
+            0 => break,
+            NOP => {
+                opts = &opts[1..];
+                continue;
+            }
+            _ => {}
+        }
+        let len = usize::from(*opts.get(1)?);
+        if len < 2 || len > opts.len() {
+            return None;
+        }
+        let body = &opts[2..len];
+        match (kind, body.len()) {
+            (2, 2) => s.mss = Some(u16::from_be_bytes([body[0], body[1]])),
+            (3, 1) => s.wscale = Some(body[0]),
+            (4, 0) => s.sack_permitted = true,
+            (8, 8) => {
+                s.ts = Some((
+                    u32::from_be_bytes([body[0], body[1], body[2], body[3]]),
+                    u32::from_be_bytes([body[4], body[5], body[6], body[7]]),
+                ));
+            }
+            (5, n) if n % 8 == 0 => {
+                for b in body.chunks_exact(8).take(MAX_SACK_BLOCKS) {
+                    s.sack[usize::from(s.sack_n)] = (
+                        u32::from_be_bytes([b[0], b[1], b[2], b[3]]),
+                        u32::from_be_bytes([b[4], b[5], b[6], b[7]]),
+                    );
+                    s.sack_n += 1;
+                }
+            }
+            _ => {}
+        }
+        opts = &opts[len..];
+    }
+    if s.flags & SYN == 0 {
+        s.mss = None;
+        s.wscale = None;
+        s.sack_permitted = false;
+    }
+    let ends = Ends {
+        dmac: frame[0..6].try_into().ok()?,
+        smac: frame[6..12].try_into().ok()?,
+        src: Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]),
+        dst: Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]),
+        sport: u16::from_be_bytes([t[0], t[1]]),
+        dport: u16::from_be_bytes([t[2], t[3]]),
+    };
+    Some((s, ecn == 3, ends))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tcp::segment::{ACK, CWR, ECE};
+
+    fn ends() -> Ends {
+        Ends {
+            dmac: [2, 0, 0, 0, 0, 1],
+            smac: [2, 0, 0, 0, 0, 2],
+            src: Ipv4Addr::new(10, 0, 0, 1),
+            dst: Ipv4Addr::new(10, 0, 1, 1),
+            sport: 40_000,
+            dport: 5001,
+        }
+    }
+
+    #[test]
+    fn segments_survive_the_wire_and_parse_as_real_tcp() {
+        let syn = Segment {
+            seq: 7,
+            flags: SYN | ECE | CWR,
+            window: 64_240,
+            mss: Some(1460),
+            wscale: Some(7),
+            sack_permitted: true,
+            ts: Some((123, 0)),
+            ..Segment::default()
+        };
+        let mut data = Segment {
+            seq: 1_000,
+            ack: 2_000,
+            flags: ACK,
+            window: 500,
+            len: 1448,
+            ts: Some((5, 6)),
+            ect: true,
+            ..Segment::default()
+        };
+        data.sack[0] = (3_000, 4_000);
+        data.sack[1] = (5_000, 6_000);
+        data.sack_n = 2;
+        let mut buf = Vec::new();
+        for s in [syn, data] {
+            encode(&mut buf, &ends(), 0x10, &s);
+            assert_eq!(buf.len(), 14 + 20 + s.header_len() + s.len as usize);
+            let (got, ce, e) = decode(&buf).unwrap();
+            assert_eq!(got, s);
+            assert!(!ce);
+            assert_eq!(e, ends());
+            // etherparse reads the same header, options and a valid checksum.
+            let p = etherparse::SlicedPacket::from_ethernet(&buf).unwrap();
+            let Some(etherparse::NetSlice::Ipv4(ip)) = &p.net else {
+                panic!("not IPv4")
+            };
+            assert_eq!(ip.header().dcp().value() << 2, 0x10);
+            let Some(etherparse::TransportSlice::Tcp(t)) = &p.transport else {
+                panic!("not TCP")
+            };
+            assert_eq!(t.sequence_number(), s.seq);
+            let h = t.to_header();
+            let want = h
+                .calc_checksum_ipv4(&ip.header().to_header(), t.payload())
+                .unwrap();
+            assert_eq!(h.checksum, want);
+        }
+        // A switch's CE mark reads as CE.
+        encode(&mut buf, &ends(), 0, &data);
+        buf[15] |= 3;
+        assert!(decode(&buf).unwrap().1);
+    }
+}
