@@ -4,6 +4,7 @@
 One row per (scheme, load), in the order of DIR/summary.csv:
   reps        the repetitions (seeds) measured
   fidelity    how many of them the emulator kept up with (`ok`), when summary.csv says
+              (`-` where no rep has a verdict: pisa-sim's virtual time has none to judge)
   short/large avg and p99 FCT, ms: mean (median) [95% bootstrap CI of the mean] over the reps
   vs BASELINE the paired ratio of the average FCT to the baseline scheme's on the same seeds
               (every scheme of a sweep runs the same flows per (load, rep)): the geometric mean
@@ -77,8 +78,9 @@ def table(rows: list[Row], baseline: Optional[str] = None) -> str:
                  data.summary_fct_ms(b[r["rep"]], cls, "avg") if r["rep"] in b else None)
                 for r in rs)
 
-        fid = (f"{sum(1 for r in rs if r.get('fidelity') == 'ok')}/{len(rs)}"
-               if has_fidelity else "-")
+        judged = [r for r in rs if r.get("fidelity") not in (None, "", "-")]
+        fid = (f"{sum(1 for r in judged if r.get('fidelity') == 'ok')}/{len(rs)}"
+               if has_fidelity and judged else "-")
         fin = stats.median(stats.known(data.num(r.get("finished")) for r in rs))
         flows = stats.median(stats.known(data.num(r.get("flows")) for r in rs))
         cells = [

@@ -82,11 +82,34 @@ impl Calibration {
 /// one shortest path from host `from` to host `to` (indices into `t.hosts`); and how many
 /// switches that path crosses.
 pub(super) fn standing_queues_us(t: &Topology, from: usize, to: usize) -> (u64, usize) {
+    let w = walk(t, from, to);
+    (w.queues_us, w.switches)
+}
+
+/// What [`walk`] finds on a path.
+struct Walk {
+    queues_us: u64,
+    switches: usize,
+    /// The propagation delay from host to host, µs.
+    delay_us: u64,
+}
+
+/// One shortest path from host `from` to host `to`: its standing queues (see
+/// [`standing_queues_us`]), switches and one-way propagation delay.
+fn walk(t: &Topology, from: usize, to: usize) -> Walk {
     let hops = topo::plan::next_hops(t);
     let ports = t.ports();
-    let Some((mut at, _)) = t.host_attachment(&t.hosts[from].name) else {
-        return (0, 0);
+    let mut w = Walk {
+        queues_us: 0,
+        switches: 0,
+        delay_us: 0,
     };
+    let Some((mut at, first_port)) = t.host_attachment(&t.hosts[from].name) else {
+        return w;
+    };
+    if let Some((_, props)) = ports.get(at).and_then(|p| p.get(&first_port)) {
+        w.delay_us += props.delay_us;
+    }
     let (mut total, mut switches) = (0u64, 0);
     for _ in 0..t.switches.len() {
         let Some(port) = hops.get(at).and_then(|h| {
@@ -100,6 +123,7 @@ pub(super) fn standing_queues_us(t: &Topology, from: usize, to: usize) -> (u64, 
             break;
         };
         switches += 1;
+        w.delay_us += props.delay_us;
         if props.rate_bps > 0 {
             let k = programs::ecmp::dctcp_k(props.rate_bps);
             total += k * 1514 * 8 * 1_000_000 / props.rate_bps;
@@ -109,7 +133,51 @@ pub(super) fn standing_queues_us(t: &Topology, from: usize, to: usize) -> (u64, 
             topo::End::Host(_) => break,
         }
     }
-    (total, switches)
+    w.queues_us = total;
+    w.switches = switches;
+    w
+}
+
+/// The first host and the last host attached to another switch (in a leaf-spine or fat-tree
+/// as far as any): the pair the calibration times.
+fn timed_pair(t: &Topology) -> anyhow::Result<(usize, usize)> {
+    let first = t
+        .hosts
+        .first()
+        .ok_or_else(|| anyhow!("the topology has no hosts"))?;
+    let at = t.host_attachment(&first.name).map(|a| a.0.to_string());
+    let other = t
+        .hosts
+        .iter()
+        .rposition(|h| t.host_attachment(&h.name).map(|a| a.0.to_string()) != at)
+        .ok_or_else(|| anyhow!("every host is on one switch: no path across the fabric to time"))?;
+    Ok((0, other))
+}
+
+/// The calibration of `e` for `--where sim`: `DIR/calibration` if there is one (copy a
+/// namespace run's there to give the simulated programs its values), else from the topology:
+/// the base RTT is twice the timed path's propagation delay (the simulator's switches and
+/// hosts add no time to a lone packet), at least 1 µs, with no spread, and the gap by
+/// [`Calibration::from_times`]'s rule.
+pub(super) fn calibrate_sim(e: &Fct) -> anyhow::Result<Calibration> {
+    let stored = e.out.join("calibration");
+    if let Some(c) = std::fs::read_to_string(&stored)
+        .ok()
+        .and_then(|s| Calibration::parse(&s))
+    {
+        return Ok(c);
+    }
+    let (a, b) = timed_pair(&e.base)?;
+    let w = walk(&e.base, a, b);
+    let c = Calibration::from_times(vec![(2 * w.delay_us) as f64], w.queues_us);
+    eprintln!(
+        "experiment: simulated base RTT {} us (propagation across {} switches); standing queues \
+         of the path {} us; flowlet gap {} us",
+        c.rtt_us, w.switches, w.queues_us, c.gap_us
+    );
+    let text = c.text() + &format!("path_switches {}\nper_hop_us 0\n", w.switches);
+    std::fs::write(&stored, text).with_context(|| format!("writing {}", stored.display()))?;
+    Ok(c)
 }
 
 /// The calibration of `e`: `DIR/calibration` if a run stored one, else measured (and stored).
@@ -127,18 +195,8 @@ pub(super) fn calibrate(e: &Fct, ctx: &crate::sweep::Ctx) -> anyhow::Result<Cali
     }
     // The first host, and the last host attached to another switch (in a leaf-spine or
     // fat-tree as far as any).
-    let first = topo
-        .hosts
-        .first()
-        .ok_or_else(|| anyhow!("the topology has no hosts"))?;
-    let first_index = 0;
-    let at = topo.host_attachment(&first.name).map(|a| a.0.to_string());
-    let other_index = topo
-        .hosts
-        .iter()
-        .rposition(|h| topo.host_attachment(&h.name).map(|a| a.0.to_string()) != at)
-        .ok_or_else(|| anyhow!("every host is on one switch: no path across the fabric to time"))?;
-    let other = &topo.hosts[other_index];
+    let (first_index, other_index) = timed_pair(&topo)?;
+    let (first, other) = (&topo.hosts[first_index], &topo.hosts[other_index]);
     let opts = ctx.options(&e.out.join("calibration-run"));
     eprintln!(
         "experiment: measuring the base RTT ({} -> {}, {PINGS} pings, idle fabric)",

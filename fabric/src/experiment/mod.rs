@@ -54,6 +54,7 @@ pub mod qcn;
 mod rate;
 mod results;
 mod schedule;
+mod sim_point;
 
 pub use calibrate::ping_times_us;
 pub use counters::{PORT_TX, port_tx_bytes, port_tx_packets, switch_counters};
@@ -134,6 +135,29 @@ pub struct Fct {
     pub retry_degraded: usize,
     /// The switches' workers' SCHED_FIFO priority (0: normal scheduling).
     pub rt_priority: u8,
+    /// Where the points run.
+    pub place: Place,
+}
+
+/// Where an experiment's points run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Place {
+    /// Namespaces with pisa-switch processes and Linux TCP.
+    #[default]
+    Namespaces,
+    /// pisa-sim, in virtual time, with its Linux-like TCP hosts ([`sim_point`]).
+    Sim,
+}
+
+impl std::str::FromStr for Place {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "namespaces" | "ns" => Ok(Place::Namespaces),
+            "sim" => Ok(Place::Sim),
+            _ => Err(format!("--where {s}: namespaces or sim")),
+        }
+    }
 }
 
 /// How a point's flows are seeded (see the module documentation).
@@ -178,11 +202,12 @@ pub fn record(e: &Fct) -> String {
          load_of={:?}\nseconds={}\ndrain={}\ncc={}\necn={}\nreordering={:?}\nshort_tos={}\n\
          large_tos={}\nseed={}\nseeding={seeding}\nsets={}\ncounters={}\n",
         crate::fabric::SWITCH_WAIT.join(" "),
-        // Only where set: sweeps recorded before it existed ran with normal scheduling.
-        if e.rt_priority > 0 {
-            format!("rt_priority={}\n", e.rt_priority)
-        } else {
-            String::new()
+        // Only where set: sweeps recorded before they existed ran in namespaces with normal
+        // scheduling.
+        match (e.rt_priority, e.place) {
+            (0, Place::Namespaces) => String::new(),
+            (r, Place::Namespaces) => format!("rt_priority={r}\n"),
+            (_, Place::Sim) => "where=sim\n".into(),
         },
         e.workload,
         e.pattern,
@@ -343,7 +368,10 @@ impl crate::sweep::Experiment for FctSweep {
     /// Every point's plans get the fabric's measured base RTT and one flowlet gap
     /// (calibrate.rs), each unless --set gives it.
     fn prepare(&mut self, ctx: &crate::sweep::Ctx) -> anyhow::Result<()> {
-        let c = calibrate::calibrate(&self.e, ctx)?;
+        let c = match self.e.place {
+            Place::Namespaces => calibrate::calibrate(&self.e, ctx)?,
+            Place::Sim => calibrate::calibrate_sim(&self.e)?,
+        };
         for (k, v) in [("rtt_us", c.rtt_us), ("flowlet_gap_us", c.gap_us)] {
             match self.e.sets.iter().find(|(key, _)| key == k) {
                 Some((_, given)) => {
@@ -363,7 +391,10 @@ impl crate::sweep::Experiment for FctSweep {
             && results::point_verdict(&dir.join("summary.csv")).is_some_and(|v| v != "ok")
     }
     fn measure(&self, p: &Point, dir: &Path, ctx: &crate::sweep::Ctx) -> anyhow::Result<String> {
-        run_point(&self.e, &self.transport, p, dir, ctx)
+        match self.e.place {
+            Place::Namespaces => run_point(&self.e, &self.transport, p, dir, ctx),
+            Place::Sim => sim_point::run_point_sim(&self.e, &self.transport, p, dir),
+        }
     }
     fn tables(&self, done: &[(&Point, PathBuf)]) -> anyhow::Result<()> {
         let dirs: Vec<&Path> = done.iter().map(|(_, d)| d.as_path()).collect();
@@ -397,8 +428,11 @@ pub fn run(e: &Fct, cancel: &Arc<AtomicBool>) -> anyhow::Result<crate::sweep::Do
         bail!("--seconds must be positive, --drain at least 0, --reps at least 1");
     }
     // Loaded once for every host's namespace (registration is global); the hosts' pisa-traffic
-    // find it registered and select it.
-    let (transport, dctcp) = effective_transport(&e.transport);
+    // find it registered and select it. The simulator's hosts have their own DCTCP.
+    let (transport, dctcp) = match e.place {
+        Place::Namespaces => effective_transport(&e.transport),
+        Place::Sim => (e.transport.clone(), None),
+    };
     let mut ctx = crate::sweep::Ctx::new(&e.name, cancel.clone());
     ctx.links = e.links;
     ctx.rt_priority = e.rt_priority;
@@ -445,6 +479,7 @@ mod tests {
             require_fidelity: false,
             retry_degraded: 0,
             rt_priority: 0,
+            place: Place::Namespaces,
         }
     }
 
@@ -459,6 +494,54 @@ mod tests {
                 ..LinkProps::default()
             },
         )
+    }
+
+    #[test]
+    fn a_sweep_in_the_simulator_runs_the_namespace_schedule_and_writes_the_same_files() {
+        let host = LinkProps {
+            rate_bps: 100_000_000,
+            delay_us: 10,
+            buffer: 64,
+        };
+        let mut e = exp(leaf_spine(2, 2, 2, 1.0, host));
+        e.place = Place::Sim;
+        e.schemes = vec!["ecmp".into(), "spray-rr".into()];
+        e.loads = vec![0.3];
+        e.reps = 1;
+        e.seconds = 0.5;
+        e.drain = 5.0;
+        // An empty name: the driver's teardown touches no namespace.
+        e.name = String::new();
+        e.out = std::env::temp_dir().join(format!("pisa-exp-sim-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&e.out);
+        let cancel = Arc::new(AtomicBool::new(false));
+        let d = run(&e, &cancel).unwrap();
+        assert_eq!((d.points, d.ran), (2, 2));
+        assert!(record(&e).contains("where=sim\n"));
+        let want = schedule(&e, &e.base, &points(&e)[0]).unwrap();
+        let summary = std::fs::read_to_string(e.out.join("summary.csv")).unwrap();
+        let mut lines = summary.lines();
+        let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let col = |k: &str| head.iter().position(|h| *h == k).unwrap();
+        for line in lines {
+            let v: Vec<&str> = line.split(',').collect();
+            assert_eq!(v[col("fidelity")], "-", "{line}");
+            assert_eq!(v[col("flows")], want.len().to_string());
+            assert_eq!(v[col("finished")], want.len().to_string(), "{line}");
+        }
+        // The flows are the schedule's, in order, and every one has an FCT.
+        let flows = std::fs::read_to_string(e.out.join("flows.csv")).unwrap();
+        let rows: Vec<&str> = flows.lines().skip(1).collect();
+        assert_eq!(rows.len(), 2 * want.len());
+        for (r, f) in rows.iter().zip(&want) {
+            let v: Vec<&str> = r.split(',').collect();
+            assert_eq!(
+                (v[3], v[7]),
+                (f.id.to_string().as_str(), f.size.to_string().as_str())
+            );
+            assert!(v[14].parse::<f64>().unwrap() > 0.0, "{r}");
+        }
+        std::fs::remove_dir_all(&e.out).unwrap();
     }
 
     #[test]

@@ -190,6 +190,9 @@ pub fn calibrate_rate(
     if e.schemes.is_empty() {
         bail!("--calibrate-rate: no schemes to probe");
     }
+    if e.place == Place::Sim {
+        bail!("--calibrate-rate: the simulator keeps up at any rate; calibrate in namespaces");
+    }
     if p.rates.is_empty() || p.rates.contains(&0) {
         bail!("--calibrate-rate: one or more rates above 0, e.g. 100M,50M,20M");
     }

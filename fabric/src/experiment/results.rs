@@ -84,6 +84,8 @@ pub struct SwitchStats {
     pub queue_p90: u64,
     /// Whether the emulator kept up ([`fidelity`]).
     pub fidelity: fidelity::Measured,
+    /// Measured in pisa-sim's virtual time: no fidelity to judge (the columns say `-`).
+    pub virtual_time: bool,
 }
 
 impl SwitchStats {
@@ -173,7 +175,12 @@ pub fn summary_row(
         traffic::quantile_nearest_rank(&rows.iter().map(|r| r.lag_us).collect::<Vec<_>>(), 0.99),
         wall_s,
         sw.queue_p90
-    ) + &fidelity_cells(&sw.fidelity)
+    ) + &if sw.virtual_time {
+        // The verdict `-` and no machine, host or link figures.
+        format!(",{},,,,,,,,", fidelity::no_verdict())
+    } else {
+        fidelity_cells(&sw.fidelity)
+    }
 }
 
 /// The fidelity columns of a summary row, with their leading comma.

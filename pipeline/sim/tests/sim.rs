@@ -134,7 +134,12 @@ fn tcp_flows_share_a_downlink_finish_and_repeat_byte_for_byte() {
     ];
     let a = run(200, 7, &flows);
     for i in 0..3 {
-        assert_eq!(num(tcp(&a, i), &["completed"]), 1, "flow {i}: {}", a.pretty());
+        assert_eq!(
+            num(tcp(&a, i), &["completed"]),
+            1,
+            "flow {i}: {}",
+            a.pretty()
+        );
     }
     // 4 MB through one 100 Mb/s link takes at least 320 ms... of which 200 ms are the run and
     // the rest its drain; the two share it within a factor of two.
@@ -155,7 +160,10 @@ fn tcp_flows_share_a_downlink_finish_and_repeat_byte_for_byte() {
         drops += ports.iter().map(|(_, p)| num(p, &["drops"])).sum::<u64>();
     }
     let retx = num(tcp(&a, 0), &["retransmits"]) + num(tcp(&a, 1), &["retransmits"]);
-    assert!(drops > 0 && retx >= drops / 2, "drops {drops} retransmits {retx}");
+    assert!(
+        drops > 0 && retx >= drops / 2,
+        "drops {drops} retransmits {retx}"
+    );
     // The same seed: the same bytes; another seed: other initial sequence numbers, same flows.
     assert_eq!(a.pretty(), run(200, 7, &flows).pretty());
     assert_eq!(num(tcp(&run(200, 8, &flows), 2), &["completed"]), 1);

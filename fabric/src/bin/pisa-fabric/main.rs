@@ -276,6 +276,11 @@ struct ExperimentArgs {
     /// Resuming a finished sweep with it re-measures only its degraded points.
     #[arg(long, default_value_t = 0, value_name = "N")]
     retry_degraded: usize,
+    /// Where the points run: `namespaces` (pisa-switch processes, Linux TCP) or `sim` (pisa-sim
+    /// in virtual time with its Linux-like TCP hosts: the same flows, the same outputs, no
+    /// fidelity verdict; docs/sim.md).
+    #[arg(long = "where", default_value = "namespaces")]
+    place: pisa_fabric::experiment::Place,
     /// Instead of the sweep: find the highest host-link rate, among these comma-separated
     /// candidates (e.g. 100M,50M,20M,10M), at which every scheme keeps fidelity at the highest
     /// of --loads, with one short probe per scheme and rate (every link scaled alike; writes
@@ -358,6 +363,7 @@ fn experiment(a: &ExperimentArgs, cancel: Arc<AtomicBool>) -> anyhow::Result<()>
         counters: a.record_counters.clone(),
         require_fidelity: a.require_fidelity,
         retry_degraded: a.retry_degraded,
+        place: a.place,
         rt_priority: a.switch_rt_priority,
     };
     if let Some(rates) = &a.calibrate_rate {

@@ -1,0 +1,198 @@
+//! One point of the FCT comparison in `pisa-sim` (`--where sim`, issue 31 §2): the point's
+//! schedule (the same flows, sizes, start times and tags as in namespaces, [`schedule`]) as TCP
+//! flows of the simulator's Linux-like hosts ([`sim::tcp`]), on the same topology with the
+//! scheme's programs and plan parameters, in virtual time; the same files out (`flows.csv`,
+//! `summary.csv`, `uplinks.csv`), plus the simulator's report (`report.json`).
+//!
+//! What differs from a namespace point, by construction: no CPU can make a simulated switch
+//! late, so the fidelity columns say `-`; a switch processes a packet in no time and a lone
+//! frame leaves a shaped port at once (as in the emulator's token bucket), so the base RTT is
+//! the links' propagation delays alone; flows start exactly on schedule (start lag 0); queues
+//! are sampled as each port's largest enqueue depth, not once a second.
+
+use super::*;
+use hosts::json::Json;
+use sim::fabric::{Options, Sim};
+use sim::flow::{Cc, FlowSpec, Pattern as SendPattern, Proto, Rate};
+
+/// The link MTU of the simulated hosts (the namespaces' veth default).
+const MTU: u16 = 1500;
+
+fn get<'a>(j: &'a Json, path: &[&str]) -> Option<&'a Json> {
+    path.iter().try_fold(j, |j, k| j.get(k))
+}
+
+fn num(j: &Json, path: &[&str]) -> u64 {
+    get(j, path).and_then(Json::as_u64).unwrap_or(0)
+}
+
+/// The point's flows as the simulator's TCP flows.
+fn specs(t: &Transport, topo: &Topology, flows: &[Flow]) -> anyhow::Result<Vec<FlowSpec>> {
+    let kind: sim::tcp::Kind = t.cc.parse().map_err(anyhow::Error::msg)?;
+    Ok(flows
+        .iter()
+        .enumerate()
+        .map(|(i, f)| FlowSpec {
+            src: topo.hosts[f.src].name.clone(),
+            dst: topo.hosts[f.dst].name.clone(),
+            rate: Rate::Bps(u64::MAX),
+            size: MTU,
+            start_ns: f.start_ns,
+            stop_ns: None,
+            proto: Proto::Tcp,
+            // One port per flow, as the hosts' ephemeral ports are.
+            sport: 10_000 + (i % 50_000) as u16,
+            dport: PORT,
+            tos: f.tos,
+            pattern: SendPattern::Constant,
+            cc: Cc::Tcp {
+                kind,
+                ecn: t.ecn == 1 || (t.ecn == 2 && kind == sim::tcp::Kind::Dctcp),
+                rto_min_ns: 200_000_000,
+            },
+            np: false,
+            bytes: Some(f.size),
+        })
+        .collect())
+}
+
+/// Runs point `p` of `e` in the simulator, writing its files into `dir`.
+pub(super) fn run_point_sim(
+    e: &Fct,
+    transport: &Transport,
+    p: &Point,
+    dir: &Path,
+) -> anyhow::Result<String> {
+    let t0 = Instant::now();
+    if is_kernel(&p.scheme) {
+        bail!("scheme kernel: Linux routers run in namespaces only (--where namespaces)");
+    }
+    let mut topo = e.base.clone();
+    for s in &mut topo.switches {
+        s.program = p.scheme.clone();
+        for (k, v) in &e.sets {
+            s.params.insert(k.clone(), v.clone());
+        }
+    }
+    let flows = schedule(e, &topo, p).map_err(anyhow::Error::msg)?;
+    let mut opts = Options::new((e.seconds * 1e9) as u64, point_seed(e, p));
+    opts.drain_ns = (e.drain * 1e9) as u64;
+    opts.flows = specs(transport, &topo, &flows)?;
+    let mut s = Sim::new(&topo, opts).map_err(anyhow::Error::msg)?;
+    let report = s.run();
+    let hops = s.hops();
+    let path = dir.join("report.json");
+    std::fs::write(&path, report.pretty())
+        .with_context(|| format!("writing {}", path.display()))?;
+    let Some(Json::A(reported)) = report.get("flows") else {
+        bail!("the simulator's report has no flows");
+    };
+    // The flows' rows, as pisa-traffic writes them.
+    let prefix = format!("{},{},{}", p.scheme, p.load, p.rep);
+    let mut flows_csv = flows_header() + "\n";
+    let mut rows = Vec::new();
+    for (f, r) in flows.iter().zip(reported) {
+        let tcp = r
+            .get("tcp")
+            .ok_or_else(|| anyhow!("flow {}: no tcp report", f.id))?;
+        let finished = num(tcp, &["completed"]) == 1;
+        let fct_us = finished.then(|| num(tcp, &["fct_ns"]) as f64 / 1000.0);
+        let row = FlowRow {
+            class: f.class.name().to_string(),
+            finished,
+            fct_us,
+            retransmits: num(tcp, &["retransmits"]),
+            delivered_ce: num(tcp, &["delivered_ce"]),
+            lag_us: 0.0,
+        };
+        let _ = writeln!(
+            flows_csv,
+            "{prefix},{},{},{},{},{},{},{:#04x},{},{},{},{},{},{},{},{},0,{},{},{},0,{}",
+            f.id,
+            topo.hosts[f.src].name,
+            topo.hosts[f.dst].name,
+            f.start_ns,
+            f.size,
+            row.class,
+            f.tos,
+            transport.cc,
+            transport.ecn,
+            num(tcp, &["ecn_negotiated"]),
+            finished,
+            fct_us.map_or(String::new(), |x| format!("{x:.1}")),
+            row.retransmits,
+            num(tcp, &["reord_seen"]),
+            num(tcp, &["reordering"]),
+            num(tcp, &["rcv_ooopack"]),
+            row.delivered_ce,
+            num(tcp, &["srtt_ns"]) / 1000,
+            if finished {
+                ""
+            } else {
+                "not finished in the window and drain"
+            },
+        );
+        rows.push(row);
+    }
+    let path = dir.join("flows.csv");
+    std::fs::write(&path, flows_csv).with_context(|| format!("writing {}", path.display()))?;
+    // The switches' side, from the report.
+    let mut sw = SwitchStats {
+        virtual_time: true,
+        ..SwitchStats::default()
+    };
+    let consumed: Vec<&str> = programs::by_name(&p.scheme)
+        .map(|prog| prog.schema().consumed.clone())
+        .unwrap_or_default();
+    let mut depths = Vec::new();
+    if let Some(Json::O(switches)) = report.get("switches") {
+        for (_, s) in switches {
+            if let Some(Json::O(ports)) = s.get("ports") {
+                for (_, port) in ports {
+                    sw.tm_drops += num(port, &["drops"]);
+                    depths.push(num(port, &["max_enq_qdepth"]));
+                }
+            }
+            if let Some(Json::O(reasons)) = s.get("drops_by_reason") {
+                for (reason, n) in reasons {
+                    if !consumed.contains(&reason.as_str()) {
+                        sw.program_drops += n.as_u64().unwrap_or(0);
+                    }
+                }
+            }
+        }
+    }
+    sw.queue_max = depths.iter().copied().max().unwrap_or(0);
+    for (leaf, port, spine) in uplinks(&topo) {
+        let n = num(
+            &report,
+            &["switches", &leaf, "ports", &port.to_string(), "tx_packets"],
+        );
+        sw.uplinks.push((leaf, port, spine, n));
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    let summary = summary_row(e, transport, p, &rows, &sw, wall);
+    let path = dir.join("summary.csv");
+    std::fs::write(&path, format!("{SUMMARY_HEADER}\n{summary}\n"))
+        .with_context(|| format!("writing {}", path.display()))?;
+    let mut up_csv = format!("{UPLINKS_HEADER}\n");
+    for (l, port, s, n) in &sw.uplinks {
+        let _ = writeln!(up_csv, "{prefix},{l},{port},{s},{n}");
+    }
+    let path = dir.join("uplinks.csv");
+    std::fs::write(&path, up_csv).with_context(|| format!("writing {}", path.display()))?;
+    let fin = rows.iter().filter(|r| r.finished).count();
+    let short: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.class == Class::Short.name() && r.finished)
+        .filter_map(|r| r.fct_us)
+        .collect();
+    Ok(format!(
+        "{fin}/{} flows finished, short-flow FCT avg {:.0} us, {} TM drops (pisa-sim: {:.2} M \
+         packet-hops/s)",
+        rows.len(),
+        Stats::of(&short).mean,
+        sw.tm_drops,
+        hops as f64 / wall.max(1e-9) / 1e6
+    ))
+}
