@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import dbb, experiment, fct_table, p4te, pint, qcn, splitting, uplinks
+from . import compare, dbb, experiment, fct_table, p4te, pint, qcn, splitting, uplinks
 
 
 def main() -> None:
@@ -14,7 +14,7 @@ def main() -> None:
         "says what it reads and writes.",
     )
     sub = ap.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND")
-    for module in (fct_table, experiment, uplinks, dbb, pint, qcn, p4te, splitting):
+    for module in (fct_table, compare, experiment, uplinks, dbb, pint, qcn, p4te, splitting):
         module.register(sub)
     a = ap.parse_args()
     a.run(a)

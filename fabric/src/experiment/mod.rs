@@ -137,6 +137,9 @@ pub struct Fct {
     pub rt_priority: u8,
     /// Where the points run.
     pub place: Place,
+    /// With `--where sim`: each switch traversal's latency, µs (0: none; a namespace run's
+    /// `calibration` file says its `per_hop_us`).
+    pub sim_hop_us: u64,
 }
 
 /// Where an experiment's points run.
@@ -207,7 +210,7 @@ pub fn record(e: &Fct) -> String {
         match (e.rt_priority, e.place) {
             (0, Place::Namespaces) => String::new(),
             (r, Place::Namespaces) => format!("rt_priority={r}\n"),
-            (_, Place::Sim) => "where=sim\n".into(),
+            (_, Place::Sim) => format!("where=sim\nsim_hop_us={}\n", e.sim_hop_us),
         },
         e.workload,
         e.pattern,
@@ -480,6 +483,7 @@ mod tests {
             retry_degraded: 0,
             rt_priority: 0,
             place: Place::Namespaces,
+            sim_hop_us: 0,
         }
     }
 

@@ -7,7 +7,7 @@
 //! What differs from a namespace point, by construction: no CPU can make a simulated switch
 //! late, so the fidelity columns say `-`; a switch processes a packet in no time and a lone
 //! frame leaves a shaped port at once (as in the emulator's token bucket), so the base RTT is
-//! the links' propagation delays alone; flows start exactly on schedule (start lag 0); queues
+//! the links' propagation delays and `--sim-hop-us` per switch traversal; flows start exactly on schedule (start lag 0); queues
 //! are sampled as each port's largest enqueue depth, not once a second.
 
 use super::*;
@@ -77,6 +77,7 @@ pub(super) fn run_point_sim(
     let flows = schedule(e, &topo, p).map_err(anyhow::Error::msg)?;
     let mut opts = Options::new((e.seconds * 1e9) as u64, point_seed(e, p));
     opts.drain_ns = (e.drain * 1e9) as u64;
+    opts.hop_latency_ns = e.sim_hop_us * 1000;
     opts.flows = specs(transport, &topo, &flows)?;
     let mut s = Sim::new(&topo, opts).map_err(anyhow::Error::msg)?;
     let report = s.run();

@@ -281,6 +281,10 @@ struct ExperimentArgs {
     /// fidelity verdict; docs/sim.md).
     #[arg(long = "where", default_value = "namespaces")]
     place: pisa_fabric::experiment::Place,
+    /// With --where sim: what each switch traversal takes, µs (0: nothing, as an ASIC; to
+    /// compare with namespaces, their calibration's per_hop_us).
+    #[arg(long, default_value_t = 0)]
+    sim_hop_us: u64,
     /// Instead of the sweep: find the highest host-link rate, among these comma-separated
     /// candidates (e.g. 100M,50M,20M,10M), at which every scheme keeps fidelity at the highest
     /// of --loads, with one short probe per scheme and rate (every link scaled alike; writes
@@ -364,6 +368,7 @@ fn experiment(a: &ExperimentArgs, cancel: Arc<AtomicBool>) -> anyhow::Result<()>
         require_fidelity: a.require_fidelity,
         retry_degraded: a.retry_degraded,
         place: a.place,
+        sim_hop_us: a.sim_hop_us,
         rt_priority: a.switch_rt_priority,
     };
     if let Some(rates) = &a.calibrate_rate {

@@ -231,7 +231,7 @@ impl Sim {
                     }
                     let h = &mut self.hosts[host];
                     let (sw, port) = h.uplink;
-                    let at = now.saturating_add(h.delay_ns);
+                    let at = now.saturating_add(h.delay_ns + self.opts.hop_latency_ns);
                     self.schedule(
                         at,
                         Event::ToSwitch {

@@ -52,6 +52,10 @@ pub struct Options {
     pub flows: Vec<FlowSpec>,
     /// Longest drain after the sources stop, ns.
     pub drain_ns: u64,
+    /// Time each switch takes to process a frame, ns (0: none, an ASIC's sub-microsecond
+    /// latency rounded down). Set it to a software switch's per-traversal time to compare with
+    /// namespaces, where each traversal costs tens of microseconds.
+    pub hop_latency_ns: u64,
 }
 
 impl Options {
@@ -62,6 +66,7 @@ impl Options {
             seed,
             flows: Vec::new(),
             drain_ns: 1_000_000_000,
+            hop_latency_ns: 0,
         }
     }
 }
@@ -790,7 +795,7 @@ impl Sim {
         for (port, frame) in departures {
             match self.switches[sw].peer[usize::from(port)] {
                 Some((_, Peer::Switch(to, p))) => self.schedule(
-                    now,
+                    now + self.opts.hop_latency_ns,
                     Event::ToSwitch {
                         sw: to,
                         port: p,

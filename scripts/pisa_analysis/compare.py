@@ -1,0 +1,93 @@
+"""compare REF OTHER [--median-tol 0.15] [--p99-tol 0.30]: one sweep's FCTs against another's
+run on the same schedule (e.g. `pisa-fabric experiment --where sim` against the namespace run of
+the same command), per (scheme, load, class); standard library only.
+
+Both directories are `pisa-fabric experiment --out` directories. Flows are pooled over the reps
+(the same seeds give the same flows in both). For each (scheme, load, class):
+  median, p99     of the finished flows' FCTs, ms, in REF and in OTHER, and OTHER / REF
+  ok              whether the median is within --median-tol and the p99 within --p99-tol
+  per flow        the geometric mean of OTHER / REF over the flows finished in both (flows
+                  pair by (rep, id))
+  unfinished      flows not finished in REF / OTHER
+Then, per (load, class), the schemes in order of their median in each, and whether the orders
+agree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from typing import Optional
+
+from . import data, stats, style
+
+Key = tuple[str, str, str]  # scheme, load, class
+
+
+def _flows(d: str) -> dict[Key, dict[tuple[str, str], Optional[float]]]:
+    by: dict[Key, dict[tuple[str, str], Optional[float]]] = {}
+    for r in data.read_csv(os.path.join(d, "flows.csv")):
+        k = (r["scheme"], r["load"], r["class"])
+        by.setdefault(k, {})[(r["rep"], r["id"])] = (
+            data.fct_ms(r) if data.finished(r) else None)
+    return by
+
+
+def table(ref: str, other: str, median_tol: float, p99_tol: float) -> str:
+    a, b = _flows(ref), _flows(other)
+    keys = [k for k in a if k in b]
+    out = [
+        f"FCTs in ms of the finished flows pooled over the reps; ok: median within "
+        f"±{median_tol:.0%} and p99 within ±{p99_tol:.0%} of {ref}",
+        "",
+        "| scheme | load | class | flows | median ref | median other | ratio | p99 ref | "
+        "p99 other | ratio | ok | per flow | unfinished ref/other |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    order: dict[tuple[str, str], list[tuple[str, float, float]]] = {}
+    met = 0
+    for k in keys:
+        fa = [v for v in a[k].values() if v is not None]
+        fb = [v for v in b[k].values() if v is not None]
+        ma, mb = stats.median(fa), stats.median(fb)
+        pa, pb = stats.quantile(fa, 0.99), stats.quantile(fb, 0.99)
+        rm = mb / ma if ma and mb else None
+        rp = pb / pa if pa and pb else None
+        ok = (rm is not None and rp is not None and abs(rm - 1) <= median_tol
+              and abs(rp - 1) <= p99_tol)
+        met += ok
+        pairs = [b[k][f] / v for f, v in a[k].items()
+                 if v and b[k].get(f)]
+        per_flow = math.exp(sum(math.log(x) for x in pairs) / len(pairs)) if pairs else None
+        out.append(
+            f"| {k[0]} | {k[1]} | {k[2]} | {len(a[k])} | {style.cell(ma, '.1f')} | "
+            f"{style.cell(mb, '.1f')} | {style.cell(rm, '.2f')} | {style.cell(pa, '.1f')} | "
+            f"{style.cell(pb, '.1f')} | {style.cell(rp, '.2f')} | {'yes' if ok else 'no'} | "
+            f"{style.cell(per_flow, '.2f')} | "
+            f"{sum(v is None for v in a[k].values())}/{sum(v is None for v in b[k].values())} |")
+        if ma is not None and mb is not None:
+            order.setdefault((k[1], k[2]), []).append((k[0], ma, mb))
+    out += ["", f"{met} of {len(keys)} rows within both tolerances.", "",
+            "| load | class | order in ref | order in other | same |", "|---|---|---|---|---|"]
+    for (load, cls), rows in order.items():
+        ra = [s for s, _, _ in sorted(rows, key=lambda r: r[1])]
+        rb = [s for s, _, _ in sorted(rows, key=lambda r: r[2])]
+        out.append(f"| {load} | {cls} | {' < '.join(ra)} | {' < '.join(rb)} | "
+                   f"{'yes' if ra == rb else 'no'} |")
+    return "\n".join(out)
+
+
+def run(a: argparse.Namespace) -> None:
+    print(table(a.ref, a.other, a.median_tol, a.p99_tol))
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="one sweep's FCTs against another's on the same schedule "
+                       "(pisa-sim against namespaces)", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("ref", help="the reference run's --out directory (e.g. the namespace run)")
+    p.add_argument("other", help="the run compared with it (e.g. --where sim)")
+    p.add_argument("--median-tol", type=float, default=0.15)
+    p.add_argument("--p99-tol", type=float, default=0.30)
+    p.set_defaults(run=run)
