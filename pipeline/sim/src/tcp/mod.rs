@@ -19,9 +19,13 @@
 //! **Not modelled**, each a known difference from Linux: RACK's time-based loss detection (so
 //! a lost retransmission waits for the RTO), undo of spurious reductions (Eifel, D-SACK), F-RTO,
 //! receive-buffer autotuning (the window is the whole buffer from the start), the adaptive
-//! delayed-ACK timeout (fixed at its 40 ms minimum), pacing, TSO/GSO (every segment is one MSS
-//! or less), and the zero-window probe's one-byte segments (a window that holds data back with
-//! nothing in flight sends the next segment when the RTO fires).
+//! delayed-ACK timeout (fixed at its 40 ms minimum), restart after idle and application-limited
+//! window validation, Linux's RTT variance estimator (`mdev_max`; plain RFC 6298 here), CUBIC's
+//! time in jiffies, pacing, TSO/GSO (every segment is one MSS or less), a FIN riding on the last
+//! data segment, NewReno's partial ACKs without SACK (SACK is always offered), re-entering
+//! quick-ACK mode when Not-ECT follows ECT, and the zero-window probe's one-byte segments (a
+//! window that holds data back with nothing in flight sends the next segment when the RTO
+//! fires). docs/sim.md, "TCP hosts", lists what is modelled in prose.
 
 pub mod cc;
 pub mod conn;
