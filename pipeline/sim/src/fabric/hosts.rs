@@ -226,6 +226,11 @@ impl Sim {
                 Dequeued::Packet(q) => {
                     // It leaves the host's TM for the link (the TM counts what a port holds).
                     h.tm.release(0, 1);
+                    let frame = &q.buf.buf[q.buf.start..q.buf.start + q.buf.len];
+                    if let Some((k, end)) = self.tcp_owner(host, frame) {
+                        self.tcp_departed(k, end, frame.len() as u64);
+                    }
+                    let h = &mut self.hosts[host];
                     for k in std::mem::take(&mut h.blocked) {
                         self.schedule(now, Event::Send { flow: k });
                     }

@@ -7,6 +7,9 @@
 //!
 //! A connection sends whenever it has a segment and its host's NIC queue has room (a full queue
 //! blocks it, as a socket's send path blocks on a full qdisc); its timers are events of the run.
+//! As Linux's TCP Small Queues do, a connection keeps at most about 1 ms of its pacing rate in
+//! its host's queue ([`Conn::queue_limit`]): data waits in the socket until its frames leave,
+//! so a new flow's SYN does not queue behind a whole window of another flow's segments.
 
 use super::*;
 use crate::tcp::wire::{self, Ends};
@@ -35,6 +38,10 @@ pub(super) struct TcpFlow {
     answered: bool,
     closed: [bool; 2],
     done_ns: Option<u64>,
+    /// Bytes of each end's frames in its host's queue (not yet departed).
+    queued: [u64; 2],
+    /// Whether each end held data back for TCP Small Queues at its last turn.
+    throttled: [bool; 2],
 }
 
 impl Sim {
@@ -98,6 +105,8 @@ impl Sim {
             answered: false,
             closed: [false, false],
             done_ns: None,
+            queued: [0, 0],
+            throttled: [false, false],
         }))
     }
 
@@ -128,6 +137,10 @@ impl Sim {
             let Some(c) = t.conns[end].as_mut() else {
                 break;
             };
+            // TCP Small Queues: data waits while the host holds this socket's share.
+            let allowed = c.at_most_one_out() || t.queued[end] < c.queue_limit();
+            c.allow_data(allowed);
+            t.throttled[end] = !allowed;
             let h = &mut self.hosts[host];
             if h.tm.depth(0, 0).0 >= h.tm.config(0).map_or(u32::MAX, |c| c.max_packets) {
                 if !h.blocked.contains(&k) {
@@ -139,6 +152,7 @@ impl Sim {
                 break;
             };
             wire::encode(&mut scratch, &t.ends[end], t.tos, &seg);
+            t.queued[end] += scratch.len() as u64;
             if end == 0 {
                 self.flows[k].sent += 1;
             }
@@ -177,6 +191,32 @@ impl Sim {
             c.on_timeout(now);
         }
         self.tcp_pump(k, end);
+    }
+
+    /// The TCP flow end that sent `frame` from `host`, if any.
+    pub(super) fn tcp_owner(&self, host: usize, frame: &[u8]) -> Option<(usize, usize)> {
+        if self.tcp_flows.is_empty() {
+            return None;
+        }
+        let (_, _, e) = wire::decode(frame)?;
+        self.tcp_flows
+            .get(&(host, e.dst, e.sport, e.dport))
+            .copied()
+    }
+
+    /// A frame of `len` bytes of end `end` of flow `k` left its host's queue: the end has room
+    /// again, and if TCP Small Queues held its data back it may send (as Linux's TSQ handler
+    /// runs when the driver frees the buffer), in an event of its own so that the host's turn
+    /// finishes first.
+    pub(super) fn tcp_departed(&mut self, k: usize, end: usize, len: u64) {
+        let now = self.now;
+        if let Some(t) = self.flows[k].tcp.as_deref_mut() {
+            t.queued[end] = t.queued[end].saturating_sub(len);
+            if t.throttled[end] {
+                t.throttled[end] = false;
+                self.schedule(now, Event::Send { flow: k });
+            }
+        }
     }
 
     /// A TCP segment of a TCP flow reaching `host`; false if `bytes` is none.

@@ -177,6 +177,8 @@ pub struct Conn {
     rx: Receiver,
     peer_fin: bool,
     peer_fin_at: Option<u64>,
+    /// Data may go to the host's queue now (TCP Small Queues, decided by the host).
+    data_allowed: bool,
     ts_recent: u32,
     stats: Stats,
 }
@@ -243,6 +245,7 @@ impl Conn {
             cwnd_usage_end: 0,
             peer_fin: false,
             peer_fin_at: None,
+            data_allowed: true,
             ts_recent: 0,
             stats: Stats::default(),
             cfg,
@@ -955,6 +958,39 @@ impl Conn {
         self.data(s, e, true, now)
     }
 
+    /// The pacing rate Linux computes for this connection (`tcp_update_pacing_rate`), bytes/s:
+    /// twice (slow start) or 1.2 times the window per smoothed RTT; `None` before an RTT.
+    pub fn pacing_rate(&self) -> Option<u64> {
+        let srtt = self.rtt.srtt()?;
+        let ratio = if self.cc.in_slow_start() { 200 } else { 120 };
+        let bytes = u64::from(self.cc.cwnd.max(1)) * u64::from(self.mss);
+        Some(bytes * ratio / 100 * 1_000_000_000 / srtt.max(1))
+    }
+
+    /// How many bytes of this connection Linux lets wait in its host's queue (TCP Small
+    /// Queues, `tcp_small_queue_check`): about 1 ms at the pacing rate (`sk_pacing_shift` 10),
+    /// but at least two of the socket's buffers, at most `tcp_limit_output_bytes` (1 MB); twice
+    /// that for a retransmission is not modelled. The hosts send GSO buffers (GSO stays on in
+    /// the namespaces): each holds about 1 ms at the pacing rate and at least two segments
+    /// (`tcp_tso_autosize`, `tcp_min_tso_segs` 2), and its truesize adds about 850 bytes.
+    pub fn queue_limit(&self) -> u64 {
+        let ms = self.pacing_rate().map_or(u64::MAX, |r| r >> 10);
+        let buffer = ms.min(1 << 16).max(2 * u64::from(self.mss)) + 856;
+        ms.max(2 * buffer).min(1 << 20)
+    }
+
+    /// Whether one segment or none is unacknowledged: Linux lets such a socket send whatever
+    /// its queue holds (`tcp_rtx_queue_empty_or_single_skb`).
+    pub fn at_most_one_out(&self) -> bool {
+        self.sb.packets_out() <= 1
+    }
+
+    /// Whether new data and retransmissions may go now (the host's TCP Small Queues check);
+    /// ACKs and control segments go regardless.
+    pub fn allow_data(&mut self, allowed: bool) {
+        self.data_allowed = allowed;
+    }
+
     /// The next segment to send at `now`, if any (call until `None`).
     pub fn poll_transmit(&mut self, now: u64) -> Option<Segment> {
         if self.state == State::Closed {
@@ -986,6 +1022,9 @@ impl Conn {
     }
 
     fn poll_data(&mut self, now: u64) -> Option<Segment> {
+        if !self.data_allowed {
+            return None;
+        }
         let window_fits = |c: &Conn| {
             let end = (c.nxt + u64::from(c.mss)).min(c.written);
             end <= c.una + c.snd_wnd
