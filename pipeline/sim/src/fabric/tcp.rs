@@ -7,7 +7,8 @@
 //!
 //! A connection sends whenever it has a segment and its host's NIC queue has room (a full queue
 //! blocks it, as a socket's send path blocks on a full qdisc); its timers are events of the run.
-//! As Linux's TCP Small Queues do, a connection keeps at most about 1 ms of its pacing rate in
+//! Senders that found the queue full go first, in turn, when it has room again. As Linux's TCP
+//! Small Queues do, a connection keeps at most about 1 ms of its pacing rate in
 //! its host's queue ([`Conn::queue_limit`]): data waits in the socket until its frames leave,
 //! so a new flow's SYN does not queue behind a whole window of another flow's segments.
 
@@ -142,11 +143,18 @@ impl Sim {
             c.allow_data(allowed);
             t.throttled[end] = !allowed;
             let h = &mut self.hosts[host];
-            if h.tm.depth(0, 0).0 >= h.tm.config(0).map_or(u32::MAX, |c| c.max_packets) {
+            // A full queue blocks the sender, and senders already waiting go first (in the
+            // order they came): otherwise a connection whose ACKs arrive just as a slot frees
+            // takes every slot, and a new flow's SYN waits for seconds.
+            let full = h.tm.depth(0, 0).0 >= h.tm.config(0).map_or(u32::MAX, |c| c.max_packets);
+            if full || h.blocked.first().is_some_and(|&b| b != k) {
                 if !h.blocked.contains(&k) {
                     h.blocked.push(k);
                 }
                 break;
+            }
+            if h.blocked.first() == Some(&k) {
+                h.blocked.remove(0);
             }
             let Some(seg) = c.poll_transmit(now) else {
                 break;
