@@ -183,6 +183,32 @@ pub fn summary_row(
     }
 }
 
+/// Writes a point's `summary.csv` (its one row) and `uplinks.csv` into `dir`.
+pub(super) fn write_point_tables(
+    dir: &Path,
+    e: &Fct,
+    t: &Transport,
+    p: &Point,
+    rows: &[FlowRow],
+    sw: &SwitchStats,
+    wall_s: f64,
+) -> anyhow::Result<()> {
+    let summary = summary_row(e, t, p, rows, sw, wall_s);
+    let path = dir.join("summary.csv");
+    std::fs::write(&path, format!("{SUMMARY_HEADER}\n{summary}\n"))
+        .with_context(|| format!("writing {}", path.display()))?;
+    let mut up_csv = format!("{UPLINKS_HEADER}\n");
+    for (l, port, s, n) in &sw.uplinks {
+        let _ = writeln!(
+            up_csv,
+            "{},{},{},{l},{port},{s},{n}",
+            p.scheme, p.load, p.rep
+        );
+    }
+    let path = dir.join("uplinks.csv");
+    std::fs::write(&path, up_csv).with_context(|| format!("writing {}", path.display()))
+}
+
 /// The fidelity columns of a summary row, with their leading comma.
 fn fidelity_cells(m: &fidelity::Measured) -> String {
     let opt = |v: Option<String>| v.unwrap_or_default();

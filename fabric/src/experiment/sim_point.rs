@@ -172,16 +172,7 @@ pub(super) fn run_point_sim(
         sw.uplinks.push((leaf, port, spine, n));
     }
     let wall = t0.elapsed().as_secs_f64();
-    let summary = summary_row(e, transport, p, &rows, &sw, wall);
-    let path = dir.join("summary.csv");
-    std::fs::write(&path, format!("{SUMMARY_HEADER}\n{summary}\n"))
-        .with_context(|| format!("writing {}", path.display()))?;
-    let mut up_csv = format!("{UPLINKS_HEADER}\n");
-    for (l, port, s, n) in &sw.uplinks {
-        let _ = writeln!(up_csv, "{prefix},{l},{port},{s},{n}");
-    }
-    let path = dir.join("uplinks.csv");
-    std::fs::write(&path, up_csv).with_context(|| format!("writing {}", path.display()))?;
+    write_point_tables(dir, e, transport, p, &rows, &sw, wall)?;
     let fin = rows.iter().filter(|r| r.finished).count();
     let short: Vec<f64> = rows
         .iter()
