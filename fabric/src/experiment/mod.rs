@@ -257,6 +257,18 @@ impl Point {
     }
 }
 
+/// The topology point `p` runs on: every switch runs its scheme with `--set`'s parameters.
+pub(super) fn point_topology(e: &Fct, p: &Point) -> Topology {
+    let mut topo = e.base.clone();
+    for s in &mut topo.switches {
+        s.program = p.scheme.clone();
+        for (k, v) in &e.sets {
+            s.params.insert(k.clone(), v.clone());
+        }
+    }
+    topo
+}
+
 /// Every point, scheme-major, then load, then rep.
 pub fn points(e: &Fct) -> Vec<Point> {
     let mut v = Vec::new();

@@ -49,13 +49,7 @@ pub(super) fn run_point(
 ) -> anyhow::Result<String> {
     let t0 = Instant::now();
     let cancel = &ctx.cancel;
-    let mut topo = e.base.clone();
-    for s in &mut topo.switches {
-        s.program = p.scheme.clone();
-        for (k, v) in &e.sets {
-            s.params.insert(k.clone(), v.clone());
-        }
-    }
+    let topo = point_topology(e, p);
     let flows = schedule(e, &topo, p).map_err(anyhow::Error::msg)?;
     let opts = ctx.options(&dir.join("run"));
     let mut f = ctx.up(&topo, &opts)?;

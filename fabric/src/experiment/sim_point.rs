@@ -11,6 +11,8 @@
 //! are sampled as each port's largest enqueue depth, not once a second.
 
 use super::*;
+use crate::traffic::FlowRecord;
+use dataplane::sockopt::{TCPI_OPT_ECN, TcpInfo};
 use hosts::json::Json;
 use sim::fabric::{Options, Sim};
 use sim::flow::{Cc, FlowSpec, Pattern as SendPattern, Proto, Rate};
@@ -67,13 +69,7 @@ pub(super) fn run_point_sim(
     if is_kernel(&p.scheme) {
         bail!("scheme kernel: Linux routers run in namespaces only (--where namespaces)");
     }
-    let mut topo = e.base.clone();
-    for s in &mut topo.switches {
-        s.program = p.scheme.clone();
-        for (k, v) in &e.sets {
-            s.params.insert(k.clone(), v.clone());
-        }
-    }
+    let topo = point_topology(e, p);
     let flows = schedule(e, &topo, p).map_err(anyhow::Error::msg)?;
     let mut opts = Options::new((e.seconds * 1e9) as u64, point_seed(e, p));
     opts.drain_ns = (e.drain * 1e9) as u64;
@@ -97,42 +93,48 @@ pub(super) fn run_point_sim(
             .get("tcp")
             .ok_or_else(|| anyhow!("flow {}: no tcp report", f.id))?;
         let finished = num(tcp, &["completed"]) == 1;
-        let fct_us = finished.then(|| num(tcp, &["fct_ns"]) as f64 / 1000.0);
-        let row = FlowRow {
+        let n32 = |k: &str| u32::try_from(num(tcp, &[k])).unwrap_or(u32::MAX);
+        // The row pisa-traffic writes, from what a Linux sender's TCP_INFO would say.
+        let rec = FlowRecord {
+            id: f.id,
+            src: topo.hosts[f.src].name.clone(),
+            dst: topo.hosts[f.dst].name.clone(),
+            start_ns: f.start_ns,
+            size: f.size,
             class: f.class.name().to_string(),
+            tos: f.tos,
             finished,
-            fct_us,
-            retransmits: num(tcp, &["retransmits"]),
-            delivered_ce: num(tcp, &["delivered_ce"]),
+            fct_us: finished.then(|| num(tcp, &["fct_ns"]) as f64 / 1000.0),
+            lag_us: 0.0,
+            tx: TcpInfo {
+                options: if num(tcp, &["ecn_negotiated"]) == 1 {
+                    TCPI_OPT_ECN
+                } else {
+                    0
+                },
+                total_retrans: n32("retransmits"),
+                reord_seen: n32("reord_seen"),
+                reordering: n32("reordering"),
+                delivered_ce: n32("delivered_ce"),
+                rtt_us: u32::try_from(num(tcp, &["srtt_ns"]) / 1000).unwrap_or(u32::MAX),
+                ..TcpInfo::default()
+            },
+            rcv_ooopack: n32("rcv_ooopack"),
+            error: if finished {
+                String::new()
+            } else {
+                "not finished in the window and drain".into()
+            },
+        };
+        let _ = writeln!(flows_csv, "{prefix},{}", rec.csv(transport));
+        let row = FlowRow {
+            class: rec.class.clone(),
+            finished,
+            fct_us: rec.fct_us,
+            retransmits: u64::from(rec.tx.total_retrans),
+            delivered_ce: u64::from(rec.tx.delivered_ce),
             lag_us: 0.0,
         };
-        let _ = writeln!(
-            flows_csv,
-            "{prefix},{},{},{},{},{},{},{:#04x},{},{},{},{},{},{},{},{},0,{},{},{},0,{}",
-            f.id,
-            topo.hosts[f.src].name,
-            topo.hosts[f.dst].name,
-            f.start_ns,
-            f.size,
-            row.class,
-            f.tos,
-            transport.cc,
-            transport.ecn,
-            num(tcp, &["ecn_negotiated"]),
-            finished,
-            fct_us.map_or(String::new(), |x| format!("{x:.1}")),
-            row.retransmits,
-            num(tcp, &["reord_seen"]),
-            num(tcp, &["reordering"]),
-            num(tcp, &["rcv_ooopack"]),
-            row.delivered_ce,
-            num(tcp, &["srtt_ns"]) / 1000,
-            if finished {
-                ""
-            } else {
-                "not finished in the window and drain"
-            },
-        );
         rows.push(row);
     }
     let path = dir.join("flows.csv");
