@@ -206,7 +206,7 @@ impl Sim {
         if self.tcp_flows.is_empty() {
             return None;
         }
-        let (_, _, e) = wire::decode(frame)?;
+        let e = wire::ends(frame)?;
         self.tcp_flows
             .get(&(host, e.dst, e.sport, e.dport))
             .copied()

@@ -96,20 +96,7 @@ pub fn encode(out: &mut Vec<u8>, e: &Ends, dscp_tos: u8, s: &Segment) {
 /// Reads a TCP segment from an Ethernet/IPv4 frame: the segment, whether the IP header says CE,
 /// and its ends; `None` for anything else.
 pub fn decode(frame: &[u8]) -> Option<(Segment, bool, Ends)> {
-    if frame.len() < 34 || frame[12..14] != [0x08, 0x00] {
-        return None;
-    }
-    let ip = &frame[14..];
-    let ihl = usize::from(ip[0] & 0x0f) * 4;
-    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]])).min(ip.len());
-    if ip[0] >> 4 != 4 || ip[9] != 6 || ihl < 20 || total < ihl + 20 {
-        return None;
-    }
-    let t = &ip[ihl..total];
-    let th = usize::from(t[12] >> 4) * 4;
-    if th < 20 || th > t.len() {
-        return None;
-    }
+    let (ip, t, th) = locate(frame)?;
     let ecn = ip[1] & 3;
     let mut s = Segment {
         seq: u32::from_be_bytes([t[4], t[5], t[6], t[7]]),
@@ -163,15 +150,41 @@ pub fn decode(frame: &[u8]) -> Option<(Segment, bool, Ends)> {
         s.wscale = None;
         s.sack_permitted = false;
     }
-    let ends = Ends {
+    Some((s, ecn == 3, ends_of(frame, ip, t)?))
+}
+
+/// The IPv4 header, the TCP segment and its header's length, of an Ethernet/IPv4/TCP frame.
+fn locate(frame: &[u8]) -> Option<(&[u8], &[u8], usize)> {
+    if frame.len() < 34 || frame[12..14] != [0x08, 0x00] {
+        return None;
+    }
+    let ip = &frame[14..];
+    let ihl = usize::from(ip[0] & 0x0f) * 4;
+    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]])).min(ip.len());
+    if ip[0] >> 4 != 4 || ip[9] != 6 || ihl < 20 || total < ihl + 20 {
+        return None;
+    }
+    let t = &ip[ihl..total];
+    let th = usize::from(t[12] >> 4) * 4;
+    (th >= 20 && th <= t.len()).then_some((ip, t, th))
+}
+
+fn ends_of(frame: &[u8], ip: &[u8], t: &[u8]) -> Option<Ends> {
+    Some(Ends {
         dmac: frame[0..6].try_into().ok()?,
         smac: frame[6..12].try_into().ok()?,
         src: Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]),
         dst: Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]),
         sport: u16::from_be_bytes([t[0], t[1]]),
         dport: u16::from_be_bytes([t[2], t[3]]),
-    };
-    Some((s, ecn == 3, ends))
+    })
+}
+
+/// Only who a TCP frame is from and to (what a host needs to find the connection a departing
+/// frame belongs to, without reading its options).
+pub fn ends(frame: &[u8]) -> Option<Ends> {
+    let (ip, t, _) = locate(frame)?;
+    ends_of(frame, ip, t)
 }
 
 #[cfg(test)]
@@ -223,6 +236,7 @@ mod tests {
             assert_eq!(got, s);
             assert!(!ce);
             assert_eq!(e, ends());
+            assert_eq!(super::ends(&buf), Some(ends()));
             // etherparse reads the same header, options and a valid checksum.
             let p = etherparse::SlicedPacket::from_ethernet(&buf).unwrap();
             let Some(etherparse::NetSlice::Ipv4(ip)) = &p.net else {
