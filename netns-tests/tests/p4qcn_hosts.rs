@@ -96,8 +96,24 @@ fn pfc_tx(r: &Value, ports: &[&str]) -> u64 {
 
 #[test]
 fn s3_1_feedback_packets_reach_real_senders_and_keep_loss_low_where_udp_loses_half() {
-    let udp = run('u', "p4qcn-off", "", false, false);
-    let qcn = run('q', "p4qcn", "q_min=11 q_max=11", true, false);
+    // The pair is measured again, up to three times, while the fidelity monitors say either run
+    // fell behind: QCN's reaction point recovers by its byte counter alone (no timer, as in the
+    // paper), so a stall that sends it to its floor rate costs about half a second at 200 Mb/s
+    // and a CI neighbour's burst shows up as low utilisation (one CI run: 0.09 of the link,
+    // `degraded`, 2.4 frames late). The assertions below judge the last attempt whatever its
+    // verdict, so a monitor that never says `ok` cannot make this pass.
+    let kept_up = |r: &Value| r["fidelity"]["verdict"].as_str() == Some("ok");
+    let (mut udp, mut qcn);
+    let mut attempt = 1;
+    loop {
+        udp = run('u', "p4qcn-off", "", false, false);
+        qcn = run('q', "p4qcn", "q_min=11 q_max=11", true, false);
+        if (kept_up(&udp) && kept_up(&qcn)) || attempt == 3 {
+            break;
+        }
+        attempt += 1;
+        eprintln!("a run was degraded; attempt {attempt} of 3");
+    }
     let (l_udp, l_qcn) = (loss(&udp), loss(&qcn));
     eprintln!("loss: UDP {l_udp:.3}, P4QCN {l_qcn:.3}");
     // Two senders offer twice the bottleneck's rate: about half is lost, less where a busy
