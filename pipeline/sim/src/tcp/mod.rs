@@ -10,14 +10,16 @@
 //! SACK-permitted and timestamps (TSval in milliseconds, PAWS on receive); FIN; an initial
 //! window of 10 segments; slow start and congestion avoidance counted in segments; CUBIC with
 //! HyStart; DCTCP's α and cut; ECN (RFC 3168) for reno and cubic; SACK loss recovery with
-//! Linux's loss threshold (3 SACKed segments above a hole, raised by observed reordering up to
-//! 300) and Proportional Rate Reduction; the RTO with a 200 ms floor and back-off; a tail-loss
+//! RACK's time-based loss detection (RFC 8985, `tcp_recovery` 1: a reordering window of none
+//! until reordering is seen, then a quarter of the minimum RTT, and its timer), or with Linux's
+//! threshold alone (3 SACKed segments above a hole, `Config::rack` off), the threshold raised
+//! by observed reordering up to 300, and Proportional Rate Reduction; the RTO with a 200 ms floor and back-off; a tail-loss
 //! probe; delayed ACKs (16 quick ACKs, then every second full segment, a 40 ms timer, at once
 //! on reordering); the receiver's window and Linux's rule for taking a window update from an
 //! ACK; no Nagle (the experiment's sockets set `TCP_NODELAY`).
 //!
-//! **Not modelled**, each a known difference from Linux: RACK's time-based loss detection (so
-//! a lost retransmission waits for the RTO), undo of spurious reductions (Eifel, D-SACK), F-RTO,
+//! **Not modelled**, each a known difference from Linux: RACK's reordering window widened by
+//! D-SACKs (D-SACKs are ignored), undo of spurious reductions (Eifel, D-SACK), F-RTO,
 //! receive-buffer autotuning (the window is the whole buffer from the start), the adaptive
 //! delayed-ACK timeout (fixed at its 40 ms minimum), restart after idle and application-limited
 //! window validation, Linux's RTT variance estimator (`mdev_max`; plain RFC 6298 here), CUBIC's

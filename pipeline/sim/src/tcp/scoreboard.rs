@@ -6,11 +6,18 @@
 //! Offsets are the connection's relative sequence space (bytes from the first data byte, as
 //! `u64`, so no comparison wraps). Segments keep the boundaries they were first sent with.
 //!
-//! Loss is inferred as Linux does without RACK: a segment is lost once `reordering` SACKed
-//! segments lie above it (RFC 6675's DupThresh, `tp->reordering`, 3 at first). Reordering
-//! raises that threshold: when an original transmission is SACKed or acknowledged below the
-//! highest SACKed byte, the distance in segments becomes the new threshold (Linux's
-//! `tcp_check_sack_reordering`), up to `max_reordering`.
+//! Loss is inferred in one of two ways, as Linux does with `net.ipv4.tcp_recovery` 1 (its
+//! default) or 0:
+//! - **RACK** (RFC 8985; [`Scoreboard::rack_detect`]): a segment is lost once a segment sent
+//!   after it has been delivered and the RTT of that delivery plus a reordering window has
+//!   passed since it was sent. This catches lost retransmissions and holes near the tail,
+//!   which the threshold below cannot.
+//! - **A threshold** ([`Scoreboard::mark_lost`]): a segment is lost once `reordering` SACKed
+//!   segments lie above it (RFC 6675's DupThresh, `tp->reordering`, 3 at first).
+//!
+//! Reordering raises the threshold, which RACK also consults: when an original transmission is
+//! SACKed or acknowledged below the highest SACKed byte, the distance in segments becomes the
+//! new threshold (Linux's `tcp_check_sack_reordering`), up to `max_reordering`.
 
 use std::collections::VecDeque;
 
@@ -44,6 +51,28 @@ pub struct Delivered {
     pub newest_sent_at: Option<u64>,
     /// An original transmission arrived out of order (the threshold may have risen).
     pub reordered: bool,
+    /// RACK took a delivery: loss detection should run.
+    pub rack_advanced: bool,
+    /// The newest-sent segment delivered by this ACK that RACK may take.
+    rack_newest: Option<Rack>,
+}
+
+/// RACK's reference (RFC 8985 §6.2's `RACK.xmit_ts`, `RACK.end_seq`, `RACK.rtt`): the most
+/// recently sent of the segments delivered so far, and the RTT of the last delivery taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rack {
+    /// When that segment was (last) sent, ns.
+    pub sent_at: u64,
+    /// Its end (relative).
+    pub end: u64,
+    /// The RTT of the last delivery RACK took, ns.
+    pub rtt: u64,
+}
+
+/// Whether a segment sent at `t1` ending at `end1` went after one sent at `t2` ending at `end2`
+/// (Linux's `tcp_skb_sent_after`: the end breaks ties of the clock).
+fn sent_after(t1: u64, end1: u64, t2: u64, end2: u64) -> bool {
+    t1 > t2 || (t1 == t2 && end1 > end2)
 }
 
 impl Delivered {
@@ -74,6 +103,8 @@ pub struct Scoreboard {
     mss: u64,
     /// How often an original transmission arrived out of order (Linux's `reord_seen`).
     pub reord_seen: u64,
+    /// RACK's reference, once anything was delivered.
+    pub rack: Option<Rack>,
 }
 
 impl Scoreboard {
@@ -90,6 +121,7 @@ impl Scoreboard {
             max_reordering: max_reordering.max(dupthresh),
             mss: u64::from(mss.max(1)),
             reord_seen: 0,
+            rack: None,
         }
     }
 
@@ -179,8 +211,15 @@ impl Scoreboard {
     /// A cumulative acknowledgment up to `una` (relative) and SACK blocks `[l, r)` (relative,
     /// already clipped to the sent range; sorted here, as Linux sorts them, so that a lower
     /// block's segments are not taken for reordered below a higher one of the same ACK):
-    /// updates the scoreboard and says what was delivered.
-    pub fn on_ack(&mut self, una: u64, sacks: &mut [(u64, u64)]) -> Delivered {
+    /// updates the scoreboard and says what was delivered. `now` and the path's `min_rtt` so
+    /// far feed RACK.
+    pub fn on_ack(
+        &mut self,
+        una: u64,
+        sacks: &mut [(u64, u64)],
+        now: u64,
+        min_rtt: Option<u64>,
+    ) -> Delivered {
         let mut d = Delivered::default();
         sacks.sort_unstable();
         // SACKs first, so the highest SACKed byte of this ACK counts for reordering below.
@@ -207,6 +246,7 @@ impl Scoreboard {
                 }
                 let s = *s;
                 d.took(&s);
+                self.rack_advance(&s, now, min_rtt, &mut d);
                 self.high_sacked = Some(self.high_sacked.map_or(s.end, |h| h.max(s.end)));
             }
         }
@@ -218,13 +258,87 @@ impl Scoreboard {
             if !s.sacked {
                 self.check_reordering(&s, &mut d);
                 d.took(&s);
+                self.rack_advance(&s, now, min_rtt, &mut d);
             }
             self.forget(&s);
         }
         if self.segs.is_empty() {
             self.high_sacked = None;
         }
+        self.rack_update(&mut d);
         d
+    }
+
+    /// RACK takes the delivery of `s` at `now` (RFC 8985 §6.2 step 2, which takes an ACK's
+    /// deliveries in the order they were sent: the newest-sent of them gives RACK its RTT, and
+    /// becomes the reference if it was sent after the one before). A retransmitted segment
+    /// delivered sooner than the path's minimum RTT is ambiguous (the original may have
+    /// arrived) and is not taken.
+    fn rack_advance(&mut self, s: &Sent, now: u64, min_rtt: Option<u64>, d: &mut Delivered) {
+        let rtt = now.saturating_sub(s.sent_at);
+        if s.retransmitted && min_rtt.is_some_and(|m| rtt < m) {
+            return;
+        }
+        if d.rack_newest
+            .is_none_or(|r| sent_after(s.sent_at, s.end, r.sent_at, r.end))
+        {
+            d.rack_newest = Some(Rack {
+                sent_at: s.sent_at,
+                end: s.end,
+                rtt,
+            });
+        }
+    }
+
+    fn rack_update(&mut self, d: &mut Delivered) {
+        let Some(n) = d.rack_newest else { return };
+        d.rack_advanced = true;
+        match &mut self.rack {
+            Some(r) if !sent_after(n.sent_at, n.end, r.sent_at, r.end) => r.rtt = n.rtt,
+            r => *r = Some(n),
+        }
+    }
+
+    /// RACK's loss detection at `now` with reordering window `reo_wnd` (RFC 8985 §6.2 step 5,
+    /// Linux's `tcp_rack_detect_loss`): every segment sent before RACK's reference, neither
+    /// SACKed nor already lost and waiting for its retransmission, is lost once `RACK.rtt +
+    /// reo_wnd` has passed since it was sent; a lost retransmission becomes lost again, to be
+    /// retransmitted once more. Returns how many segments were newly marked (retransmissions
+    /// included) and, if some may still be lost, how long until the first of them can be.
+    pub fn rack_detect(&mut self, now: u64, reo_wnd: u64) -> (u32, Option<u64>) {
+        let Some(r) = self.rack else {
+            return (0, None);
+        };
+        let (mut newly, mut wait) = (0, None::<u64>);
+        for s in self.segs.iter_mut() {
+            if s.sacked || (s.lost && !s.retrans_in_flight) {
+                continue;
+            }
+            if !sent_after(r.sent_at, r.end, s.sent_at, s.end) {
+                // First transmissions go in sequence order, so none after this one was sent
+                // before the reference; a retransmission here may have been.
+                if s.retransmitted {
+                    continue;
+                }
+                break;
+            }
+            let deadline = s.sent_at.saturating_add(r.rtt).saturating_add(reo_wnd);
+            if deadline <= now {
+                newly += 1;
+                if s.retrans_in_flight {
+                    s.retrans_in_flight = false;
+                    self.retrans_out -= 1;
+                }
+                if !s.lost {
+                    s.lost = true;
+                    self.lost_out += 1;
+                }
+            } else {
+                let left = deadline - now;
+                wait = Some(wait.map_or(left, |w| w.max(left)));
+            }
+        }
+        (newly, wait)
     }
 
     /// Marks lost every unSACKed segment with at least `reordering` SACKed segments above it
@@ -298,12 +412,12 @@ mod tests {
     fn three_sacked_segments_above_a_hole_make_it_lost() {
         let mut b = board(10);
         // Segment 0 is missing; 1 and 2 SACKed: not yet.
-        let d = b.on_ack(0, &mut [(100, 300)]);
+        let d = b.on_ack(0, &mut [(100, 300)], 1000, None);
         assert_eq!(d.segments, 2);
         assert!(!b.mark_lost().0);
         assert_eq!(b.in_flight(), 8);
         // A third: segment 0 is lost, nothing else (nothing unSACKed has three above it).
-        b.on_ack(0, &mut [(100, 400)]);
+        b.on_ack(0, &mut [(100, 400)], 1000, None);
         assert_eq!(b.mark_lost(), (true, 1));
         assert_eq!((b.sacked_out, b.lost_out), (3, 1));
         assert_eq!(b.in_flight(), 10 - 3 - 1);
@@ -313,7 +427,7 @@ mod tests {
         assert_eq!(b.in_flight(), 7);
         assert_eq!(b.next_lost(), None);
         // Its ACK takes everything up to 400: 1 newly delivered, and no RTT sample from it.
-        let d = b.on_ack(400, &mut []);
+        let d = b.on_ack(400, &mut [], 1000, None);
         assert_eq!(d.segments, 1);
         assert_eq!(d.oldest_sent_at, None);
         assert_eq!(
@@ -325,22 +439,71 @@ mod tests {
     #[test]
     fn an_original_arriving_below_the_highest_sack_raises_the_threshold() {
         let mut b = board(10);
-        b.on_ack(0, &mut [(500, 600)]);
+        b.on_ack(0, &mut [(500, 600)], 1000, None);
         // Segment 0 was only late: its cumulative ACK shows a reordering of 6 segments.
-        let d = b.on_ack(100, &mut [(500, 600)]);
+        let d = b.on_ack(100, &mut [(500, 600)], 1000, None);
         assert!(d.reordered);
         assert_eq!(b.reordering, 6);
         assert_eq!(b.reord_seen, 1);
         assert_eq!(d.oldest_sent_at, Some(0));
         // Now 3 SACKed segments above a hole are not enough.
-        b.on_ack(100, &mut [(500, 800)]);
+        b.on_ack(100, &mut [(500, 800)], 1000, None);
         assert!(!b.mark_lost().0);
+    }
+
+    #[test]
+    fn rack_finds_a_tail_hole_the_threshold_does_not() {
+        // Segments 0..5 sent at 0..5 ns; 3 and 4 are missing, 5 (sent last) is SACKed at 100:
+        // one SACKed segment above the holes, so the threshold sees nothing.
+        let mut b = board(6);
+        let d = b.on_ack(300, &mut [(500, 600)], 100, None);
+        assert!(d.rack_advanced);
+        assert_eq!(
+            b.rack,
+            Some(Rack {
+                sent_at: 5,
+                end: 600,
+                rtt: 95
+            })
+        );
+        assert_eq!(b.mark_lost(), (false, 0));
+        // With no reordering window both holes are lost at once (sent before segment 5, which
+        // took 95 ns, and sent at least 95 ns ago).
+        assert_eq!(b.clone().rack_detect(100, 0), (2, None));
+        // With a 10 ns window, segment 3 (sent at 3) is lost from 108 and segment 4 from 109.
+        let mut w = b.clone();
+        assert_eq!(w.rack_detect(100, 10), (0, Some(9)));
+        assert_eq!(w.rack_detect(108, 10), (1, Some(1)));
+        assert_eq!(w.rack_detect(109, 10), (1, None));
+        assert_eq!(w.lost_out, 2);
+    }
+
+    #[test]
+    fn rack_marks_a_lost_retransmission_lost_again() {
+        let mut b = board(10);
+        // Segment 0 is lost and retransmitted at 20; segments 1-5 are SACKed at 30.
+        b.mark_head_lost();
+        b.retransmit(0, 20);
+        assert_eq!(b.retrans_out, 1);
+        b.on_ack(0, &mut [(100, 600)], 30, None);
+        // The retransmission was sent after everything SACKed so far: not yet judged.
+        assert_eq!(b.rack_detect(30, 0), (0, None));
+        // A new segment, sent at 25 after the retransmission, is SACKed: the retransmission
+        // can now be judged, and is lost.
+        b.sent(1000, 1100, 25);
+        b.on_ack(0, &mut [(1000, 1100)], 60, None);
+        assert_eq!(b.rack.map(|r| (r.sent_at, r.rtt)), Some((25, 35)));
+        // Sent at 20, 35 ns of RTT: lost from 55 on; segments 6-8 (sent at 6-8) too.
+        let (newly, _) = b.rack_detect(60, 0);
+        assert_eq!(newly, 5);
+        assert_eq!((b.retrans_out, b.lost_out), (0, 5));
+        assert_eq!(b.next_lost(), Some(0));
     }
 
     #[test]
     fn a_timeout_marks_all_but_the_sacked_lost() {
         let mut b = board(5);
-        b.on_ack(0, &mut [(200, 300)]);
+        b.on_ack(0, &mut [(200, 300)], 1000, None);
         let i = 0;
         b.mark_head_lost();
         b.retransmit(i, 9);

@@ -266,6 +266,45 @@ fn a_lost_segment_is_repaired_by_fast_retransmit_on_sack_evidence() {
     );
 }
 
+/// Segment 40 and its first retransmission are lost: RACK finds the lost retransmission once
+/// segments sent after it are SACKed; the threshold alone cannot, so the RTO repairs it.
+fn lost_retransmission(rack: bool) -> (u64, Stats) {
+    let mut n = Net::new(
+        Config {
+            rack,
+            ..cfg(Kind::Reno)
+        },
+        G,
+        50_000,
+        1000,
+    );
+    let (mut hole, mut losses) = (None, 0);
+    n.drop = Box::new(move |s, dir, k, _| {
+        if dir != 0 || s.len == 0 {
+            return false;
+        }
+        if k == 40 {
+            hole = Some(s.seq);
+        }
+        let lose = hole == Some(s.seq) && losses < 2;
+        losses += u32::from(lose);
+        lose
+    });
+    let t = n.transfer(2_000_000, 10 * G).expect("finished");
+    (t, n.c.stats())
+}
+
+#[test]
+fn rack_finds_a_lost_retransmission_where_the_threshold_waits_for_the_rto() {
+    let (t, st) = lost_retransmission(true);
+    assert_eq!((st.retransmits, st.recoveries, st.timeouts), (2, 1, 0));
+    // 2 MB at 1 Gb/s is 16 ms, plus slow start and a few RTTs of 100 µs: no timeout's 200 ms.
+    assert!(t < 40_000_000, "{t}");
+    let (t, st) = lost_retransmission(false);
+    assert_eq!((st.retransmits, st.timeouts), (2, 1));
+    assert!(t > 200_000_000, "{t}");
+}
+
 /// The client sends `segments` full segments (quick ACKs as configured); the last is lost once.
 fn tail_loss(quickacks: u32, segments: u64) -> (u64, Net) {
     let mut n = Net::new(

@@ -49,7 +49,9 @@ impl Conn {
                 n += 1;
             }
         }
-        let d = self.sb.on_ack(data_ack, &mut sacks[..n]);
+        let d = self
+            .sb
+            .on_ack(data_ack, &mut sacks[..n], now, self.rtt.min_rtt());
         self.una = data_ack;
         self.ack_max = ack;
         if self.fin_sent && ack == self.written + 1 {
@@ -102,7 +104,15 @@ impl Conn {
             self.ca = Ca::Cwr;
             self.stats.cwr += 1;
         }
-        let (lost_head, newly_lost) = if self.sack_ok {
+        let (lost_head, newly_lost) = if self.sack_ok && self.cfg.rack {
+            // Linux's tcp_time_to_recover with RACK: anything deemed lost starts recovery.
+            let newly = if d.rack_advanced {
+                self.rack_mark_lost(now)
+            } else {
+                0
+            };
+            (self.sb.lost_out > 0, newly)
+        } else if self.sack_ok {
             self.sb.mark_lost()
         } else if self.dupacks >= self.sb.reordering {
             self.sb.mark_head_lost();
@@ -134,10 +144,55 @@ impl Conn {
         if self.sb.packets_out() == 0 && (!self.fin_sent || self.fin_acked) {
             self.rto_at = None;
             self.probe_at = None;
+            self.reo_at = None;
         } else if advanced {
             self.rto_at = Some(now + self.rtt.rto());
             self.schedule_probe(now);
         }
+    }
+
+    /// RACK's reordering window (Linux's `tcp_rack_reo_wnd`): none while no reordering has
+    /// been seen and the connection is recovering or holds `reordering` SACKed segments (so
+    /// RACK is at least as quick as the duplicate-ACK threshold); else a quarter of the minimum
+    /// RTT, at most the smoothed RTT. (Linux widens it after D-SACKs; our senders ignore
+    /// D-SACKs.)
+    pub(super) fn rack_reo_wnd(&self) -> u64 {
+        if self.sb.reord_seen == 0
+            && (matches!(self.ca, Ca::Recovery | Ca::Loss)
+                || self.sb.sacked_out >= self.sb.reordering)
+        {
+            return 0;
+        }
+        let quarter = self.rtt.min_rtt().unwrap_or(0) / 4;
+        quarter.min(self.rtt.srtt().unwrap_or(u64::MAX))
+    }
+
+    /// RACK's loss detection (Linux's `tcp_rack_mark_lost`); arms the reordering timer for
+    /// segments that may yet be lost, rounded up to the clock tick plus two ticks (Linux's
+    /// `TCP_TIMEOUT_MIN`). Returns how many segments were newly deemed lost.
+    pub(super) fn rack_mark_lost(&mut self, now: u64) -> u32 {
+        let (newly, wait) = self.sb.rack_detect(now, self.rack_reo_wnd());
+        self.reo_at = wait.map(|w| {
+            let tick = self.cfg.jiffy_ns.max(1);
+            now + (w.div_ceil(tick) + 2) * tick
+        });
+        newly
+    }
+
+    /// The reordering timer fired (Linux's `tcp_rack_reo_timeout`): what RACK now finds lost
+    /// starts recovery if none is under way, with one segment allowed at once.
+    pub(super) fn rack_timeout(&mut self, now: u64) {
+        if self.rack_mark_lost(now) == 0 {
+            return;
+        }
+        match self.ca {
+            Ca::Open => self.start_reduction(true),
+            Ca::Cwr => self.cc.enter_recovery_reducing(),
+            Ca::Recovery | Ca::Loss => return,
+        }
+        self.ca = Ca::Recovery;
+        self.stats.recoveries += 1;
+        self.prr(1, false);
     }
 
     /// Linux's `tcp_may_raise_cwnd`: on cumulatively acknowledged data, or on any delivery once

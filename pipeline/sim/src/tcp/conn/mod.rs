@@ -53,6 +53,9 @@ pub struct Config {
     pub timestamps: bool,
     /// Send tail-loss probes (`net.ipv4.tcp_early_retrans` 3: TLP).
     pub tlp: bool,
+    /// Detect loss with RACK (`net.ipv4.tcp_recovery` 1, Linux's default); else by the SACK
+    /// threshold alone (`tcp_recovery` 0). Without SACK, duplicate ACKs either way.
+    pub rack: bool,
     /// The probe timeout's slack over two smoothed RTTs, ns (Linux's `TCP_TIMEOUT_MIN_US`, 2
     /// ms; with one segment out Linux adds the minimum RTO instead).
     pub tlp_min_ns: u64,
@@ -77,6 +80,7 @@ impl Default for Config {
             sack: true,
             timestamps: true,
             tlp: true,
+            rack: true,
             tlp_min_ns: 2_000_000,
             jiffy_ns: 4_000_000,
         }
@@ -172,6 +176,8 @@ pub struct Conn {
     ts_ok: bool,
     rto_at: Option<u64>,
     probe_at: Option<u64>,
+    /// RACK's reordering timer (Linux's `ICSK_TIME_REO_TIMEOUT`).
+    reo_at: Option<u64>,
     probe_due: bool,
     probe_high: Option<u64>,
     probe_retrans: bool,
@@ -242,6 +248,7 @@ impl Conn {
             ts_ok: false,
             rto_at: None,
             probe_at: None,
+            reo_at: None,
             probe_due: false,
             probe_high: None,
             probe_retrans: false,

@@ -39,7 +39,7 @@ impl Conn {
 
     /// The earliest deadline, ns.
     pub fn poll_timeout(&self) -> Option<u64> {
-        [self.rto_at, self.probe_at, self.rx.deadline()]
+        [self.rto_at, self.probe_at, self.reo_at, self.rx.deadline()]
             .into_iter()
             .flatten()
             .min()
@@ -48,6 +48,10 @@ impl Conn {
     /// Runs the timers due at `now`.
     pub fn on_timeout(&mut self, now: u64) {
         self.rx.on_timer(now);
+        if self.reo_at.is_some_and(|t| t <= now) {
+            self.reo_at = None;
+            self.rack_timeout(now);
+        }
         // Linux runs the probe on the RTO's timer: a probe due (at the latest when the RTO
         // would be) goes instead of the RTO, which restarts.
         if self.probe_at.is_some_and(|t| t <= now) {
@@ -103,6 +107,7 @@ impl Conn {
             self.cwr_pending = true;
         }
         self.sb.mark_all_lost();
+        self.reo_at = None;
         self.ca = Ca::Loss;
         self.high_seq = self.nxt;
         self.dupacks = 0;
