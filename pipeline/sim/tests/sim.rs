@@ -168,3 +168,28 @@ fn tcp_flows_share_a_downlink_finish_and_repeat_byte_for_byte() {
     assert_eq!(a.pretty(), run(200, 7, &flows).pretty());
     assert_eq!(num(tcp(&run(200, 8, &flows), 2), &["completed"]), 1);
 }
+
+#[test]
+fn store_and_forward_adds_each_links_serialisation_time_to_a_packets_latency() {
+    // A light flow across a spine (4 links of 100 Mb/s, 10 µs each): no queue anywhere.
+    let latency = |store_and_forward: bool| {
+        let mut opts = Options::new(50_000_000, 1);
+        opts.store_and_forward = store_and_forward;
+        opts.flows
+            .push(FlowSpec::parse("h1>h3 rate=1M size=1000", 0).unwrap());
+        let r = Sim::new(&fabric(), opts).unwrap().run();
+        let Json::A(fl) = at(&r, &["flows"]) else {
+            panic!()
+        };
+        match at(&fl[0], &["latency_us", "p50"]) {
+            Json::F(x) => *x,
+            Json::U(x) => *x as f64,
+            other => panic!("{other:?}"),
+        }
+    };
+    let (cut, whole) = (latency(false), latency(true));
+    // Without it a frame arrives as it starts to leave: the four delays alone.
+    assert!((cut - 40.0).abs() < 0.01, "{cut}");
+    // With it, each link adds a 1,014-byte frame's 81.12 µs at 100 Mb/s.
+    assert!((whole - cut - 4.0 * 81.12).abs() < 0.01, "{cut} {whole}");
+}

@@ -40,6 +40,11 @@ struct Args {
     /// Write every PINT record the sinks export here, one per line (`pisa-pint decode` reads it).
     #[arg(long)]
     pint_records: Option<PathBuf>,
+    /// Frames reach a link's far end once all of them has crossed (serialisation time plus
+    /// delay), as on a wire; without it, as between namespaces, they arrive as they start to
+    /// leave plus the delay.
+    #[arg(long)]
+    store_and_forward: bool,
 }
 
 fn main() {
@@ -59,6 +64,7 @@ fn run(a: Args) -> anyhow::Result<()> {
         bail!("--duration-ms must be a non-negative number");
     }
     let mut opts = Options::new((a.duration_ms * 1e6) as u64, a.seed);
+    opts.store_and_forward = a.store_and_forward;
     for (i, f) in a.flows.iter().enumerate() {
         opts.flows.push(
             FlowSpec::parse(f, i)

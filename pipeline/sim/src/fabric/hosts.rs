@@ -234,9 +234,10 @@ impl Sim {
                     for k in std::mem::take(&mut h.blocked) {
                         self.schedule(now, Event::Send { flow: k });
                     }
+                    let on_wire = self.wire_ns(self.hosts[host].rate_bps, q.buf.len);
                     let h = &mut self.hosts[host];
                     let (sw, port) = h.uplink;
-                    let at = now.saturating_add(h.delay_ns + self.opts.hop_latency_ns);
+                    let at = now.saturating_add(h.delay_ns + self.opts.hop_latency_ns + on_wire);
                     self.schedule(
                         at,
                         Event::ToSwitch {

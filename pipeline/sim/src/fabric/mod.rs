@@ -56,6 +56,12 @@ pub struct Options {
     /// latency rounded down). Set it to a software switch's per-traversal time to compare with
     /// namespaces, where each traversal costs tens of microseconds.
     pub hop_latency_ns: u64,
+    /// A frame reaches the far end of a link once all of it has crossed: its serialisation
+    /// time at the link's rate after it starts to leave, as on a wire (store and forward). Off,
+    /// it arrives as it starts to leave plus the propagation delay, as between namespaces,
+    /// whose veth links have no serialisation of their own (the shaper spaces frames either
+    /// way).
+    pub store_and_forward: bool,
 }
 
 impl Options {
@@ -67,6 +73,7 @@ impl Options {
             flows: Vec::new(),
             drain_ns: 1_000_000_000,
             hop_latency_ns: 0,
+            store_and_forward: false,
         }
     }
 }
@@ -150,6 +157,8 @@ struct SimSwitch {
     ports: Vec<PortTx<Buf>>,
     /// Per port number: index into `ports` and the far end.
     peer: Vec<Option<(usize, Peer)>>,
+    /// Per port number: the link's rate, bits/s.
+    rate_bps: Vec<u64>,
     stats: Vec<PortStats>,
     cpu_tx: TxState<Frame>,
     cpu_packets: u64,
@@ -175,6 +184,8 @@ struct Host {
     ipv4: Ipv4Addr,
     uplink: (usize, PortId),
     delay_ns: u64,
+    /// The uplink's rate, bits/s.
+    rate_bps: u64,
     tm: TrafficManager<Frame>,
     tx: TxState<Frame>,
     turn_at: Option<u64>,
@@ -346,8 +357,10 @@ impl Sim {
             let pipeline = Pipeline::new(program, 1, Config::default());
             let tm = TrafficManager::new(nports, PortConfig::default(), None);
             let mut peer = vec![None; nports];
+            let mut rate_bps = vec![0; nports];
             let mut ports = Vec::new();
-            for (&p, (other, _)) in &all_ports[s.name.as_str()] {
+            for (&p, (other, props)) in &all_ports[s.name.as_str()] {
+                rate_bps[usize::from(p)] = props.rate_bps;
                 let far = match other {
                     End::Switch(n, q) => Peer::Switch(index[n.as_str()], *q),
                     End::Host(h) => Peer::Host(host_index[h.as_str()]),
@@ -419,6 +432,7 @@ impl Sim {
                 tm,
                 ports,
                 peer,
+                rate_bps,
                 stats: vec![PortStats::default(); nports],
                 cpu_tx,
                 cpu_packets: 0,
@@ -445,6 +459,7 @@ impl Sim {
                 ipv4: h.ipv4,
                 uplink: (index[sw], port),
                 delay_ns: props.delay_us.saturating_mul(1000),
+                rate_bps: props.rate_bps,
                 tm,
                 tx,
                 turn_at: None,
@@ -598,6 +613,16 @@ impl Sim {
     pub fn agent_writes(&self, name: &str) -> Option<u64> {
         let s = self.switches.iter().find(|s| s.name == name)?;
         Some(s.agent.as_ref()?.writes)
+    }
+
+    /// How long a frame of `len` bytes takes to cross a link of `rate_bps` after it starts to
+    /// leave: its serialisation time with [`Options::store_and_forward`], else nothing.
+    fn wire_ns(&self, rate_bps: u64, len: usize) -> u64 {
+        if !self.opts.store_and_forward || rate_bps == 0 {
+            return 0;
+        }
+        u64::try_from((len as u128 * 8 * 1_000_000_000).div_ceil(u128::from(rate_bps)))
+            .unwrap_or(u64::MAX / 4)
     }
 
     fn schedule(&mut self, at: u64, event: Event) {
@@ -793,6 +818,8 @@ impl Sim {
             }
         }
         for (port, frame) in departures {
+            let on_wire = self.wire_ns(self.switches[sw].rate_bps[usize::from(port)], frame.len);
+            let now = now + on_wire;
             match self.switches[sw].peer[usize::from(port)] {
                 Some((_, Peer::Switch(to, p))) => self.schedule(
                     now + self.opts.hop_latency_ns,
