@@ -24,6 +24,10 @@
 //!   ([`Experiment::redo`]; the FCT sweep does for a point whose fidelity was degraded, with
 //!   `--retry-degraded N`). The finished attempt moves to `OUT/points/<point>.attempt<K>/`
 //!   (kept, out of the tables) and the point runs again, at once or when the sweep resumes.
+//! - **Parallel points**: an experiment whose points touch no fabric may measure several at
+//!   once ([`Experiment::parallel`], `--jobs` for simulated sweeps), each on its own thread; the
+//!   tables are rebuilt after each point as before, one point at a time, and a failure stops
+//!   the others from starting new points.
 //! - **Seeding** is the experiment's: every experiment derives a point's seed from the point's
 //!   value (scheme, load, rep), never its position in the sweep.
 
@@ -67,6 +71,12 @@ pub trait Experiment {
     /// (`attempts` earlier attempts of it are kept beside it already).
     fn redo(&self, _dir: &Path, _attempts: usize) -> bool {
         false
+    }
+    /// How many points may be measured at once, each on its own thread: 1 (the default) for
+    /// points that bring up a fabric (there is one fabric name, and the machine is what they
+    /// measure); more only for points that touch no fabric, such as simulated ones.
+    fn parallel(&self) -> usize {
+        1
     }
     /// Measures `p`, writing its files into `dir` (empty); returns its result in one line.
     fn measure(&self, p: &Self::Point, dir: &Path, ctx: &Ctx) -> Result<String>;
@@ -234,7 +244,11 @@ pub fn fmt_duration(s: f64) -> String {
 }
 
 /// Runs every unfinished point of `e`, then rebuilds its tables (see the module documentation).
-pub fn run<E: Experiment>(e: &mut E, ctx: &Ctx) -> Result<Done> {
+pub fn run<E>(e: &mut E, ctx: &Ctx) -> Result<Done>
+where
+    E: Experiment + Sync,
+    E::Point: Sync,
+{
     let out = e.out().to_path_buf();
     let points_dir = out.join("points");
     std::fs::create_dir_all(&points_dir)
@@ -274,10 +288,15 @@ pub fn run<E: Experiment>(e: &mut E, ctx: &Ctx) -> Result<Done> {
             .collect()
     };
     let started = Instant::now();
-    for (k, &i) in todo.iter().enumerate() {
+    let e: &E = e;
+    let n = todo.len();
+    // Tables, markers and progress lines, one point at a time; the count of finished points.
+    let tables = std::sync::Mutex::new(0usize);
+    // Measures todo[k] (again, while the experiment asks).
+    let one = |k: usize| -> Result<()> {
+        let i = todo[k];
         let (p, dir) = (&all[i], &dirs[i]);
         let label = e.label(p);
-        let n = todo.len();
         loop {
             ctx.check()?;
             let kept = attempts_of(dir).len();
@@ -298,26 +317,71 @@ pub fn run<E: Experiment>(e: &mut E, ctx: &Ctx) -> Result<Done> {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
             let t0 = Instant::now();
             let r = e.measure(p, dir, ctx);
-            // Whatever the point did, no fabric outlives it.
-            fabric::teardown(&ctx.name);
+            // Whatever the point did, no fabric outlives it (parallel points bring none up).
+            if e.parallel() <= 1 {
+                fabric::teardown(&ctx.name);
+            }
             let line = r.with_context(|| format!("{title}: {label} ({})", dir.display()))?;
+            let mut count = tables
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             let marker = dir.join("done");
             std::fs::write(&marker, "").with_context(|| format!("writing {}", marker.display()))?;
             let done = finished(&dirs);
             let done: Vec<(&E::Point, PathBuf)> =
                 done.into_iter().map(|(i, d)| (&all[i], d)).collect();
             e.tables(&done)?;
-            let per = started.elapsed().as_secs_f64() / (k + 1) as f64;
+            *count += 1;
+            let per = started.elapsed().as_secs_f64() / *count as f64;
             eprintln!(
                 "[{}/{n}] {label}: {line}; {} this point, {} elapsed, ETA {}",
                 k + 1,
                 fmt_duration(t0.elapsed().as_secs_f64()),
                 fmt_duration(started.elapsed().as_secs_f64()),
-                fmt_duration(per * (n - k - 1) as f64)
+                fmt_duration(per * (n - *count) as f64)
             );
+            drop(count);
             if !e.redo(dir, attempts_of(dir).len()) {
-                break;
+                return Ok(());
             }
+        }
+    };
+    let jobs = e.parallel().clamp(1, n.max(1));
+    if jobs == 1 {
+        for k in 0..n {
+            one(k)?;
+        }
+    } else {
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let failed = AtomicBool::new(false);
+        let errors: Vec<anyhow::Error> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..jobs)
+                .map(|_| {
+                    s.spawn(|| -> Result<()> {
+                        while !failed.load(Ordering::Relaxed) {
+                            let k = next.fetch_add(1, Ordering::Relaxed);
+                            if k >= n {
+                                break;
+                            }
+                            if let Err(err) = one(k) {
+                                failed.store(true, Ordering::Relaxed);
+                                return Err(err);
+                            }
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .filter_map(|w| match w.join() {
+                    Ok(r) => r.err(),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                })
+                .collect()
+        });
+        if let Some(err) = errors.into_iter().next() {
+            return Err(err);
         }
     }
     if todo.is_empty() {
@@ -367,19 +431,22 @@ pub fn command_line() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::cell::RefCell;
 
     /// A sweep of numbers: a point writes its square; the table lists the finished ones.
     struct Squares {
         out: PathBuf,
         n: u32,
         setting: u32,
-        measured: RefCell<Vec<u32>>,
+        measured: std::sync::Mutex<Vec<u32>>,
         /// Cancels the sweep after this many points have been measured.
         stop_after: Option<(usize, Arc<AtomicBool>)>,
         prepared: u32,
         /// Odd points are measured again while they have fewer kept attempts than this.
         retries: usize,
+        /// Points measured at once.
+        jobs: usize,
+        /// The threads that measured points.
+        threads: std::sync::Mutex<std::collections::BTreeSet<String>>,
     }
 
     impl Experiment for Squares {
@@ -413,12 +480,23 @@ mod tests {
                 .unwrap();
             p % 2 == 1 && attempts < self.retries
         }
+        fn parallel(&self) -> usize {
+            self.jobs
+        }
         fn measure(&self, p: &u32, dir: &Path, _ctx: &Ctx) -> Result<String> {
             assert_eq!(std::fs::read_dir(dir)?.count(), 0, "a point starts empty");
+            self.threads
+                .lock()
+                .unwrap()
+                .insert(format!("{:?}", std::thread::current().id()));
+            if self.jobs > 1 {
+                // Long enough that every worker takes points.
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
             std::fs::write(dir.join("value"), (p * p).to_string())?;
-            self.measured.borrow_mut().push(*p);
+            self.measured.lock().unwrap().push(*p);
             if let Some((k, c)) = &self.stop_after
-                && self.measured.borrow().len() == *k
+                && self.measured.lock().unwrap().len() == *k
             {
                 c.store(true, Ordering::Relaxed);
             }
@@ -442,10 +520,12 @@ mod tests {
             out: out.to_path_buf(),
             n,
             setting: 1,
-            measured: RefCell::new(vec![]),
+            measured: std::sync::Mutex::new(vec![]),
             stop_after: None,
             prepared: 0,
             retries: 0,
+            jobs: 1,
+            threads: Default::default(),
         }
     }
 
@@ -463,7 +543,7 @@ mod tests {
         e.stop_after = Some((2, c.cancel.clone()));
         let err = run(&mut e, &c).unwrap_err();
         assert_eq!(err.to_string(), "cancelled");
-        assert_eq!(*e.measured.borrow(), [1, 2]);
+        assert_eq!(*e.measured.lock().unwrap(), [1, 2]);
         assert_eq!(
             std::fs::read_to_string(out.join("table")).unwrap(),
             "1 1\n2 4\n"
@@ -482,7 +562,7 @@ mod tests {
                 ran: 3
             }
         );
-        assert_eq!(*e.measured.borrow(), [3, 4, 5]);
+        assert_eq!(*e.measured.lock().unwrap(), [3, 4, 5]);
         assert_eq!(e.prepared, 1);
         assert_eq!(
             std::fs::read_to_string(out.join("table")).unwrap(),
@@ -497,7 +577,7 @@ mod tests {
         // More points: only the new one runs.
         let mut e = squares(&out, 6);
         assert_eq!(run(&mut e, &ctx()).unwrap().ran, 1);
-        assert_eq!(*e.measured.borrow(), [6]);
+        assert_eq!(*e.measured.lock().unwrap(), [6]);
         std::fs::remove_dir_all(&out).unwrap();
     }
 
@@ -514,7 +594,7 @@ mod tests {
             err.contains("setting=1") && err.contains("setting=2"),
             "{err}"
         );
-        assert!(other.measured.borrow().is_empty());
+        assert!(other.measured.lock().unwrap().is_empty());
         // Finished points without a record are of an unknown setup.
         std::fs::remove_file(out.join("setup")).unwrap();
         let err = run(&mut squares(&out, 2), &ctx()).unwrap_err().to_string();
@@ -538,7 +618,7 @@ mod tests {
         e.retries = 2;
         assert_eq!(run(&mut e, &ctx()).unwrap().ran, 3);
         // At once, twice each: the odd points (whose squares are odd).
-        assert_eq!(*e.measured.borrow(), [1, 1, 1, 2, 3, 3, 3]);
+        assert_eq!(*e.measured.lock().unwrap(), [1, 1, 1, 2, 3, 3, 3]);
         let p1 = out.join("points/p1");
         assert_eq!(
             attempts_of(&p1),
@@ -559,8 +639,38 @@ mod tests {
         e.retries = 3;
         let d = run(&mut e, &ctx()).unwrap();
         assert_eq!((d.already, d.ran), (1, 2));
-        assert_eq!(*e.measured.borrow(), [1, 3]);
+        assert_eq!(*e.measured.lock().unwrap(), [1, 3]);
         assert_eq!(attempts_of(&out.join("points/p3")).len(), 3);
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+
+    #[test]
+    fn parallel_points_each_run_once_and_make_the_same_table() {
+        let out = std::env::temp_dir().join(format!("pisa-sweep-par-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let mut e = squares(&out, 20);
+        e.jobs = 3;
+        assert_eq!(run(&mut e, &ctx()).unwrap().ran, 20);
+        let mut m = e.measured.lock().unwrap().clone();
+        m.sort_unstable();
+        assert_eq!(m, (1..=20).collect::<Vec<_>>());
+        assert_eq!(
+            e.threads.lock().unwrap().len(),
+            3,
+            "every worker measured points"
+        );
+        let table: String = (1..=20).map(|p| format!("{p} {}\n", p * p)).collect();
+        assert_eq!(std::fs::read_to_string(out.join("table")).unwrap(), table);
+        // Resumed: nothing runs again.
+        let mut e = squares(&out, 20);
+        e.jobs = 3;
+        assert_eq!(run(&mut e, &ctx()).unwrap().ran, 0);
+        // A failing point stops the sweep with its error, and leaves no marker.
+        let mut e = squares(&out, 99);
+        e.jobs = 2;
+        let err = format!("{:#}", run(&mut e, &ctx()).unwrap_err());
+        assert!(err.contains("point 99") && err.contains("fails"), "{err}");
+        assert!(!out.join("points/p99/done").exists());
         std::fs::remove_dir_all(&out).unwrap();
     }
 }

@@ -140,6 +140,11 @@ pub struct Fct {
     /// With `--where sim`: each switch traversal's latency, µs (0: none; a namespace run's
     /// `calibration` file says its `per_hop_us`).
     pub sim_hop_us: u64,
+    /// With `--where sim`: frames cross links store-and-forward, their serialisation time
+    /// added as on a wire ([`sim::fabric::Options::store_and_forward`]).
+    pub sim_store_and_forward: bool,
+    /// With `--where sim`: how many points run at once (each on its own thread).
+    pub jobs: usize,
 }
 
 /// Where an experiment's points run.
@@ -210,7 +215,16 @@ pub fn record(e: &Fct) -> String {
         match (e.rt_priority, e.place) {
             (0, Place::Namespaces) => String::new(),
             (r, Place::Namespaces) => format!("rt_priority={r}\n"),
-            (_, Place::Sim) => format!("where=sim\nsim_hop_us={}\n", e.sim_hop_us),
+            // Store and forward only where set, as for the real-time priority.
+            (_, Place::Sim) => format!(
+                "where=sim\nsim_hop_us={}\n{}",
+                e.sim_hop_us,
+                if e.sim_store_and_forward {
+                    "sim_store_and_forward=true\n"
+                } else {
+                    ""
+                }
+            ),
         },
         e.workload,
         e.pattern,
@@ -405,6 +419,14 @@ impl crate::sweep::Experiment for FctSweep {
         attempts < self.e.retry_degraded
             && results::point_verdict(&dir.join("summary.csv")).is_some_and(|v| v != "ok")
     }
+    /// Simulated points run `--jobs` at a time (they bring up no fabric and each is one
+    /// deterministic process of its own); points in namespaces one at a time.
+    fn parallel(&self) -> usize {
+        match self.e.place {
+            Place::Namespaces => 1,
+            Place::Sim => self.e.jobs,
+        }
+    }
     fn measure(&self, p: &Point, dir: &Path, ctx: &crate::sweep::Ctx) -> anyhow::Result<String> {
         match self.e.place {
             Place::Namespaces => run_point(&self.e, &self.transport, p, dir, ctx),
@@ -496,6 +518,8 @@ mod tests {
             rt_priority: 0,
             place: Place::Namespaces,
             sim_hop_us: 0,
+            sim_store_and_forward: false,
+            jobs: 1,
         }
     }
 

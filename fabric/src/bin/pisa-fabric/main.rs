@@ -285,6 +285,14 @@ struct ExperimentArgs {
     /// compare with namespaces, their calibration's per_hop_us).
     #[arg(long, default_value_t = 0)]
     sim_hop_us: u64,
+    /// With --where sim: frames cross links store-and-forward (their serialisation time added
+    /// after they start to leave, as on a wire); without it, as between namespaces.
+    #[arg(long)]
+    sim_store_and_forward: bool,
+    /// With --where sim: how many points run at once, each on a core of its own (0: one per
+    /// core). Every point is deterministic, so the results do not depend on it.
+    #[arg(long, default_value_t = 0)]
+    jobs: usize,
     /// Instead of the sweep: find the highest host-link rate, among these comma-separated
     /// candidates (e.g. 100M,50M,20M,10M), at which every scheme keeps fidelity at the highest
     /// of --loads, with one short probe per scheme and rate (every link scaled alike; writes
@@ -369,6 +377,11 @@ fn experiment(a: &ExperimentArgs, cancel: Arc<AtomicBool>) -> anyhow::Result<()>
         retry_degraded: a.retry_degraded,
         place: a.place,
         sim_hop_us: a.sim_hop_us,
+        sim_store_and_forward: a.sim_store_and_forward,
+        jobs: match a.jobs {
+            0 => std::thread::available_parallelism().map_or(1, usize::from),
+            j => j,
+        },
         rt_priority: a.switch_rt_priority,
     };
     if let Some(rates) = &a.calibrate_rate {
