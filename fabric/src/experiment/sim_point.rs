@@ -51,6 +51,7 @@ fn specs(t: &Transport, topo: &Topology, flows: &[Flow]) -> anyhow::Result<Vec<F
                 kind,
                 ecn: t.ecn == 1 || (t.ecn == 2 && kind == sim::tcp::Kind::Dctcp),
                 rto_min_ns: 200_000_000,
+                ipv6: false,
             },
             np: false,
             bytes: Some(f.size),

@@ -26,7 +26,8 @@
 //! as `pisa-traffic` exchanges a sized flow (an 18-byte header and the bytes, then a 16-byte
 //! answer); its FCT runs from the client's SYN to the answer's arrival. `size=` is the link MTU
 //! (default 1500: an MSS of 1460, 1448 with timestamps), `ecn=on|off` negotiates ECN (on by
-//! default for dctcp only), `rto_min_ms=` sets the minimum RTO (200 ms). `rate=` does not apply.
+//! default for dctcp only), `rto_min_ms=` sets the minimum RTO (200 ms), `ip=6` runs it over the
+//! hosts' IPv6 addresses (the MSS 20 bytes smaller). `rate=` does not apply.
 //!
 //! `cc=hpcc-pint` and `cc=hpcc-int` (UDP; `rate=` optional, the NIC's line rate is the cap) make
 //! the flow a window-based HPCC sender ([`::hosts::hpcc::Hpcc`]) of a finite flow of `bytes=`
@@ -128,6 +129,8 @@ pub enum Cc {
         ecn: bool,
         /// Minimum RTO, ns.
         rto_min_ns: u64,
+        /// Over IPv6 (the hosts' `ipv6=` addresses) rather than IPv4.
+        ipv6: bool,
     },
     /// HPCC's window controller, fed by PINT's digest (`int: false`) or by INT (`int: true`).
     Hpcc {
@@ -185,6 +188,7 @@ impl FlowSpec {
         let mut rate = None;
         let (mut r_ai_bps, mut byte_counter) = (None, None);
         let (mut ecn, mut rto_min_ns, mut size_given, mut udp_given) = (None, None, false, false);
+        let mut ip6 = None;
         for w in words {
             let (k, v) = w
                 .split_once('=')
@@ -208,6 +212,13 @@ impl FlowSpec {
                     })
                 }
                 "rto_min_ms" => rto_min_ns = Some(ms(v)?.max(1)),
+                "ip" => {
+                    ip6 = Some(match v {
+                        "4" => false,
+                        "6" => true,
+                        _ => return Err(format!("ip={v}: 4 or 6")),
+                    })
+                }
                 "start_ms" => f.start_ns = ms(v)?,
                 "stop_ms" => f.stop_ns = Some(ms(v)?),
                 "proto" => {
@@ -252,6 +263,7 @@ impl FlowSpec {
                             kind: v.parse()?,
                             ecn: false,
                             rto_min_ns: 0,
+                            ipv6: false,
                         },
                         _ => {
                             return Err(format!(
@@ -278,8 +290,10 @@ impl FlowSpec {
             kind,
             ecn: e,
             rto_min_ns: r,
+            ipv6,
         } = &mut f.cc
         {
+            *ipv6 = ip6.unwrap_or(false);
             if f.bytes.is_none() || rate.is_some() || udp_given {
                 return Err(
                     "cc=reno|cubic|dctcp: a TCP flow of bytes= (no rate=, no proto=udp)".into(),
@@ -293,8 +307,8 @@ impl FlowSpec {
             }
             // The connection paces itself; no rate caps it.
             rate = Some(Rate::Bps(u64::MAX));
-        } else if ecn.is_some() || rto_min_ns.is_some() {
-            return Err("ecn= and rto_min_ms= belong to cc=reno, cubic and dctcp".into());
+        } else if ecn.is_some() || rto_min_ns.is_some() || ip6.is_some() {
+            return Err("ecn=, rto_min_ms= and ip= belong to cc=reno, cubic and dctcp".into());
         } else if let Cc::Hpcc { .. } = f.cc {
             if f.bytes.is_none() || f.proto != Proto::Udp {
                 return Err("cc=hpcc-*: a UDP flow with bytes=".into());

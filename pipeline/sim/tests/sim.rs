@@ -193,3 +193,23 @@ fn store_and_forward_adds_each_links_serialisation_time_to_a_packets_latency() {
     // With it, each link adds a 1,014-byte frame's 81.12 µs at 100 Mb/s.
     assert!((whole - cut - 4.0 * 81.12).abs() < 0.01, "{cut} {whole}");
 }
+
+#[test]
+fn a_tcp_flow_over_ipv6_crosses_the_fabric_with_a_smaller_mss() {
+    // One flow each way of addressing, one after the other, across a spine.
+    let flows = [
+        "h1>h3 cc=cubic bytes=1000000",
+        "h1>h3 cc=cubic bytes=1000000 ip=6 start_ms=200",
+    ];
+    let r = run(200, 1, &flows);
+    for i in 0..2 {
+        assert_eq!(num(tcp(&r, i), &["completed"]), 1, "{}", r.pretty());
+        assert_eq!(num(tcp(&r, i), &["retransmits"]), 0, "{}", r.pretty());
+    }
+    // 18 + 1,000,000 bytes in segments of 1,448 (IPv4) and 1,428 bytes (IPv6: 20 bytes more
+    // of IP header), the timestamp option in each.
+    assert_eq!(num(tcp(&r, 0), &["data_segs_out"]), 691);
+    assert_eq!(num(tcp(&r, 1), &["data_segs_out"]), 701);
+    // The destination's leaf routed it by its IPv6 route: the frames reached h3.
+    assert!(num(tcp(&r, 1), &["fct_ns"]) > num(tcp(&r, 0), &["fct_ns"]));
+}

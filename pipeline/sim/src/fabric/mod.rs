@@ -17,7 +17,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use super::flow::{self, Addrs, FlowSpec, Proto, Source, TcpFields};
@@ -182,6 +182,7 @@ struct Host {
     mac: [u8; 6],
     gateway: [u8; 6],
     ipv4: Ipv4Addr,
+    ipv6: Ipv6Addr,
     uplink: (usize, PortId),
     delay_ns: u64,
     /// The uplink's rate, bits/s.
@@ -314,7 +315,7 @@ pub struct Sim {
     /// The fabric's HPCC port, when a flow uses it.
     hpcc_port: Option<u16>,
     /// TCP flows' ends by (host, peer address, local port, peer port): (flow, end).
-    tcp_flows: BTreeMap<(usize, Ipv4Addr, u16, u16), (usize, usize)>,
+    tcp_flows: BTreeMap<(usize, IpAddr, u16, u16), (usize, usize)>,
 }
 
 fn host_port_config(p: &LinkProps) -> PortConfig {
@@ -457,6 +458,7 @@ impl Sim {
                 mac: host_mac(i),
                 gateway: switch_mac(index[sw]),
                 ipv4: h.ipv4,
+                ipv6: h.ipv6,
                 uplink: (index[sw], port),
                 delay_ns: props.delay_us.saturating_mul(1000),
                 rate_bps: props.rate_bps,

@@ -57,40 +57,45 @@ impl Sim {
             kind,
             ecn,
             rto_min_ns,
+            ipv6,
         } = spec.cc
         else {
             return None;
         };
+        // `size` is the MTU: the MSS leaves room for the IP and TCP headers.
+        let headers = if ipv6 { 60 } else { 40 };
         let cfg = Config {
             cc: kind,
             ecn,
-            mss: spec.size.saturating_sub(40).max(64),
+            mss: spec.size.saturating_sub(headers).max(64),
             rto_min_ns,
             ..Config::default()
         };
         let (a, b) = (&self.hosts[src], &self.hosts[dst]);
+        let addr = |h: &Host| -> IpAddr { if ipv6 { h.ipv6.into() } else { h.ipv4.into() } };
+        let (a_ip, b_ip) = (addr(a), addr(b));
         let ends = [
             Ends {
                 dmac: a.gateway,
                 smac: a.mac,
-                src: a.ipv4,
-                dst: b.ipv4,
+                src: a_ip,
+                dst: b_ip,
                 sport: spec.sport,
                 dport: spec.dport,
             },
             Ends {
                 dmac: b.gateway,
                 smac: b.mac,
-                src: b.ipv4,
-                dst: a.ipv4,
+                src: b_ip,
+                dst: a_ip,
                 sport: spec.dport,
                 dport: spec.sport,
             },
         ];
         self.tcp_flows
-            .insert((src, b.ipv4, spec.sport, spec.dport), (k, 0));
+            .insert((src, b_ip, spec.sport, spec.dport), (k, 0));
         self.tcp_flows
-            .insert((dst, a.ipv4, spec.dport, spec.sport), (k, 1));
+            .insert((dst, a_ip, spec.dport, spec.sport), (k, 1));
         // Initial sequence numbers from the run's seed and the flow, as a host's are random.
         let x = self.opts.seed ^ (k as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         Some(Box::new(TcpFlow {

@@ -1,7 +1,7 @@
-//! A [`Segment`] on the wire: an Ethernet/IPv4/TCP frame with Linux's option layout and valid
-//! checksums, its payload zeros; and back.
+//! A [`Segment`] on the wire: an Ethernet/IPv4/TCP or Ethernet/IPv6/TCP frame with Linux's
+//! option layout and valid checksums, its payload zeros; and back.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use pipeline::wire::{IpProtocol, checksum};
 
@@ -14,10 +14,10 @@ pub struct Ends {
     pub dmac: [u8; 6],
     /// Source MAC.
     pub smac: [u8; 6],
-    /// Source address.
-    pub src: Ipv4Addr,
+    /// Source address (both addresses of one family).
+    pub src: IpAddr,
     /// Destination address.
-    pub dst: Ipv4Addr,
+    pub dst: IpAddr,
     /// Source port.
     pub sport: u16,
     /// Destination port.
@@ -26,30 +26,54 @@ pub struct Ends {
 
 const NOP: u8 = 1;
 
-/// Writes `s` from `e` into `out` (cleared first). `dscp_tos` is the ToS byte's DSCP part (its
-/// ECN bits are the segment's: ECT(0) when `s.ect`).
+/// The IP header's length for `e`'s family.
+fn ip_header_len(e: &Ends) -> usize {
+    if e.src.is_ipv4() { 20 } else { 40 }
+}
+
+/// Writes `s` from `e` into `out` (cleared first). `dscp_tos` is the ToS byte's (IPv6: the
+/// traffic class's) DSCP part; its ECN bits are the segment's: ECT(0) when `s.ect`.
 pub fn encode(out: &mut Vec<u8>, e: &Ends, dscp_tos: u8, s: &Segment) {
     let th = s.header_len();
-    let ip_len = 20 + th + s.len as usize;
+    let ih = ip_header_len(e);
+    let seg_len = th + s.len as usize;
+    let tos = (dscp_tos & !3) | if s.ect { 2 } else { 0 };
     out.clear();
-    out.resize(14 + ip_len, 0);
+    out.resize(14 + ih + seg_len, 0);
     out[0..6].copy_from_slice(&e.dmac);
     out[6..12].copy_from_slice(&e.smac);
-    out[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-    {
-        let ip = &mut out[14..34];
-        ip[0] = 0x45;
-        ip[1] = (dscp_tos & !3) | if s.ect { 2 } else { 0 };
-        ip[2..4].copy_from_slice(&(ip_len as u16).to_be_bytes());
-        ip[6] = 0x40; // DF
-        ip[8] = 64;
-        ip[9] = 6;
-        ip[12..16].copy_from_slice(&e.src.octets());
-        ip[16..20].copy_from_slice(&e.dst.octets());
-        let sum = checksum::checksum(ip);
-        ip[10..12].copy_from_slice(&sum.to_be_bytes());
-    }
-    let t = &mut out[34..34 + th];
+    let pseudo = match (e.src, e.dst) {
+        (IpAddr::V4(src), IpAddr::V4(dst)) => {
+            out[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+            let ip = &mut out[14..34];
+            ip[0] = 0x45;
+            ip[1] = tos;
+            ip[2..4].copy_from_slice(&((ih + seg_len) as u16).to_be_bytes());
+            ip[6] = 0x40; // DF
+            ip[8] = 64;
+            ip[9] = 6;
+            ip[12..16].copy_from_slice(&src.octets());
+            ip[16..20].copy_from_slice(&dst.octets());
+            let sum = checksum::checksum(ip);
+            ip[10..12].copy_from_slice(&sum.to_be_bytes());
+            checksum::pseudo_header_v4(src, dst, IpProtocol(6), seg_len as u32)
+        }
+        (src, dst) => {
+            let (src, dst) = (v6(src), v6(dst));
+            out[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+            let ip = &mut out[14..54];
+            // Version 6, the traffic class, flow label 0.
+            ip[0..4].copy_from_slice(&((6u32 << 28) | (u32::from(tos) << 20)).to_be_bytes());
+            ip[4..6].copy_from_slice(&(seg_len as u16).to_be_bytes());
+            ip[6] = 6;
+            ip[7] = 64;
+            ip[8..24].copy_from_slice(&src.octets());
+            ip[24..40].copy_from_slice(&dst.octets());
+            checksum::pseudo_header_v6(src, dst, IpProtocol(6), seg_len as u32)
+        }
+    };
+    let l4 = 14 + ih;
+    let t = &mut out[l4..l4 + th];
     t[0..2].copy_from_slice(&e.sport.to_be_bytes());
     t[2..4].copy_from_slice(&e.dport.to_be_bytes());
     t[4..8].copy_from_slice(&s.seq.to_be_bytes());
@@ -86,18 +110,28 @@ pub fn encode(out: &mut Vec<u8>, e: &Ends, dscp_tos: u8, s: &Segment) {
             put(&r.to_be_bytes());
         }
     }
-    let seg_len = th + s.len as usize;
-    let pseudo = checksum::pseudo_header_v4(e.src, e.dst, IpProtocol(6), seg_len as u32);
     // The payload is zeros: only the header counts.
-    let sum = !checksum::combine(&[pseudo, checksum::sum(&out[34..34 + th])]);
-    out[34 + 16..34 + 18].copy_from_slice(&sum.to_be_bytes());
+    let sum = !checksum::combine(&[pseudo, checksum::sum(&out[l4..l4 + th])]);
+    out[l4 + 16..l4 + 18].copy_from_slice(&sum.to_be_bytes());
 }
 
-/// Reads a TCP segment from an Ethernet/IPv4 frame: the segment, whether the IP header says CE,
-/// and its ends; `None` for anything else.
+/// An address as IPv6 (an IPv4 one mapped, which `encode` never mixes with IPv6).
+fn v6(a: IpAddr) -> Ipv6Addr {
+    match a {
+        IpAddr::V6(a) => a,
+        IpAddr::V4(a) => a.to_ipv6_mapped(),
+    }
+}
+
+/// Reads a TCP segment from an Ethernet/IPv4 or Ethernet/IPv6 frame: the segment, whether the
+/// IP header says CE, and its ends; `None` for anything else.
 pub fn decode(frame: &[u8]) -> Option<(Segment, bool, Ends)> {
     let (ip, t, th) = locate(frame)?;
-    let ecn = ip[1] & 3;
+    let ecn = if ip[0] >> 4 == 4 {
+        ip[1] & 3
+    } else {
+        (ip[1] >> 4) & 3
+    };
     let mut s = Segment {
         seq: u32::from_be_bytes([t[4], t[5], t[6], t[7]]),
         ack: u32::from_be_bytes([t[8], t[9], t[10], t[11]]),
@@ -153,28 +187,55 @@ pub fn decode(frame: &[u8]) -> Option<(Segment, bool, Ends)> {
     Some((s, ecn == 3, ends_of(frame, ip, t)?))
 }
 
-/// The IPv4 header, the TCP segment and its header's length, of an Ethernet/IPv4/TCP frame.
+/// The IP header, the TCP segment and its header's length, of an Ethernet/IPv4/TCP or
+/// Ethernet/IPv6/TCP frame (no IPv4 options' worth of IPv6 extension headers: TCP must follow
+/// the fixed header, as our hosts send it).
 fn locate(frame: &[u8]) -> Option<(&[u8], &[u8], usize)> {
-    if frame.len() < 34 || frame[12..14] != [0x08, 0x00] {
+    let ip = frame.get(14..)?;
+    let (hl, total) = match frame.get(12..14)? {
+        [0x08, 0x00] if ip.len() >= 20 => {
+            let ihl = usize::from(ip[0] & 0x0f) * 4;
+            if ip[0] >> 4 != 4 || ip[9] != 6 || ihl < 20 {
+                return None;
+            }
+            (ihl, usize::from(u16::from_be_bytes([ip[2], ip[3]])))
+        }
+        [0x86, 0xdd] if ip.len() >= 40 => {
+            if ip[0] >> 4 != 6 || ip[6] != 6 {
+                return None;
+            }
+            (40, 40 + usize::from(u16::from_be_bytes([ip[4], ip[5]])))
+        }
+        _ => return None,
+    };
+    let total = total.min(ip.len());
+    if total < hl + 20 {
         return None;
     }
-    let ip = &frame[14..];
-    let ihl = usize::from(ip[0] & 0x0f) * 4;
-    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]])).min(ip.len());
-    if ip[0] >> 4 != 4 || ip[9] != 6 || ihl < 20 || total < ihl + 20 {
-        return None;
-    }
-    let t = &ip[ihl..total];
+    let t = &ip[hl..total];
     let th = usize::from(t[12] >> 4) * 4;
     (th >= 20 && th <= t.len()).then_some((ip, t, th))
 }
 
 fn ends_of(frame: &[u8], ip: &[u8], t: &[u8]) -> Option<Ends> {
+    let (src, dst) = if ip[0] >> 4 == 4 {
+        (
+            IpAddr::V4(Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15])),
+            IpAddr::V4(Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19])),
+        )
+    } else {
+        let a = |o: usize| -> Option<IpAddr> {
+            Some(IpAddr::V6(Ipv6Addr::from(
+                <[u8; 16]>::try_from(&ip[o..o + 16]).ok()?,
+            )))
+        };
+        (a(8)?, a(24)?)
+    };
     Some(Ends {
         dmac: frame[0..6].try_into().ok()?,
         smac: frame[6..12].try_into().ok()?,
-        src: Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]),
-        dst: Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]),
+        src,
+        dst,
         sport: u16::from_be_bytes([t[0], t[1]]),
         dport: u16::from_be_bytes([t[2], t[3]]),
     })
@@ -196,8 +257,8 @@ mod tests {
         Ends {
             dmac: [2, 0, 0, 0, 0, 1],
             smac: [2, 0, 0, 0, 0, 2],
-            src: Ipv4Addr::new(10, 0, 0, 1),
-            dst: Ipv4Addr::new(10, 0, 1, 1),
+            src: Ipv4Addr::new(10, 0, 0, 1).into(),
+            dst: Ipv4Addr::new(10, 0, 1, 1).into(),
             sport: 40_000,
             dport: 5001,
         }
@@ -256,6 +317,50 @@ mod tests {
         // A switch's CE mark reads as CE.
         encode(&mut buf, &ends(), 0, &data);
         buf[15] |= 3;
+        assert!(decode(&buf).unwrap().1);
+    }
+
+    #[test]
+    fn ipv6_segments_survive_the_wire_and_parse_as_real_tcp() {
+        let e = Ends {
+            src: "fd00::1:1".parse().unwrap(),
+            dst: "fd00::3:2".parse().unwrap(),
+            ..ends()
+        };
+        let mut s = Segment {
+            seq: 1_000,
+            ack: 2_000,
+            flags: ACK,
+            window: 500,
+            len: 1428,
+            ts: Some((5, 6)),
+            ect: true,
+            ..Segment::default()
+        };
+        s.sack[0] = (3_000, 4_000);
+        s.sack_n = 1;
+        let mut buf = Vec::new();
+        encode(&mut buf, &e, 0x10, &s);
+        assert_eq!(buf.len(), 14 + 40 + s.header_len() + s.len as usize);
+        let (got, ce, ends) = decode(&buf).unwrap();
+        assert_eq!((got, ce, ends), (s, false, e));
+        assert_eq!(super::ends(&buf), Some(e));
+        let p = etherparse::SlicedPacket::from_ethernet(&buf).unwrap();
+        let Some(etherparse::NetSlice::Ipv6(ip)) = &p.net else {
+            panic!("not IPv6")
+        };
+        // The traffic class: the DSCP part and ECT(0).
+        assert_eq!(ip.header().traffic_class(), 0x10 | 2);
+        let Some(etherparse::TransportSlice::Tcp(t)) = &p.transport else {
+            panic!("not TCP")
+        };
+        let h = t.to_header();
+        let want = h
+            .calc_checksum_ipv6(&ip.header().to_header(), t.payload())
+            .unwrap();
+        assert_eq!(h.checksum, want);
+        // A switch's CE mark (the traffic class's low bits, in the first two bytes) reads as CE.
+        buf[15] |= 3 << 4;
         assert!(decode(&buf).unwrap().1);
     }
 }
