@@ -98,6 +98,12 @@ pub struct PortTx<B> {
 }
 
 impl<B> PortTx<B> {
+    /// Whether [`Driver::transmit`] on this port would do nothing at `tm`: nothing queued or
+    /// held, nothing in the delay line, no PFC frame to send or refresh.
+    pub fn idle(&self, tm: &TrafficManager<Pkt<B>>) -> bool {
+        self.delay.is_empty() && tm.idle(&self.tx)
+    }
+
     /// The transmit side of `port` of `tm`.
     pub fn new(tm: &TrafficManager<Pkt<B>>, port: PortId) -> Self {
         PortTx {

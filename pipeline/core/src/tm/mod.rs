@@ -501,6 +501,20 @@ impl<B> TrafficManager<B> {
         })
     }
 
+    /// Whether a turn of `tx`'s port has nothing to do: no frame queued or held, no PFC frame
+    /// to send and none to refresh. [`TrafficManager::dequeue`] would return
+    /// [`Dequeued::Empty`] and change nothing, so a caller that polls many ports (the
+    /// simulator) may skip it.
+    pub fn idle(&self, tx: &TxState<B>) -> bool {
+        let Some(p) = self.ports.get(usize::from(tx.port)) else {
+            return true;
+        };
+        tx.head.iter().all(Option::is_none)
+            && p.occupied.load(Ordering::SeqCst) == 0
+            && p.pfc_state.load(Ordering::Acquire) == 0
+            && !p.pfc_dirty.load(Ordering::Acquire)
+    }
+
     /// The next packet `port` may send at `now_ns`, by strict priority, honouring shaping and
     /// received pauses. Only the port's owner calls this, with the port's [`TxState`].
     pub fn dequeue(&self, tx: &mut TxState<B>, now_ns: u64) -> Dequeued<B> {

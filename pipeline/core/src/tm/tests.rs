@@ -501,3 +501,26 @@ fn a_clock_that_starts_at_zero_is_shaped_like_any_other() {
     assert!(matches!(tm.dequeue(&mut tx, 0), Dequeued::Wait { at } if at == SER));
     assert_eq!(drain(&tm, &mut tx, SER).len(), 1);
 }
+
+#[test]
+fn a_port_is_idle_only_with_nothing_queued_held_or_to_pause() {
+    let cfg = PortConfig {
+        shaping: Shaping::BitsPerSec(1_000_000),
+        ..PortConfig::default()
+    };
+    let tm = TrafficManager::new(2, cfg, None);
+    let mut tx = tm.tx_state(1);
+    assert!(tm.idle(&tx));
+    tm.enqueue(1, pkt(1000, 0, 0), 0).unwrap();
+    tm.enqueue(1, pkt(1000, 0, 0), 0).unwrap();
+    assert!(!tm.idle(&tx));
+    // One goes; the shaper holds the second as the head: still work to do.
+    assert!(matches!(tm.dequeue(&mut tx, 0), Dequeued::Packet(_)));
+    assert!(matches!(tm.dequeue(&mut tx, 0), Dequeued::Wait { .. }));
+    assert!(!tm.idle(&tx));
+    assert_eq!(drain(&tm, &mut tx, 1_000_000_000).len(), 1);
+    assert!(tm.idle(&tx));
+    // A PFC frame to send is work too.
+    tm.pfc_retry(1);
+    assert!(!tm.idle(&tx));
+}

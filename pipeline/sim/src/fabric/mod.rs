@@ -771,6 +771,10 @@ impl Sim {
             loop {
                 let mut busy = s.driver.run_pending(&mut env, &s.tm, now, usize::MAX);
                 for tx in &mut s.ports {
+                    // Most ports of a switch have nothing to send at any one turn.
+                    if tx.idle(&s.tm) {
+                        continue;
+                    }
                     let (b, n) = s.driver.transmit(&mut env, &s.tm, tx, now, usize::MAX);
                     busy |= b;
                     next = match (next, n) {
