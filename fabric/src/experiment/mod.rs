@@ -550,6 +550,8 @@ mod tests {
         e.reps = 1;
         e.seconds = 0.5;
         e.drain = 5.0;
+        // Both points at once: the tables still list them in sweep order.
+        e.jobs = 2;
         // An empty name: the driver's teardown touches no namespace.
         e.name = String::new();
         e.out = std::env::temp_dir().join(format!("pisa-exp-sim-{}", std::process::id()));
