@@ -79,7 +79,7 @@ pub(super) fn run_point_sim(
     opts.flows = specs(transport, &topo, &flows)?;
     let mut s = Sim::new(&topo, opts).map_err(anyhow::Error::msg)?;
     let report = s.run();
-    let hops = s.hops();
+    let (hops, simulated_s) = (s.hops(), s.now() as f64 / 1e9);
     let path = dir.join("report.json");
     std::fs::write(&path, report.pretty())
         .with_context(|| format!("writing {}", path.display()))?;
@@ -185,10 +185,11 @@ pub(super) fn run_point_sim(
         .collect();
     Ok(format!(
         "{fin}/{} flows finished, short-flow FCT avg {:.0} us, {} TM drops (pisa-sim: {:.2} M \
-         packet-hops/s)",
+         packet-hops/s, {simulated_s:.3} s simulated, {:.3} s of wall time per simulated second)",
         rows.len(),
         Stats::of(&short).mean,
         sw.tm_drops,
-        hops as f64 / wall.max(1e-9) / 1e6
+        hops as f64 / wall.max(1e-9) / 1e6,
+        wall / simulated_s.max(1e-9)
     ))
 }

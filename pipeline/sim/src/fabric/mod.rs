@@ -717,6 +717,12 @@ impl Sim {
         }
     }
 
+    /// The virtual time of the last event run, ns (after [`Sim::run`]: how long the run
+    /// lasted in simulated time).
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
     /// Packets that entered a switch so far (packet-hops).
     pub fn hops(&self) -> u64 {
         self.hops
