@@ -16,8 +16,9 @@ out="$root/target/ns3/pisa-ns3"
 libs=(-lns3-core -lns3-network -lns3-internet -lns3-point-to-point -lns3-traffic-control -lns3-bridge)
 
 need=()
-[ -e /usr/include/ns3/core-module.h ] || need+=(libns3-dev)
-[ -e /usr/lib/x86_64-linux-gnu/libns3-internet.so ] || need+=(libns3-dev)
+# The headers and the development symlinks both come with libns3-dev.
+{ [ -e /usr/include/ns3/core-module.h ] && [ -e /usr/lib/x86_64-linux-gnu/libns3-internet.so ]; } ||
+  need+=(libns3-dev)
 command -v g++ >/dev/null 2>&1 || need+=(g++)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 if [ ${#need[@]} -gt 0 ]; then
