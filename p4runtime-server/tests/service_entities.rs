@@ -117,7 +117,8 @@ async fn every_entity_writes_and_reads() {
         panic!()
     };
     assert_eq!(t.counter_data.unwrap().packet_count, 10);
-    assert!(t.priority == 10 && t.meter_config.is_none());
+    // The command's BMv2 priority 10 (smallest wins) reads back as P4Runtime's 2^31 - 1 - 10.
+    assert!(t.priority == i32::MAX - 10 && t.meter_config.is_none());
     // Indexed counters: id 0 = all counters, no index = every cell; index >= size OUT_OF_RANGE.
     let counters = c
         .read_one(E::CounterEntry(p4::CounterEntry::default()))

@@ -19,6 +19,12 @@
 //! meter_set_direct <table> <key...> [<priority>] => <cir> <cburst> <pir> <pburst>
 //! ```
 //!
+//! Priorities are BMv2's: among matching entries the **smallest** number wins, as in BMv2's CLI,
+//! where P4Runtime's highest wins. A command's priority `p` becomes the P4Runtime priority
+//! [`p4runtime_priority`]`(p)` = 2^31 − 1 − p, so a `commands.txt` written for BMv2 matches in
+//! the same order here, and entries written by the text commands and by a P4Runtime controller
+//! share one order. [`bmv2_priority`] is the inverse, for writers of commands (the fabric plans).
+//!
 //! Keys give one value per match field, in order: exact `v`; LPM `v/len`; ternary `v&&&mask`;
 //! range `lo->hi`; optional `v` or `*`. Values are decimal, `0x` hex, MAC (`aa:bb:cc:dd:ee:ff`),
 //! IPv4 or IPv6. Names may be full (`ingress.ipv4_lpm`) or short (`ipv4_lpm`). `#` starts a
@@ -82,6 +88,23 @@ pub fn parse_value(s: &str) -> Result<u128, ParseError> {
 
 fn number<T: TryFrom<u128>>(s: &str, what: &str) -> Result<T, ParseError> {
     T::try_from(parse_value(s)?).or_else(|_| err(format!("{what} {s} out of range")))
+}
+
+/// The P4Runtime priority (larger wins) of BMv2 priority `bmv2` (smaller wins).
+pub fn p4runtime_priority(bmv2: u32) -> Result<u32, ParseError> {
+    // P4Runtime priorities are positive int32s; 0 marks "no priority".
+    match (i32::MAX as u32).checked_sub(bmv2) {
+        Some(p) if p > 0 => Ok(p),
+        _ => err(format!(
+            "priority {bmv2} out of range (BMv2 priorities: 0 to {})",
+            i32::MAX - 1
+        )),
+    }
+}
+
+/// The BMv2 priority (smaller wins) that [`p4runtime_priority`] maps to P4Runtime priority `p`.
+pub fn bmv2_priority(p: u32) -> u32 {
+    (i32::MAX as u32).saturating_sub(p)
 }
 
 fn mask(width: u8) -> u128 {
@@ -217,7 +240,7 @@ impl<'a> Line<'a> {
             }
         }
         let priority = if prio {
-            number(words[n], "priority")?
+            p4runtime_priority(number(words[n], "priority")?)?
         } else {
             0
         };

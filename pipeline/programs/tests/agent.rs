@@ -38,7 +38,7 @@ impl Agent for Blocker {
     }
     fn packet_in(&mut self, _now: u64, _frame: &[u8], cx: &mut AgentCx<'_>) {
         if self.packet_ins.fetch_add(1, Ordering::Relaxed) == 0 {
-            let u = lines(cx.control(), &format!("table_add acl drop {ACL_ANY} => 20"));
+            let u = lines(cx.control(), &format!("table_add acl drop {ACL_ANY} => 5"));
             assert!(cx.write(&u).iter().all(Result::is_ok));
         }
     }

@@ -549,3 +549,71 @@ fn etherparse_reads_what_the_switch_sends() {
         other => panic!("{other:?}"),
     }
 }
+
+/// BMv2's CLI orders ternary entries by the smallest priority number; P4Runtime by the largest.
+/// A `commands.txt` written for BMv2 must match here in BMv2's order (issue 34's silent
+/// inversion), and an entry written over P4Runtime must sit in the same order.
+#[test]
+fn command_priorities_are_bmv2s_the_smallest_number_wins() {
+    use pipeline::commands::{bmv2_priority, p4runtime_priority};
+    let telnet = |sip: [u8; 4]| tcp4((HOST1, ROUTER), sip, [10, 0, 3, 7], 999, 23, 64, b"");
+    let any = "0&&&0 0&&&0 0x800&&&0xffff";
+    // Priority 1 (BMv2: the highest) permits telnet from 10.0.1.9; 100 drops all telnet.
+    for order in [[0, 1], [1, 0]] {
+        let pipe = basic();
+        let c = &pipe.control;
+        let lines = [
+            format!(
+                "table_add acl NoAction {any} 10.0.1.9&&&255.255.255.255 0&&&0 6&&&0xff 0&&&0 23&&&0xffff => 1"
+            ),
+            format!(
+                "table_add acl ingress.drop {any} 0&&&0 0&&&0 6&&&0xff 0&&&0 23&&&0xffff => 100"
+            ),
+        ];
+        for i in order {
+            write_line(c, &lines[i]);
+        }
+        let mut sw = SimSwitch::new(pipe.clone());
+        assert_eq!(
+            sw.inject(1, &telnet([10, 0, 1, 9]), 1).len(),
+            1,
+            "order {order:?}"
+        );
+        assert!(sw.inject(1, &telnet([10, 0, 1, 1]), 1).is_empty());
+        assert_eq!(drops(c, "program"), 1);
+
+        // A P4Runtime write of BMv2's 50 sits between the two: it punts telnet from 10.0.1.1
+        // (it wins over 100) and leaves 10.0.1.9's permit (1 wins over it).
+        write_ok(
+            c,
+            &[acl(
+                c,
+                vec![
+                    (
+                        4,
+                        FieldMatch::Ternary {
+                            value: 0x0a00_0101,
+                            mask: 0xffff_ffff,
+                        },
+                    ),
+                    (
+                        8,
+                        FieldMatch::Ternary {
+                            value: 23,
+                            mask: 0xffff,
+                        },
+                    ),
+                ],
+                p4runtime_priority(50).unwrap(),
+                "punt_to_cpu",
+                vec![],
+            )],
+        );
+        let out = sw.inject(1, &telnet([10, 0, 1, 1]), 1);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].port, CPU);
+        assert_eq!(sw.inject(1, &telnet([10, 0, 1, 9]), 1)[0].port, 3);
+    }
+    assert_eq!(bmv2_priority(p4runtime_priority(7).unwrap()), 7);
+    assert!(p4runtime_priority(i32::MAX as u32).is_err());
+}

@@ -76,7 +76,7 @@ mod commands {
         let Entity::TableEntry(e) = &u[0].entity else {
             panic!()
         };
-        assert_eq!(e.priority, 5);
+        assert_eq!(e.priority, i32::MAX as u32 - 5);
         assert_eq!(e.matches.len(), 4);
         let c = parse_line(
             &s,

@@ -14,6 +14,15 @@
 //! The truth is the switch's own state: the agent reads the groups before each move, so it
 //! needs no memory of its own and survives a pipeline reset or a controller's writes. Ports in
 //! no group of the metric (down ports) are left alone.
+//!
+//! **Idle ports** [X, A-P4TE-23]: Alg. 1 reports a port's state only when a packet leaves it,
+//! so a port that falls silent keeps the colour and depth of its last packets, and with a held
+//! colour (`egress.color_hold_ns`) those are the loaded ones: an idle uplink would stay in a
+//! low group for good, and flows that re-route at a flowlet boundary would all crowd the group
+//! both uplinks end up in. Once per hold time the agent reads `egress.port_tx`; an up port that
+//! sent nothing for three looks in a row returns to level 1 of both metrics, and its
+//! `old_packet_colors`, `old_queue_depths` and `port_utilizations` cells are cleared, as if a
+//! GREEN packet had left an empty queue. With a hold of 0 (Alg. 1 as written) it does nothing.
 
 use super::{Event, FEEDBACK_ETHERTYPE, Feedback};
 use pipeline::agent::{Agent, AgentCx};
@@ -56,16 +65,29 @@ pub struct P4teAgent {
     queue: Metric,
     util: Metric,
     delta_register: usize,
+    hold_register: usize,
+    port_tx: usize,
+    /// `egress.old_packet_colors`, `egress.old_queue_depths`, `ingress.port_utilizations`.
+    idle_registers: [usize; 3],
+    /// Each port's transmitted packets at the last idle check, and for how many checks in a
+    /// row it has not changed.
+    last_tx: Vec<(Option<u64>, u32)>,
+    /// When the next idle check is due; and the tick interval (the hold time).
+    next_idle_check: u64,
+    interval_ns: u64,
     /// Feedback frames read.
     pub feedback: u64,
     /// Port moves made.
     pub moves: u64,
+    /// Idle ports returned to level 1.
+    pub idle_moves: u64,
 }
 
 impl P4teAgent {
     /// The agent of a switch running `p4te` (`schema` is its schema).
     pub fn new(schema: &Schema) -> Option<Self> {
         let table = |name: &str| schema.table_by_name(name).map(|i| schema.tables[i].id);
+        let register = |name: &str| schema.registers.iter().position(|r| r.name == name);
         Some(P4teAgent {
             profile_id: schema.profile_by_name("ingress.up_selector")?.id,
             queue: Metric {
@@ -78,13 +100,82 @@ impl P4teAgent {
                 base: UTIL_GROUPS,
                 levels: UTIL_LEVELS,
             },
-            delta_register: schema
-                .registers
+            delta_register: register("egress.qdepth_delta")?,
+            hold_register: register("egress.color_hold_ns")?,
+            port_tx: schema
+                .counters
                 .iter()
-                .position(|r| r.name == "egress.qdepth_delta")?,
+                .position(|c| c.name == "egress.port_tx")?,
+            idle_registers: [
+                register("egress.old_packet_colors")?,
+                register("egress.old_queue_depths")?,
+                register("ingress.port_utilizations")?,
+            ],
+            last_tx: Vec::new(),
+            next_idle_check: 0,
+            interval_ns: IDLE_POLL_NS,
             feedback: 0,
             moves: 0,
+            idle_moves: 0,
         })
+    }
+
+    /// Returns every up port that sent nothing since the last check to level 1 of both metrics.
+    fn idle_check(&mut self, cx: &mut AgentCx<'_>) {
+        let Ok(groups) = cx.control().read_groups(Some(self.profile_id)) else {
+            return;
+        };
+        // (port, its level in each metric), for the members of any level of either.
+        let mut ports: Vec<(u32, u32, u32)> = Vec::new();
+        for (_, g, members) in &groups {
+            for (m, i) in [(self.util, 1), (self.queue, 2)] {
+                let Some(level) = g.checked_sub(m.base).filter(|l| (1..=m.levels).contains(l))
+                else {
+                    continue;
+                };
+                for (port, _) in members {
+                    let at = match ports.iter().position(|e| e.0 == *port) {
+                        Some(at) => at,
+                        None => {
+                            ports.push((*port, 1, 1));
+                            ports.len() - 1
+                        }
+                    };
+                    if i == 1 {
+                        ports[at].1 = level;
+                    } else {
+                        ports[at].2 = level;
+                    }
+                }
+            }
+        }
+        let externs = cx.control().externs().clone();
+        for (port, util, queue) in ports {
+            let p = port as usize;
+            let tx = externs.counters[self.port_tx].read(p).map(|c| c.packets);
+            if self.last_tx.len() <= p {
+                self.last_tx.resize(p + 1, (None, 0));
+            }
+            let (last, quiet) = self.last_tx[p];
+            let quiet = if tx.is_some() && last == tx {
+                quiet + 1
+            } else {
+                0
+            };
+            self.last_tx[p] = (tx, quiet);
+            if quiet >= IDLE_CHECKS && (util != 1 || queue != 1) {
+                for r in self.idle_registers {
+                    externs.registers[r].write(p, 0);
+                }
+                self.idle_moves += 1;
+                if util != 1 {
+                    self.move_port(cx, self.util, port, 1);
+                }
+                if queue != 1 {
+                    self.move_port(cx, self.queue, port, 1);
+                }
+            }
+        }
     }
 
     /// Moves `port` to level `level` of metric `m`.
@@ -152,7 +243,34 @@ impl P4teAgent {
     }
 }
 
+/// Checks in a row (one per hold time) without a packet that make a port idle: a worker that
+/// was off its core for a hold time must not look idle.
+const IDLE_CHECKS: u32 = 3;
+
+/// How often the agent looks at the hold time while it is 0 (no idle checks).
+const IDLE_POLL_NS: u64 = 10_000_000;
+
 impl Agent for P4teAgent {
+    fn tick_interval_ns(&self) -> Option<u64> {
+        Some(self.interval_ns)
+    }
+
+    fn tick(&mut self, now_ns: u64, cx: &mut AgentCx<'_>) {
+        let hold = cx.control().externs().registers[self.hold_register]
+            .read(0)
+            .unwrap_or(0);
+        self.interval_ns = if hold == 0 { IDLE_POLL_NS } else { hold };
+        if hold == 0 || now_ns < self.next_idle_check {
+            return;
+        }
+        self.next_idle_check = now_ns.saturating_add(hold);
+        self.idle_check(cx);
+    }
+
+    fn reset(&mut self) {
+        self.last_tx.clear();
+    }
+
     fn packet_in(&mut self, _now_ns: u64, frame: &[u8], cx: &mut AgentCx<'_>) {
         // After the 2-byte packet_in header.
         let Some(fb) = frame

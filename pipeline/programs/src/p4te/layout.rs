@@ -92,17 +92,28 @@ pub fn layout() -> Layout {
             &[],
         ),
         step("util_meter", Egress, &["egress.link_util_rate"], &[]),
+        // A-P4TE-23: the worst colour of the last hold time, one timestamp per colour.
+        step(
+            "colour_hold",
+            Egress,
+            &[
+                "egress.color_hold_ns",
+                "egress.yellow_seen_ns",
+                "egress.red_seen_ns",
+            ],
+            &["util_meter"],
+        ),
         step(
             "colour_change",
             Egress,
             &["egress.old_packet_colors"],
-            &["util_meter"],
+            &["colour_hold"],
         ),
         step(
             "rate_decision",
             Egress,
             &["egress.rate_control"],
-            &["util_meter"],
+            &["colour_hold"],
         ),
         step(
             "report",
@@ -179,6 +190,8 @@ pub fn layout() -> Layout {
         ("eg.enq_qdepth", 19),
         ("eg.old_depth", 32),
         ("eg.delta", 32),
+        ("eg.timestamp", 48),
+        ("eg.metered_colour", 2),
         ("eg.colour", 2),
         ("eg.old_colour", 2),
         ("eg.q_event", 2),

@@ -213,6 +213,9 @@ struct Ids {
     last_tsecr: RegisterIx,
     old_depths: RegisterIx,
     old_colors: RegisterIx,
+    yellow_seen: RegisterIx,
+    red_seen: RegisterIx,
+    color_hold: RegisterIx,
     delta: RegisterIx,
     rate_control: RegisterIx,
     ecn_threshold: RegisterIx,
@@ -356,6 +359,9 @@ fn schema() -> (Schema, Ids) {
         last_tsecr: b.register("ingress.last_tsecr", 32, FLOW_CELLS),
         old_depths: b.register("egress.old_queue_depths", 32, PORTS),
         old_colors: b.register("egress.old_packet_colors", 2, PORTS),
+        yellow_seen: b.register("egress.yellow_seen_ns", 48, PORTS),
+        red_seen: b.register("egress.red_seen_ns", 48, PORTS),
+        color_hold: b.register("egress.color_hold_ns", 48, 1),
         delta: b.register("egress.qdepth_delta", 32, 1),
         rate_control: b.register("egress.rate_control", 1, 1),
         ecn_threshold: b.register("egress.ecn_threshold", 32, PORTS),
@@ -545,7 +551,8 @@ impl P4te {
         let Some(entry) = r.entry else {
             return (q, Event::None, Color::Green);
         };
-        let color = cx.direct_meter(ids.link_util_rate, entry);
+        let metered = cx.direct_meter(ids.link_util_rate, entry);
+        let color = self.held(cx, i, metered, md.egress_global_timestamp);
         let last = cx.register(ids.old_colors).read(i).unwrap_or(0);
         cx.register(ids.old_colors).write(i, color as u64);
         let u = match (color as u64).cmp(&last) {
@@ -554,6 +561,43 @@ impl P4te {
             std::cmp::Ordering::Equal => Event::None,
         };
         (q, u, color)
+    }
+
+    /// The link colour of port `i` at `now` from the meter's colour of this packet: with a hold
+    /// time H (`egress.color_hold_ns`, A-P4TE-23), the worst colour the meter gave any packet of
+    /// the port in the last H; with H = 0, this packet's colour (Alg. 1 as written). A trTCM
+    /// colours only the excess over CIR, so a port a little above CIR would otherwise flicker
+    /// between GREEN and YELLOW packet by packet (docs/p4te.md, Findings). One timestamp
+    /// register per colour, each read and written once per packet.
+    fn held(&self, cx: &mut Ctx<'_>, i: usize, metered: Color, now: u64) -> Color {
+        let ids = &self.ids;
+        let hold = cx.register(ids.color_hold).read(0).unwrap_or(0);
+        if hold == 0 {
+            return metered;
+        }
+        // 0 = never seen; a timestamp of 0 itself is taken as never (the clock starts later).
+        let seen = |reg: RegisterIx, at: Color| {
+            let r = cx.register(reg);
+            if metered >= at {
+                r.write(i, now);
+                true
+            } else {
+                let t = r.read(i).unwrap_or(0);
+                t != 0 && now.saturating_sub(t) < hold
+            }
+        };
+        // Both registers see every packet: a RED packet is over CIR too.
+        let (red, yellow) = (
+            seen(ids.red_seen, Color::Red),
+            seen(ids.yellow_seen, Color::Yellow),
+        );
+        if red {
+            Color::Red
+        } else if yellow {
+            Color::Yellow
+        } else {
+            Color::Green
+        }
     }
 
     /// The CPU port's copy: a feedback frame, or a punted packet; either gets `packet_in`.

@@ -6,6 +6,7 @@
 //! | `delta` (Δ, packets) | round(p90 / 3), p90 taken as the ECN threshold K of `ecmp` at the switch's slowest port (the queue under ECN sits near K) | [P §7: Δ = 2 from a p90 of 6 under ECMP+ECN] |
 //! | `cir_pct`, `pir_pct` | 90, 100 (% of each port's rate) | [P §7, A-P4TE-3] |
 //! | `meter_burst_us` | 1,000 µs of the port's rate (at least 2 full frames) | not stated [I] |
+//! | `color_hold_us` | `meter_burst_us`: a port's colour is the worst its meter gave in that time; 0 = each packet's own colour | [X] A-P4TE-23 |
 //! | `short_pct`, `large_pct` | 90, 10 (class safe rates, % of the ingress port's rate) | [P §4.1.3, Fig. 5d] |
 //! | `buffer_ms` | 200 ms of link time, at most 1,024 packets of 1,500 B | [A-P4TE-2] |
 //! | `rtt_us` | estimated from the topology (below); the experiment runner sets the measured one | |
@@ -25,6 +26,7 @@ use super::agent::{ECMP_GROUP, QUEUE_GROUPS, UTIL_GROUPS, priority};
 use crate::PlanError;
 use crate::ecmp::dctcp_k;
 use crate::plan_error::{bad_value, number};
+use pipeline::commands::bmv2_priority;
 use topo::plan::{SwitchPlan, mac_text, neighbour_macs, next_hops, switch_mac, tm_lines};
 use topo::{End, Role, Switch, Topology};
 
@@ -119,6 +121,7 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
         )?;
         let (cir_pct, pir_pct) = (get("cir_pct", 90)?, get("pir_pct", 100)?);
         let burst_us = get("meter_burst_us", 1000)?;
+        let hold_us = get("color_hold_us", burst_us)?;
         let (short_pct, large_pct) = (get("short_pct", 90)?, get("large_pct", 10)?);
         let buffer_ms = get("buffer_ms", 200)?;
         let ecn = get("ecn", 0)? != 0;
@@ -227,20 +230,21 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
                 "act_prof_create_group up_selector {ECMP_GROUP} {}",
                 members.join(" ")
             ));
+            // The agent writes P4Runtime priorities; commands take BMv2's.
             let any = "0&&&0";
             r.push(format!(
                 "table_indirect_add_with_group queue_depth_up {any} => {} {}",
                 QUEUE_GROUPS + 1,
-                priority(1)
+                bmv2_priority(priority(1))
             ));
             r.push(format!(
                 "table_indirect_add_with_group link_util_up {any} => {} {}",
                 UTIL_GROUPS + 1,
-                priority(1)
+                bmv2_priority(priority(1))
             ));
             r.push(format!(
                 "table_indirect_add_with_group ecmp_up {any} => {ECMP_GROUP} {}",
-                priority(1)
+                bmv2_priority(priority(1))
             ));
         }
         for mask in 1..=7u32 {
@@ -279,6 +283,10 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
             gap_us.saturating_mul(1000)
         ));
         r.push(format!("register_write rc_bytes 0 {rc_bytes}"));
+        r.push(format!(
+            "register_write color_hold_ns 0 {}",
+            hold_us.saturating_mul(1000)
+        ));
         r.push(format!(
             "register_write rate_control 0 {}",
             u8::from(rate_control)
