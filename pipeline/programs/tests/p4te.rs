@@ -250,6 +250,18 @@ fn alg1_one_recirculated_copy_per_colour_change() {
     // One recirculated copy per change of the port's colour, each consumed at ingress.
     assert!(changes >= 4);
     assert_eq!(drops(&pipe.control, "p4te_util_feedback"), changes);
+    // Counted apart from queue-depth events (none: Δ = 0).
+    let events = |name: &str| {
+        let s = pipe.control.schema();
+        let i = s.counters.iter().position(|c| c.name == name).unwrap();
+        pipe.control.externs().counters[i]
+            .read(usize::from(up))
+            .unwrap()
+            .packets
+    };
+    assert_eq!(events("egress.color_events"), changes);
+    assert_eq!(events("egress.qdepth_events"), 0);
+    assert_eq!(events("egress.feedback"), changes);
 }
 
 // ----- Fig. 6 and Alg. 2: path selection ------------------------------------------------------
@@ -379,11 +391,9 @@ fn alg2_a_large_flow_avoids_a_yellow_uplink() {
     eprintln!("leaf1 agent writes: {}", sim.agent_writes("leaf1").unwrap());
 }
 
-/// Issue 32's case: on the 2x2 leaf-spine that `pisa-fabric gen leaf-spine --leaves 2 --spines 2
-/// --hosts-per-leaf 2` writes (1 Gb/s hosts, 500 Mb/s uplinks), two large TCP-shaped flows at
-/// 95% of an uplink from leaf1's two hosts, the second 50 ms after the first, over six pairs of
-/// source ports. Each pair's uplinks `(port 3, port 4)` of leaf1 and the flows' losses.
-fn oversubscribed_pairs(hold: Option<&str>) -> Vec<((u64, u64), u64)> {
+/// The 2x2 leaf-spine of `pisa-fabric gen leaf-spine --leaves 2 --spines 2 --hosts-per-leaf 2`
+/// (1 Gb/s hosts, 500 Mb/s uplinks) running `p4te` with `params`.
+fn oversubscribed(params: &[(&str, &str)]) -> Topology {
     let host = LinkProps {
         rate_bps: 1_000_000_000,
         delay_us: 0,
@@ -392,10 +402,20 @@ fn oversubscribed_pairs(hold: Option<&str>) -> Vec<((u64, u64), u64)> {
     let mut t = leaf_spine(2, 2, 2, 2.0, host);
     for s in &mut t.switches {
         s.program = "p4te".into();
-        if let Some(h) = hold {
-            s.params.insert("color_hold_us".into(), h.into());
+        for (k, v) in params {
+            s.params.insert((*k).into(), (*v).into());
         }
     }
+    t
+}
+
+/// Issue 32's case: on the 2x2 leaf-spine that `pisa-fabric gen leaf-spine --leaves 2 --spines 2
+/// --hosts-per-leaf 2` writes (1 Gb/s hosts, 500 Mb/s uplinks), two large TCP-shaped flows at
+/// 95% of an uplink from leaf1's two hosts, the second 50 ms after the first, over six pairs of
+/// source ports. Each pair's uplinks `(port 3, port 4)` of leaf1 and the flows' losses.
+fn oversubscribed_pairs(hold: Option<&str>) -> Vec<((u64, u64), u64)> {
+    let params: Vec<(&str, &str)> = hold.map(|h| ("color_hold_us", h)).into_iter().collect();
+    let t = oversubscribed(&params);
     (0..6u16)
         .map(|i| {
             let f1 = format!(
@@ -467,6 +487,74 @@ fn an_uplink_that_falls_idle_returns_to_the_first_groups() {
     }
     // It was YELLOW while the flow ran: the agent moved it there and back.
     assert!(sim.agent_writes("leaf1").unwrap() >= 2);
+}
+
+/// leaf1's (DEC, INC) rate decisions with one large TCP-shaped flow at 700 Mb/s into a 500 Mb/s
+/// uplink, for `ms` ms, on the oversubscribed fabric with `params`.
+fn decisions(params: &[(&str, &str)], ms: u64) -> (u64, u64) {
+    let t = oversubscribed(params);
+    let (_, sim) = run(
+        &t,
+        ms,
+        &["h1>h3 rate=700M size=1500 proto=tcp tos=0x10"],
+        false,
+    );
+    let c = sim.control("leaf1").unwrap();
+    let s = c.schema();
+    let i = s
+        .counters
+        .iter()
+        .position(|x| x.name == "egress.facks")
+        .unwrap();
+    let facks = &c.externs().counters[i];
+    (
+        facks.read(0).unwrap().packets,
+        facks.read(1).unwrap().packets,
+    )
+}
+
+#[test]
+fn rate_control_decreases_where_the_meter_can_see_the_excess() {
+    // The experiment values (CIR 90%, PIR 100%) on what the port sends: the shaper holds the
+    // uplink to 100% of its rate, so the link is never RED and no DEC is ever decided.
+    let (dec, _) = decisions(&[], 200);
+    assert_eq!(dec, 0);
+    // Metering offered load: 140% of the uplink is RED.
+    let (dec_offered, _) = decisions(&[("link_meter", "offered")], 200);
+    // The paper's design values: PIR 95%, so the shaped 100% is RED too, once the peak bucket
+    // (5% of a second of the link, 3.1 MB) has drained at the 5% excess: after about 1 s.
+    let (dec_design_early, _) = decisions(&[("meter_values", "design")], 900);
+    let (dec_design, _) = decisions(&[("meter_values", "design")], 1500);
+    eprintln!(
+        "DEC: experiment values {dec}, offered load {dec_offered}, design values \
+         {dec_design_early} in 0.9 s, {dec_design} in 1.5 s"
+    );
+    // The flow sends ~11,700 segments in 200 ms; most are candidates (flag (a) only marks
+    // the B bytes after a FACK passes the source leaf, and none does: no real ACK to patch).
+    assert!(dec_offered > 5_000, "{dec_offered}");
+    assert_eq!(dec_design_early, 0);
+    assert!(dec_design > 5_000, "{dec_design}");
+}
+
+#[test]
+fn b_comes_from_the_rtt_the_flowlet_gap_stands_for() {
+    // 100 Mb/s hosts. With the plan's gap (40/70 of rtt_us), B = rtt_us x the host rate.
+    let b = |params: &[(&str, &str)]| {
+        let t = fabric("p4te", params);
+        reg(&switch(&t, "leaf1").control, "ingress.rc_bytes", 0)
+    };
+    assert_eq!(b(&[("rtt_us", "382")]), 382 * 100 / 8);
+    // A 30 ms gap (E5's optimum under load) stands for a 52.5 ms RTT: B of that RTT, not of
+    // the idle one.
+    assert_eq!(
+        b(&[("rtt_us", "382"), ("flowlet_gap_us", "30000")]),
+        52_500 * 100 / 8
+    );
+    // An explicit B wins.
+    assert_eq!(
+        b(&[("flowlet_gap_us", "30000"), ("rc_bytes", "9000")]),
+        9000
+    );
 }
 
 // ----- Alg. 3: the local control plane --------------------------------------------------------

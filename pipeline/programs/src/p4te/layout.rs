@@ -69,6 +69,13 @@ pub fn layout() -> Layout {
             &["flowlet_time", "port_util", "mat_down"],
         ),
         step("edge_out", Ingress, &[], &["flowlet_port"]),
+        // A-P4TE-24: the link meter on offered load, once the port is known.
+        step(
+            "offered_meter",
+            Ingress,
+            &["ingress.meter_offered", "ingress.offered_rate"],
+            &["flowlet_port"],
+        ),
         // Toward the sender: learn the ACK or patch the FACK.
         step(
             "last_ack",
@@ -118,7 +125,12 @@ pub fn layout() -> Layout {
         step(
             "report",
             Egress,
-            &["egress.feedback", "egress.facks"],
+            &[
+                "egress.feedback",
+                "egress.qdepth_events",
+                "egress.color_events",
+                "egress.facks",
+            ],
             &["qdepth", "colour_change", "rate_decision"],
         ),
     ];
@@ -157,6 +169,7 @@ pub fn layout() -> Layout {
             ("tcp.tsecr", 32),
             ("port", 9),
             ("bridged.in_colour", 2),
+            ("bridged.offered_colour", 2),
             ("bridged.events", 64),
         ] {
             phv.push((g, f, b));

@@ -196,9 +196,12 @@ struct Ids {
     port_mac: TableIx,
     link_util_rate: TableIx,
     class_rate: MeterIx,
+    offered_rate: MeterIx,
     port_rx: CounterIx,
     port_tx: CounterIx,
     feedback: CounterIx,
+    qdepth_events: CounterIx,
+    color_events: CounterIx,
     facks: CounterIx,
     port_utilizations: RegisterIx,
     flowlet_time: RegisterIx,
@@ -216,6 +219,7 @@ struct Ids {
     yellow_seen: RegisterIx,
     red_seen: RegisterIx,
     color_hold: RegisterIx,
+    meter_offered: RegisterIx,
     delta: RegisterIx,
     rate_control: RegisterIx,
     ecn_threshold: RegisterIx,
@@ -327,9 +331,20 @@ fn schema() -> (Schema, Ids) {
         MeterAlgorithm::TrTcm,
         2 * PORTS,
     );
+    // The link meter on offered load (`link_meter=offered`): every packet routed to a port,
+    // before the traffic manager can drop or delay it.
+    let offered_rate = b.meter(
+        "ingress.offered_rate",
+        MeterUnit::Bytes,
+        MeterAlgorithm::TrTcm,
+        PORTS,
+    );
     let port_rx = b.counter("ingress.port_rx", CounterKind::Both, PORTS);
     let port_tx = b.counter("egress.port_tx", CounterKind::Both, PORTS);
     let feedback = b.counter("egress.feedback", CounterKind::Packets, PORTS);
+    // The two kinds of Alg. 1 event apart (a report may carry both).
+    let qdepth_events = b.counter("egress.qdepth_events", CounterKind::Packets, PORTS);
+    let color_events = b.counter("egress.color_events", CounterKind::Packets, PORTS);
     let facks = b.counter("egress.facks", CounterKind::Packets, 2);
     let ids = Ids {
         set_port,
@@ -342,9 +357,12 @@ fn schema() -> (Schema, Ids) {
         port_mac,
         link_util_rate,
         class_rate,
+        offered_rate,
         port_rx,
         port_tx,
         feedback,
+        qdepth_events,
+        color_events,
         facks,
         port_utilizations: b.register("ingress.port_utilizations", 2, PORTS),
         flowlet_time: b.register("ingress.flowlet_last_seen", 48, FLOWLET_CELLS),
@@ -362,6 +380,7 @@ fn schema() -> (Schema, Ids) {
         yellow_seen: b.register("egress.yellow_seen_ns", 48, PORTS),
         red_seen: b.register("egress.red_seen_ns", 48, PORTS),
         color_hold: b.register("egress.color_hold_ns", 48, 1),
+        meter_offered: b.register("ingress.meter_offered", 1, 1),
         delta: b.register("egress.qdepth_delta", 32, 1),
         rate_control: b.register("egress.rate_control", 1, 1),
         ecn_threshold: b.register("egress.ecn_threshold", 32, PORTS),
@@ -551,7 +570,11 @@ impl P4te {
         let Some(entry) = r.entry else {
             return (q, Event::None, Color::Green);
         };
-        let metered = cx.direct_meter(ids.link_util_rate, entry);
+        // The colour of offered load if ingress metered it, else of what the port sends.
+        let metered = match (md.bridged[0] >> 2) & 3 {
+            0 => cx.direct_meter(ids.link_util_rate, entry),
+            c => Color::from_value(c - 1).unwrap_or(Color::Red),
+        };
         let color = self.held(cx, i, metered, md.egress_global_timestamp);
         let last = cx.register(ids.old_colors).read(i).unwrap_or(0);
         cx.register(ids.old_colors).write(i, color as u64);
@@ -722,6 +745,11 @@ impl Program for P4te {
         }
         parse::decrement_ttl(pkt.data_mut(), &p);
         md.egress_spec = Some(port);
+        // The link colour of offered load, bridged to egress as colour + 1 in bits 2-3.
+        if cx.register(ids.meter_offered).read(0).unwrap_or(0) != 0 {
+            let c = cx.meter(ids.offered_rate, usize::from(port));
+            md.bridged[0] |= (c as u64 + 1) << 2;
+        }
     }
 
     fn egress(&self, cx: &mut Ctx<'_>, pkt: &mut Frame<'_>, md: &mut StdMeta) {
@@ -762,8 +790,12 @@ impl Program for P4te {
             mask |= 1;
             cx.count(ids.feedback, usize::from(port));
         }
+        if q != Event::None {
+            cx.count(ids.qdepth_events, usize::from(port));
+        }
         if u != Event::None {
             mask |= 2;
+            cx.count(ids.color_events, usize::from(port));
         }
         let mut act = 0u64;
         let to_host = cx

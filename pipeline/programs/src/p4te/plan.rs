@@ -4,14 +4,16 @@
 //! | parameter (`key=` on the line) | default | source |
 //! |---|---|---|
 //! | `delta` (Δ, packets) | round(p90 / 3), p90 taken as the ECN threshold K of `ecmp` at the switch's slowest port (the queue under ECN sits near K) | [P §7: Δ = 2 from a p90 of 6 under ECMP+ECN] |
-//! | `cir_pct`, `pir_pct` | 90, 100 (% of each port's rate) | [P §7, A-P4TE-3] |
-//! | `meter_burst_us` | 1,000 µs of the port's rate (at least 2 full frames) | not stated [I] |
+//! | `meter_values` | `experiment`: the defaults of the next two rows; `design`: CIR 75%, PIR 95%, bursts of 5% of a second of the port's rate (50 ms) | [P §6.1.2 against §7, A-P4TE-3] |
+//! | `cir_pct`, `pir_pct` | 90, 100 (% of each port's rate); 75, 95 with `meter_values=design` | [P §7, A-P4TE-3] |
+//! | `meter_burst_us` | 1,000 µs of the port's rate (at least 2 full frames); 50,000 with `meter_values=design` | not stated [I] |
+//! | `link_meter` | `egress`: the link meter sees what the port sends (at most its rate); `offered`: an ingress meter per port sees every packet routed to it, before the traffic manager | [X] A-P4TE-24 |
 //! | `color_hold_us` | `meter_burst_us`: a port's colour is the worst its meter gave in that time; 0 = each packet's own colour | [X] A-P4TE-23 |
 //! | `short_pct`, `large_pct` | 90, 10 (class safe rates, % of the ingress port's rate) | [P §4.1.3, Fig. 5d] |
 //! | `buffer_ms` | 200 ms of link time, at most 1,024 packets of 1,500 B | [A-P4TE-2] |
 //! | `rtt_us` | estimated from the topology (below); the experiment runner sets the measured one | |
 //! | `flowlet_gap_us` | 40/70 of the RTT | [P App. A.1: 40 ms at a 70 ms RTT] |
-//! | `rc_bytes` (B) | the RTT × the host link rate | [A-P4TE-14] |
+//! | `rc_bytes` (B) | the RTT × the host link rate, with the RTT the larger of `rtt_us` and the one the gap stands for (70/40 of `flowlet_gap_us`) | [A-P4TE-14] |
 //! | `ecn` | 0: no ECN marking (the paper gives P4TE none); 1: CE beyond `ecmp`'s K per port | [X], for experiments |
 //! | `ecn_k` | K for every port when `ecn=1` | |
 //! | `rate_control` | `on`; `off` turns FACKs off (the scheme `p4te-nra` presets it) | [P §7.3: P4TE-NRA] |
@@ -119,8 +121,22 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
             "delta",
             ((dctcp_k(slowest) as f64) / 3.0).round().max(1.0) as u64,
         )?;
-        let (cir_pct, pir_pct) = (get("cir_pct", 90)?, get("pir_pct", 100)?);
-        let burst_us = get("meter_burst_us", 1000)?;
+        let design = match s.params.get("meter_values").map(String::as_str) {
+            None | Some("experiment") => false,
+            Some("design") => true,
+            Some(v) => return Err(bad_value(s, "meter_values", v, "experiment or design")),
+        };
+        let offered = match s.params.get("link_meter").map(String::as_str) {
+            None | Some("egress") => false,
+            Some("offered") => true,
+            Some(v) => return Err(bad_value(s, "link_meter", v, "egress or offered")),
+        };
+        let (cir_pct, pir_pct) = if design {
+            (get("cir_pct", 75)?, get("pir_pct", 95)?)
+        } else {
+            (get("cir_pct", 90)?, get("pir_pct", 100)?)
+        };
+        let burst_us = get("meter_burst_us", if design { 50_000 } else { 1000 })?;
         let hold_us = get("color_hold_us", burst_us)?;
         let (short_pct, large_pct) = (get("short_pct", 90)?, get("large_pct", 10)?);
         let buffer_ms = get("buffer_ms", 200)?;
@@ -128,7 +144,11 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
         let ecn_k = param(s, "ecn_k")?;
         let rtt_us = get("rtt_us", rtt_default)?;
         let gap_us = get("flowlet_gap_us", rtt_us * 40 / 70)?;
-        let rc_bytes = get("rc_bytes", rtt_us.saturating_mul(host_rate) / 8_000_000)?;
+        // B from the RTT the gap stands for (the gap is 40/70 of an RTT): a gap derived from
+        // the loaded RTT (the runner's calibration, E5's sweep) gives B of that RTT, not of
+        // the idle one.
+        let b_rtt_us = rtt_us.max(gap_us.saturating_mul(70) / 40);
+        let rc_bytes = get("rc_bytes", b_rtt_us.saturating_mul(host_rate) / 8_000_000)?;
         let mut plan = SwitchPlan {
             tm: tm_lines(t, me),
             ..SwitchPlan::default()
@@ -151,13 +171,15 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
             }
             if rate > 0 {
                 r.push(format!("table_add link_util_rate NoAction {p} =>"));
-                r.push(format!(
-                    "meter_set_direct link_util_rate {p} => {} {} {} {}",
+                let link = format!(
+                    "{} {} {} {}",
                     bytes_per_s(rate, cir_pct),
                     burst(rate),
                     bytes_per_s(rate, pir_pct),
                     burst(rate)
-                ));
+                );
+                r.push(format!("meter_set_direct link_util_rate {p} => {link}"));
+                r.push(format!("meter_set offered_rate {p} {link}"));
                 for (class, pct) in [(0usize, short_pct), (1, large_pct)] {
                     let safe = bytes_per_s(rate, pct);
                     r.push(format!(
@@ -283,6 +305,10 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
             gap_us.saturating_mul(1000)
         ));
         r.push(format!("register_write rc_bytes 0 {rc_bytes}"));
+        r.push(format!(
+            "register_write meter_offered 0 {}",
+            u8::from(offered)
+        ));
         r.push(format!(
             "register_write color_hold_ns 0 {}",
             hold_us.saturating_mul(1000)
