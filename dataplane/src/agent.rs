@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use crossbeam::channel::RecvTimeoutError;
 use pipeline::agent::{Agent, AgentHost};
+use pipeline::hist::Histogram;
 
 use crate::switch::Switch;
 
@@ -32,6 +33,33 @@ pub struct AgentStats {
     /// For the last packet-in that led to a write: ns from when the agent thread took it until
     /// the write returned, i.e. was visible to the workers.
     pub last_reaction_ns: AtomicU64,
+    /// The same for every packet-in that led to a write, ns.
+    pub reaction_ns: Histogram,
+    /// Frames waiting on the agent's queue each time the thread takes the first of a turn
+    /// (that one included): its lag, in reports.
+    pub backlog: Histogram,
+}
+
+impl AgentStats {
+    /// One line for the switch's stats at exit; `dropped` is what the full queue refused
+    /// ([`Switch::agent_packet_ins_dropped`]).
+    pub fn line(&self, dropped: u64) -> String {
+        let (r, b) = (self.reaction_ns.snapshot(), self.backlog.snapshot());
+        let us = |ns: u64| format!("{:.1}", ns as f64 / 1000.0);
+        format!(
+            "agent: {} packet-ins ({dropped} dropped: queue full), {} digests, {} writes; \
+             backlog p50/p99/max {}/{}/{} frames; reaction p50/p99/max {}/{}/{} us\n",
+            self.packet_ins.load(Ordering::Relaxed),
+            self.digests.load(Ordering::Relaxed),
+            self.writes.load(Ordering::Relaxed),
+            b.quantile(0.5),
+            b.quantile(0.99),
+            b.max,
+            us(r.quantile(0.5)),
+            us(r.quantile(0.99)),
+            us(r.max),
+        )
+    }
 }
 
 /// A running agent thread; stops when dropped.
@@ -69,6 +97,7 @@ impl AgentThread {
                         Err(RecvTimeoutError::Timeout) => continue,
                         Err(RecvTimeoutError::Disconnected) => break,
                     };
+                    stats2.backlog.record(rx.len() as u64 + 1);
                     // Take what else is waiting, a bounded amount per turn.
                     let more = std::iter::from_fn(|| rx.try_recv().ok()).take(255);
                     for frame in std::iter::once(first).chain(more) {
@@ -86,9 +115,9 @@ impl AgentThread {
                         host.packet_in(control, arrived, &frame);
                         stats2.packet_ins.fetch_add(1, Ordering::Relaxed);
                         if host.writes != before {
-                            stats2
-                                .last_reaction_ns
-                                .store(clock().saturating_sub(arrived), Ordering::Relaxed);
+                            let took = clock().saturating_sub(arrived);
+                            stats2.last_reaction_ns.store(took, Ordering::Relaxed);
+                            stats2.reaction_ns.record(took);
                         }
                     }
                     stats2.writes.store(host.writes, Ordering::Relaxed);

@@ -389,6 +389,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         g.stop();
     }
     if let Some(a) = agent {
+        eprint!("{}", a.stats().line(sw.agent_packet_ins_dropped()));
         a.stop();
     }
     // An admin command still running holds the switch for a moment: wait for it.

@@ -13,8 +13,14 @@
 //!   the other (the conservative reading; RMT shares stages between the two).
 //! - Memory: exact keys and action data in SRAM (key + action data + 8 bits of overhead per
 //!   entry, two-way hashing at 80% load); ternary and LPM keys in TCAM (rounded up to 40-bit
-//!   blocks), their action data in SRAM; registers `size × width`, counters 64 bits and meters
-//!   128 bits of SRAM per cell.
+//!   blocks), their action data in SRAM; registers `size × width` with the width rounded up to
+//!   a register cell of the target (1, 8, 16, 32 or 64 bits: Tofino's, a 64-bit cell being a
+//!   pair of 32), counters 64 bits and meters 128 bits of SRAM per cell.
+//! - Register accesses: every step that uses a register is one access per packet. A register
+//!   lives in one stage and allows one read-modify-write per packet, and an ingress register
+//!   cannot be reached from egress (nor the reverse), so the report lists the registers used
+//!   more than once or from the other pipeline: each needs a copy, a table or bridged metadata
+//!   on a real target.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -75,6 +81,46 @@ pub struct Estimate {
     pub phv_words: BTreeMap<Gress, [usize; 3]>,
     /// SRAM and TCAM bits per object.
     pub memory: Vec<(String, u64, u64)>,
+    /// Per register: the steps that access it, with their pipelines.
+    pub register_accesses: BTreeMap<String, Vec<(&'static str, Gress)>>,
+}
+
+/// The register cell width of the target that holds `bits` (1, 8, 16, 32 or 64; wider values
+/// take 64-bit cells).
+pub fn register_width(bits: u16) -> u64 {
+    match bits {
+        0..=1 => 1,
+        2..=8 => 8,
+        9..=16 => 16,
+        17..=32 => 32,
+        _ => u64::from(bits).div_ceil(64) * 64,
+    }
+}
+
+/// The pipeline an object's name places it in (`ingress.` or `egress.`), if it says.
+fn gress_of(name: &str) -> Option<Gress> {
+    if name.starts_with("ingress.") {
+        Some(Gress::Ingress)
+    } else if name.starts_with("egress.") {
+        Some(Gress::Egress)
+    } else {
+        None
+    }
+}
+
+impl Estimate {
+    /// The registers a real target could not place as declared: (name, accesses per packet,
+    /// accesses from the other pipeline).
+    pub fn register_conflicts(&self) -> Vec<(&str, usize, usize)> {
+        self.register_accesses
+            .iter()
+            .filter_map(|(r, steps)| {
+                let home = gress_of(r);
+                let foreign = steps.iter().filter(|(_, g)| Some(*g) != home).count();
+                (steps.len() > 1 || foreign > 0).then_some((r.as_str(), steps.len(), foreign))
+            })
+            .collect()
+    }
 }
 
 impl Estimate {
@@ -161,6 +207,12 @@ pub fn estimate(schema: &Schema, layout: &Layout) -> Result<Estimate, String> {
     let mut seen = std::collections::BTreeSet::new();
     for s in &layout.steps {
         for &o in s.uses {
+            if schema.registers.iter().any(|r| r.name == o) {
+                e.register_accesses
+                    .entry(o.to_string())
+                    .or_default()
+                    .push((s.name, s.gress));
+            }
             if !seen.insert(o) {
                 continue;
             }
@@ -207,7 +259,11 @@ fn object_memory(schema: &Schema, name: &str) -> Result<(String, u64, u64), Stri
         return Ok((t.name.to_string(), sram, tcam));
     }
     if let Some(r) = schema.registers.iter().find(|r| r.name == name) {
-        return Ok((r.name.to_string(), r.size as u64 * u64::from(r.bitwidth), 0));
+        return Ok((
+            r.name.to_string(),
+            r.size as u64 * register_width(u16::from(r.bitwidth)),
+            0,
+        ));
     }
     if let Some(m) = schema.meters.iter().find(|m| m.name == name) {
         return Ok((m.name.to_string(), m.size as u64 * 128, 0));
@@ -258,6 +314,22 @@ pub fn report(name: &str, e: &Estimate) -> String {
     );
     for (o, sram, tcam) in &e.memory {
         let _ = writeln!(s, "  {o}: SRAM {sram} bits, TCAM {tcam} bits");
+    }
+    let conflicts = e.register_conflicts();
+    let _ = writeln!(
+        s,
+        "register accesses: {} registers, {} accessed more than once per packet or from the \
+         other pipeline",
+        e.register_accesses.len(),
+        conflicts.len()
+    );
+    for (r, n, foreign) in conflicts {
+        let steps: Vec<&str> = e.register_accesses[r].iter().map(|(st, _)| *st).collect();
+        let _ = writeln!(
+            s,
+            "  {r}: {n} accesses ({}), {foreign} from the other pipeline",
+            steps.join(", ")
+        );
     }
     s
 }

@@ -191,6 +191,35 @@ mod resources {
         };
         assert!(estimate(program.schema(), &cycle).is_err());
     }
+
+    #[test]
+    fn p4te_register_accesses_and_target_widths_are_pinned() {
+        let program = programs::by_name("p4te").unwrap();
+        let e = estimate(program.schema(), &program.layout().unwrap()).unwrap();
+        // Target cells: 17 bits take 32, 10 take 16, 48 take 64, 2 take 8, 1 stays 1.
+        assert_eq!(
+            [1, 2, 10, 17, 32, 48, 64, 65].map(register_width),
+            [1, 8, 16, 32, 32, 64, 64, 128]
+        );
+        let mem = |name: &str| e.memory.iter().find(|m| m.0 == name).unwrap().1;
+        assert_eq!(mem("ingress.last_win"), 65_536 * 32);
+        assert_eq!(mem("ingress.flowlet_port"), 8_192 * 16);
+        assert_eq!(mem("ingress.flowlet_last_seen"), 8_192 * 64);
+        // Every register access per packet, as the code makes them: rcSeq is read by the
+        // anti-repeat step and moved by a passing FACK; edge_port is read for the ingress port,
+        // the egress port, and again at egress; rate adaptation's egress switch is read at
+        // ingress too. Each needs a copy or bridged metadata on a real target.
+        assert_eq!(
+            e.register_conflicts(),
+            [
+                ("egress.rate_control", 2, 1),
+                ("ingress.edge_port", 3, 1),
+                ("ingress.rc_seq", 2, 0),
+            ]
+        );
+        let registers = program.schema().registers.len();
+        assert_eq!(e.register_accesses.len(), registers);
+    }
 }
 
 mod driver {

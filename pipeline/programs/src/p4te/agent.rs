@@ -13,7 +13,10 @@
 //!
 //! The truth is the switch's own state: the agent reads the groups before each move, so it
 //! needs no memory of its own and survives a pipeline reset or a controller's writes. Ports in
-//! no group of the metric (down ports) are left alone.
+//! no group of the metric (down ports) are left alone; reports of ports in no group at all are
+//! dropped before any read, by the set of up ports the agent refreshes at each tick (once per
+//! hold time, or every 10 ms with no hold: a port a controller adds to a group is heard from
+//! the next tick).
 //!
 //! **Idle ports** [X, A-P4TE-23]: Alg. 1 reports a port's state only when a packet leaves it,
 //! so a port that falls silent keeps the colour and depth of its last packets, and with a held
@@ -81,6 +84,11 @@ pub struct P4teAgent {
     pub moves: u64,
     /// Idle ports returned to level 1.
     pub idle_moves: u64,
+    /// Feedback frames of ports in no group, skipped.
+    pub skipped: u64,
+    /// Which ports are up ports (in a group), as of the last tick; None until then and after
+    /// a reset, when every report is looked at.
+    up: Option<Vec<bool>>,
 }
 
 impl P4teAgent {
@@ -117,14 +125,15 @@ impl P4teAgent {
             feedback: 0,
             moves: 0,
             idle_moves: 0,
+            skipped: 0,
+            up: None,
         })
     }
 
-    /// Returns every up port that sent nothing since the last check to level 1 of both metrics.
-    fn idle_check(&mut self, cx: &mut AgentCx<'_>) {
-        let Ok(groups) = cx.control().read_groups(Some(self.profile_id)) else {
-            return;
-        };
+    /// The up ports (members of any level of either metric), each with its levels
+    /// `(port, utilisation level, queue level)`.
+    fn levels(&self, cx: &AgentCx<'_>) -> Option<Vec<(u32, u32, u32)>> {
+        let groups = cx.control().read_groups(Some(self.profile_id)).ok()?;
         // (port, its level in each metric), for the members of any level of either.
         let mut ports: Vec<(u32, u32, u32)> = Vec::new();
         for (_, g, members) in &groups {
@@ -149,6 +158,12 @@ impl P4teAgent {
                 }
             }
         }
+        Some(ports)
+    }
+
+    /// Returns every up port of `ports` that sent nothing for [`IDLE_CHECKS`] checks to level 1
+    /// of both metrics.
+    fn idle_check(&mut self, cx: &mut AgentCx<'_>, ports: Vec<(u32, u32, u32)>) {
         let externs = cx.control().externs().clone();
         for (port, util, queue) in ports {
             let p = port as usize;
@@ -260,15 +275,26 @@ impl Agent for P4teAgent {
             .read(0)
             .unwrap_or(0);
         self.interval_ns = if hold == 0 { IDLE_POLL_NS } else { hold };
-        if hold == 0 || now_ns < self.next_idle_check {
+        if now_ns < self.next_idle_check {
             return;
         }
-        self.next_idle_check = now_ns.saturating_add(hold);
-        self.idle_check(cx);
+        self.next_idle_check = now_ns.saturating_add(self.interval_ns);
+        let Some(ports) = self.levels(cx) else {
+            return;
+        };
+        let mut up = vec![false; ports.iter().map(|p| p.0 as usize + 1).max().unwrap_or(0)];
+        for p in &ports {
+            up[p.0 as usize] = true;
+        }
+        self.up = Some(up);
+        if hold != 0 {
+            self.idle_check(cx, ports);
+        }
     }
 
     fn reset(&mut self) {
         self.last_tx.clear();
+        self.up = None;
     }
 
     fn packet_in(&mut self, _now_ns: u64, frame: &[u8], cx: &mut AgentCx<'_>) {
@@ -282,6 +308,14 @@ impl Agent for P4teAgent {
         };
         self.feedback += 1;
         let port = u32::from(fb.port);
+        // A port in no group (a host port, or any port of a switch with no up ports) is left
+        // alone before any read of the groups.
+        if let Some(up) = &self.up
+            && !up.get(port as usize).copied().unwrap_or(false)
+        {
+            self.skipped += 1;
+            return;
+        }
         if fb.qd_event != Event::None {
             let delta = cx.control().externs().registers[self.delta_register]
                 .read(0)

@@ -49,10 +49,12 @@ pub fn layout() -> Layout {
             &[],
         ),
         // Anti-repeat: flag (a) needs the class and whether the packet came from a host.
+        // Every register access per packet is declared, the ones a target could not place
+        // included (the report lists them): rate adaptation's switch is an egress register.
         step(
             "anti_repeat",
             Ingress,
-            &["ingress.rc_seq", "ingress.rc_bytes"],
+            &["ingress.rc_seq", "ingress.rc_bytes", "egress.rate_control"],
             &["edge_in", "class_meter"],
         ),
         // Alg. 2: the utilisation of the two candidates, then the flowlet's port.
@@ -68,7 +70,12 @@ pub fn layout() -> Layout {
             &["ingress.flowlet_port"],
             &["flowlet_time", "port_util", "mat_down"],
         ),
-        step("edge_out", Ingress, &[], &["flowlet_port"]),
+        step(
+            "edge_out",
+            Ingress,
+            &["ingress.edge_port"],
+            &["flowlet_port"],
+        ),
         // A-P4TE-24: the link meter on offered load, once the port is known.
         step(
             "offered_meter",
@@ -85,6 +92,8 @@ pub fn layout() -> Layout {
                 "ingress.last_win",
                 "ingress.last_tsval",
                 "ingress.last_tsecr",
+                // A FACK passing its source leaf moves rcSeq.
+                "ingress.rc_seq",
             ],
             &["edge_out"],
         ),
@@ -121,6 +130,15 @@ pub fn layout() -> Layout {
             Egress,
             &["egress.rate_control"],
             &["colour_hold"],
+        ),
+        // Not P4TE's: the optional ECN marking beyond K.
+        step("ecn_mark", Egress, &["egress.ecn_threshold"], &[]),
+        // The last hop clears P4TE's flags: is the egress port a host's?
+        step(
+            "last_hop",
+            Egress,
+            &["ingress.edge_port"],
+            &["rate_decision"],
         ),
         step(
             "report",
