@@ -2,7 +2,7 @@
 //! on a 2x2 leaf-spine with 100 Mb/s hosts and 50 Mb/s uplinks, two large-class (ToS 0x10)
 //! kernel TCP flows from leaf1's two hosts, each paced at 95% of an uplink, the second half a
 //! second after the first, spread over both uplinks. The same case runs in `pisa-sim`
-//! (`programs/tests/p4te.rs`) with constant-rate flows, where it is deterministic and fails
+//! (`programs/tests/p4te/routing.rs`) with constant-rate flows, where it is deterministic and fails
 //! with each packet's own colour (`color_hold_us=0`, Alg. 1 as written); here real TCP pauses
 //! and re-routes at flowlet boundaries, and the difference was not shown (docs/p4te.md).
 //! Needs root, iproute2, iperf3 and the workspace binaries.
@@ -32,15 +32,11 @@ fn two_large_tcp_flows_take_one_uplink_each() {
         delay_us: 0,
         buffer: 64,
     };
-    let mut t = leaf_spine(2, 2, 2, 2.0, host);
-    for s in &mut t.switches {
-        s.program = "p4te".into();
-        // A flowlet gap of 5 ms, above the ~1 ms between the bursts of a TCP sender paced at
-        // this rate (TSO autosizing sends ~4 segments per burst): with the plan's default (40/70
-        // of a ~0.9 ms RTT estimate) every burst is a new flowlet and the flows re-route
-        // continually, which tests flowlet switching, not the groups.
-        s.params.insert("flowlet_gap_us".into(), "5000".into());
-    }
+    // A flowlet gap of 5 ms, above the ~1 ms between the bursts of a TCP sender paced at this
+    // rate (TSO autosizing sends ~4 segments per burst): with the plan's default (40/70 of a
+    // ~0.9 ms RTT estimate) every burst is a new flowlet and the flows re-route continually,
+    // which tests flowlet switching, not the groups.
+    let t = leaf_spine(2, 2, 2, 2.0, host).with_program("p4te", &[("flowlet_gap_us", "5000")]);
     let f = Fabric::up(&t, &Options::for_test('r'), |m| eprintln!("{m}")).expect("bring-up");
     eprint!("{}", f.program().expect("programming over P4Runtime"));
     for h in ["h3", "h4"] {

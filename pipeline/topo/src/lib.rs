@@ -400,6 +400,18 @@ impl Topology {
         s
     }
 
+    /// The topology with every switch running `program`, with `params` (`key=value` of the
+    /// switch lines) added to each.
+    pub fn with_program(mut self, program: &str, params: &[(&str, &str)]) -> Self {
+        for s in &mut self.switches {
+            s.program = program.into();
+            for (k, v) in params {
+                s.params.insert((*k).into(), (*v).into());
+            }
+        }
+        self
+    }
+
     /// The role of switch `name`: the one its line gives, else derived from the wiring: a
     /// switch with hosts is a leaf; one whose switch neighbours all have hosts is a spine; one
     /// with some such neighbours is an aggregation switch; the rest are cores.
