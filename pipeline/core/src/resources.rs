@@ -97,7 +97,8 @@ pub fn register_width(bits: u16) -> u64 {
     }
 }
 
-/// The pipeline an object's name places it in (`ingress.` or `egress.`), if it says.
+/// The pipeline an object's name places it in (`ingress.` or `egress.`, as the programs name
+/// their objects after their P4 controls), if it says.
 fn gress_of(name: &str) -> Option<Gress> {
     if name.starts_with("ingress.") {
         Some(Gress::Ingress)

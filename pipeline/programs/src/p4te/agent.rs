@@ -27,6 +27,8 @@
 //! `old_packet_colors`, `old_queue_depths` and `port_utilizations` cells are cleared, as if a
 //! GREEN packet had left an empty queue. With a hold of 0 (Alg. 1 as written) it does nothing.
 
+use std::collections::BTreeMap;
+
 use super::{Event, FEEDBACK_ETHERTYPE, Feedback};
 use pipeline::agent::{Agent, AgentCx};
 use pipeline::control::{Entity, TableAction, TableEntry, Update, UpdateKind};
@@ -75,8 +77,7 @@ pub struct P4teAgent {
     /// Each port's transmitted packets at the last idle check, and for how many checks in a
     /// row it has not changed.
     last_tx: Vec<(Option<u64>, u32)>,
-    /// When the next idle check is due; and the tick interval (the hold time).
-    next_idle_check: u64,
+    /// The tick interval: the hold time, or [`IDLE_POLL_NS`] without one.
     interval_ns: u64,
     /// Feedback frames read.
     pub feedback: u64,
@@ -120,7 +121,6 @@ impl P4teAgent {
                 register("ingress.port_utilizations")?,
             ],
             last_tx: Vec::new(),
-            next_idle_check: 0,
             interval_ns: IDLE_POLL_NS,
             feedback: 0,
             moves: 0,
@@ -134,31 +134,19 @@ impl P4teAgent {
     /// `(port, utilisation level, queue level)`.
     fn levels(&self, cx: &AgentCx<'_>) -> Option<Vec<(u32, u32, u32)>> {
         let groups = cx.control().read_groups(Some(self.profile_id)).ok()?;
-        // (port, its level in each metric), for the members of any level of either.
-        let mut ports: Vec<(u32, u32, u32)> = Vec::new();
+        let mut ports: BTreeMap<u32, (u32, u32)> = BTreeMap::new();
         for (_, g, members) in &groups {
-            for (m, i) in [(self.util, 1), (self.queue, 2)] {
-                let Some(level) = g.checked_sub(m.base).filter(|l| (1..=m.levels).contains(l))
-                else {
-                    continue;
-                };
-                for (port, _) in members {
-                    let at = match ports.iter().position(|e| e.0 == *port) {
-                        Some(at) => at,
-                        None => {
-                            ports.push((*port, 1, 1));
-                            ports.len() - 1
-                        }
-                    };
-                    if i == 1 {
-                        ports[at].1 = level;
-                    } else {
-                        ports[at].2 = level;
-                    }
+            let level = |m: Metric| g.checked_sub(m.base).filter(|l| (1..=m.levels).contains(l));
+            for (port, _) in members {
+                let e = ports.entry(*port);
+                match (level(self.util), level(self.queue)) {
+                    (Some(l), _) => e.or_insert((1, 1)).0 = l,
+                    (_, Some(l)) => e.or_insert((1, 1)).1 = l,
+                    _ => {}
                 }
             }
         }
-        Some(ports)
+        Some(ports.into_iter().map(|(p, (u, q))| (p, u, q)).collect())
     }
 
     /// Returns every up port of `ports` that sent nothing for [`IDLE_CHECKS`] checks to level 1
@@ -270,15 +258,12 @@ impl Agent for P4teAgent {
         Some(self.interval_ns)
     }
 
-    fn tick(&mut self, now_ns: u64, cx: &mut AgentCx<'_>) {
+    fn tick(&mut self, _now_ns: u64, cx: &mut AgentCx<'_>) {
         let hold = cx.control().externs().registers[self.hold_register]
             .read(0)
             .unwrap_or(0);
+        // The host calls again after the interval this leaves.
         self.interval_ns = if hold == 0 { IDLE_POLL_NS } else { hold };
-        if now_ns < self.next_idle_check {
-            return;
-        }
-        self.next_idle_check = now_ns.saturating_add(self.interval_ns);
         let Some(ports) = self.levels(cx) else {
             return;
         };
