@@ -88,7 +88,8 @@ impl std::str::FromStr for LoadOf {
 pub struct Fct {
     /// The topology; each point replaces every switch's program by the scheme's.
     pub base: Topology,
-    /// Schemes: program names of the registry.
+    /// Schemes: program names of the registry (or `kernel`), each optionally with plan
+    /// parameters of its own ([`scheme_parts`]).
     pub schemes: Vec<String>,
     /// `--set KEY=VALUE`: fabric-plan parameters for every switch.
     pub sets: Vec<(String, String)>,
@@ -271,12 +272,38 @@ impl Point {
     }
 }
 
-/// The topology point `p` runs on: every switch runs its scheme with `--set`'s parameters.
+/// A scheme of a sweep split into its program (a registry name or `kernel`) and the plan
+/// parameters it adds to `--set`'s: `p4te:routing=static:ecn=1` is `p4te` with `routing=static`
+/// and `ecn=1`, so variants of one program are schemes of one sweep, paired per seed like any
+/// other. The whole string names the scheme in every table.
+pub fn scheme_parts(scheme: &str) -> anyhow::Result<(&str, Vec<(String, String)>)> {
+    let mut it = scheme.split(':');
+    let program = it.next().unwrap_or_default();
+    let params = it
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) if !k.is_empty() && !v.is_empty() => Ok((k.to_string(), v.to_string())),
+            _ => Err(anyhow!(
+                "scheme {scheme}: `{kv}` is not KEY=VALUE (a scheme is PROGRAM[:KEY=VALUE]...)"
+            )),
+        })
+        .collect::<anyhow::Result<_>>()?;
+    Ok((program, params))
+}
+
+/// The program of a scheme (what precedes its parameters).
+pub(super) fn scheme_program(scheme: &str) -> &str {
+    scheme.split(':').next().unwrap_or_default()
+}
+
+/// The topology point `p` runs on: every switch runs its scheme's program with `--set`'s
+/// parameters, then the scheme's own (which win).
 pub(super) fn point_topology(e: &Fct, p: &Point) -> Topology {
     let mut topo = e.base.clone();
+    // A scheme that does not parse was refused before any point ran (`run`).
+    let (program, own) = scheme_parts(&p.scheme).unwrap_or((&p.scheme, Vec::new()));
     for s in &mut topo.switches {
-        s.program = p.scheme.clone();
-        for (k, v) in &e.sets {
+        s.program = program.to_string();
+        for (k, v) in e.sets.iter().chain(&own) {
             s.params.insert(k.clone(), v.clone());
         }
     }
@@ -450,12 +477,19 @@ impl crate::sweep::Experiment for FctSweep {
 /// between steps when `cancel` is set.
 pub fn run(e: &Fct, cancel: &Arc<AtomicBool>) -> anyhow::Result<crate::sweep::Done> {
     for s in &e.schemes {
-        if programs::lookup(s).is_none() && !is_kernel(s) {
+        let (program, own) = scheme_parts(s)?;
+        if programs::lookup(program).is_none() && !is_kernel(program) {
             bail!(
                 "scheme {s}: no such program (this build has: {}; `kernel` is a fabric of Linux \
-                 routers; plan parameters go in --set)",
+                 routers; plan parameters go in --set, or after the program: p4te:ecn=1)",
                 programs::names().collect::<Vec<_>>().join(", ")
             );
+        }
+        if is_kernel(program) && !own.is_empty() {
+            bail!("scheme {s}: Linux routers take no plan parameters");
+        }
+        if s.contains(',') || s.contains(char::is_whitespace) {
+            bail!("scheme {s}: no commas or spaces (it names files and CSV rows)");
         }
     }
     if e.loads.iter().any(|l| !(*l > 0.0 && l.is_finite())) || e.loads.is_empty() {
@@ -545,7 +579,9 @@ mod tests {
         };
         let mut e = exp(leaf_spine(2, 2, 2, 1.0, host));
         e.place = Place::Sim;
-        e.schemes = vec!["ecmp".into(), "spray-rr".into()];
+        // A scheme with parameters of its own: spray-rr spelled as the program and its mode.
+        e.schemes = vec!["ecmp".into(), "spray:mode=rr".into()];
+        e.counters = vec![PORT_TX.into()];
         e.loads = vec![0.3];
         e.reps = 1;
         e.seconds = 0.5;
@@ -583,7 +619,58 @@ mod tests {
             );
             assert!(v[14].parse::<f64>().unwrap() > 0.0, "{r}");
         }
+        // The recorded counter, per scheme, from the simulated switches: every packet a host
+        // sent left some switch port, so each scheme's cells sum to more than its flows' bytes.
+        let counters = std::fs::read_to_string(e.out.join("counters.csv")).unwrap();
+        for scheme in &e.schemes {
+            let bytes: u64 = counters
+                .lines()
+                .filter(|l| l.starts_with(&format!("{scheme},")))
+                .map(|l| l.rsplit(',').next().unwrap().parse::<u64>().unwrap())
+                .sum();
+            let sent: u64 = want.iter().map(|f| f.size).sum();
+            assert!(
+                bytes > sent,
+                "{scheme}: {bytes} bytes counted, {sent} sent\n{counters}"
+            );
+        }
         std::fs::remove_dir_all(&e.out).unwrap();
+    }
+
+    #[test]
+    fn a_scheme_carries_plan_parameters_of_its_own_over_the_sweeps() {
+        let mut e = exp(ls());
+        e.sets = vec![("ecn".into(), "0".into()), ("delta".into(), "3".into())];
+        let p = |scheme: &str| Point {
+            scheme: scheme.into(),
+            load_index: 0,
+            load: 0.2,
+            rep: 1,
+        };
+        let t = point_topology(&e, &p("p4te:routing=static:ecn=1"));
+        for s in &t.switches {
+            assert_eq!(s.program, "p4te");
+            assert_eq!(s.params["routing"], "static");
+            assert_eq!(
+                s.params["ecn"], "1",
+                "the scheme's own value wins over --set's"
+            );
+            assert_eq!(s.params["delta"], "3");
+        }
+        assert_eq!(
+            point_topology(&e, &p("ecmp")).switches[0].params["ecn"],
+            "0"
+        );
+        assert_eq!(scheme_parts("ecmp").unwrap(), ("ecmp", vec![]));
+        for bad in ["p4te:routing", "p4te:=1", "p4te:routing="] {
+            assert!(scheme_parts(bad).is_err(), "{bad}");
+        }
+        let cancel = Arc::new(AtomicBool::new(false));
+        for bad in ["nosuch:ecn=1", "kernel:ecn=1", "p4te:x"] {
+            e.schemes = vec![bad.into()];
+            let err = run(&e, &cancel).unwrap_err().to_string();
+            assert!(err.contains(bad), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -198,7 +198,7 @@ pub(super) fn run_point(
         sw.uplinks.push((leaf, port, spine, n));
     }
     // The scheme's reasons for packets that end by design (kernel routers have none).
-    let consumed: Vec<&str> = programs::by_name(&p.scheme)
+    let consumed: Vec<&str> = programs::by_name(scheme_program(&p.scheme))
         .map(|prog| prog.schema().consumed.clone())
         .unwrap_or_default();
     for (sock, ps) in &socks {

@@ -67,7 +67,7 @@ pub(super) fn run_point_sim(
     dir: &Path,
 ) -> anyhow::Result<String> {
     let t0 = Instant::now();
-    if is_kernel(&p.scheme) {
+    if is_kernel(scheme_program(&p.scheme)) {
         bail!("scheme kernel: Linux routers run in namespaces only (--where namespaces)");
     }
     let topo = point_topology(e, p);
@@ -146,7 +146,7 @@ pub(super) fn run_point_sim(
         virtual_time: true,
         ..SwitchStats::default()
     };
-    let consumed: Vec<&str> = programs::by_name(&p.scheme)
+    let consumed: Vec<&str> = programs::by_name(scheme_program(&p.scheme))
         .map(|prog| prog.schema().consumed.clone())
         .unwrap_or_default();
     let mut depths = Vec::new();
@@ -175,6 +175,12 @@ pub(super) fn run_point_sim(
         );
         sw.uplinks.push((leaf, port, spine, n));
     }
+    if !e.counters.is_empty() {
+        let cells = sim_counter_rows(&s, &topo, &e.counters, &prefix);
+        let path = dir.join("counters.csv");
+        std::fs::write(&path, format!("{}\n{cells}", counters::COUNTERS_HEADER))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     let wall = t0.elapsed().as_secs_f64();
     write_point_tables(dir, e, transport, p, &rows, &sw, wall)?;
     let fin = rows.iter().filter(|r| r.finished).count();
@@ -192,4 +198,38 @@ pub(super) fn run_point_sim(
         hops as f64 / wall.max(1e-9) / 1e6,
         wall / simulated_s.max(1e-9)
     ))
+}
+
+/// `counters.csv` rows (after `prefix`) of the counters `names` at the end of a simulated run:
+/// every non-zero cell of each switch whose program has the counter, as
+/// [`counters::counter_rows`] reads them from a running fabric.
+fn sim_counter_rows(s: &Sim, topo: &Topology, names: &[String], prefix: &str) -> String {
+    let mut text = String::new();
+    for name in names {
+        for sw in &topo.switches {
+            let Some(c) = s.control(&sw.name) else {
+                continue;
+            };
+            let Some(k) = c
+                .schema()
+                .counters
+                .iter()
+                .position(|x| x.name == name.as_str())
+            else {
+                continue;
+            };
+            let cells = &c.externs().counters[k];
+            for i in 0..c.schema().counters[k].size {
+                let v = cells.read(i).unwrap_or_default();
+                if v.packets != 0 || v.bytes != 0 {
+                    let _ = writeln!(
+                        text,
+                        "{prefix},{},{name},{i},{},{}",
+                        sw.name, v.packets, v.bytes
+                    );
+                }
+            }
+        }
+    }
+    text
 }

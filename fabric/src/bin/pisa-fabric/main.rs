@@ -200,7 +200,9 @@ struct ExperimentArgs {
     /// Host link rate of a generated topology (fat-tree links too).
     #[arg(long, default_value = "100M")]
     host_rate: String,
-    /// Schemes, comma-separated: program names (basic, ecmp, ...), or kernel (Linux routers).
+    /// Schemes, comma-separated: program names (basic, ecmp, ...), or kernel (Linux routers);
+    /// a program may take plan parameters of its own after colons, over --set's
+    /// (p4te:routing=static:ecn=1), so variants of one program pair like other schemes.
     #[arg(long, default_value = "ecmp")]
     schemes: String,
     /// A fabric-plan parameter for every switch (repeatable), e.g. flowlet_gap_us=200.

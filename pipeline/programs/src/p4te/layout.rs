@@ -61,7 +61,7 @@ pub fn layout() -> Layout {
         step(
             "port_util",
             Ingress,
-            &["ingress.port_utilizations"],
+            &["ingress.port_utilizations", "ingress.routing"],
             &["mat_up"],
         ),
         step(

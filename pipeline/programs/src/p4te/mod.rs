@@ -113,6 +113,36 @@ impl Event {
     }
 }
 
+/// How a new flowlet of a tagged flow goes up (`ingress.routing`, the plan's `routing=`): the
+/// paper's Alg. 2, or one of the ablations that isolate what its two metrics each contribute
+/// (docs/p4te.md, "Ablation") [X].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Routing {
+    /// Alg. 2: a short flow's lowest-queue port if it is GREEN, else the lowest-utilisation
+    /// port; a large flow the other way round.
+    Alg2 = 0,
+    /// Every tagged flowlet takes the lowest-queue port (`ingress.queue_depth_up`).
+    Queue = 1,
+    /// Every tagged flowlet takes the lowest-utilisation port (`ingress.link_util_up`).
+    Color = 2,
+    /// Every tagged flowlet hashes over every up port (`ingress.ecmp_up`): ECMP per flowlet
+    /// through P4TE's tables, with its monitoring and rate control still running.
+    Static = 3,
+}
+
+impl Routing {
+    /// The mode of register value `v`.
+    pub fn from_bits(v: u64) -> Routing {
+        match v & 3 {
+            1 => Routing::Queue,
+            2 => Routing::Color,
+            3 => Routing::Static,
+            _ => Routing::Alg2,
+        }
+    }
+}
+
 /// One feedback report, as the agent reads it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Feedback {
@@ -207,6 +237,7 @@ struct Ids {
     flowlet_time: RegisterIx,
     flowlet_port: RegisterIx,
     flowlet_gap: RegisterIx,
+    routing: RegisterIx,
     edge_port: RegisterIx,
     rc_seq: RegisterIx,
     rc_bytes: RegisterIx,
@@ -368,6 +399,7 @@ fn schema() -> (Schema, Ids) {
         flowlet_time: b.register("ingress.flowlet_last_seen", 48, FLOWLET_CELLS),
         flowlet_port: b.register("ingress.flowlet_port", 10, FLOWLET_CELLS),
         flowlet_gap: b.register("ingress.flowlet_gap_ns", 48, 1),
+        routing: b.register("ingress.routing", 2, 1),
         edge_port: b.register("ingress.edge_port", 1, PORTS),
         rc_seq: b.register("ingress.rc_seq", 32, FLOW_CELLS),
         rc_bytes: b.register("ingress.rc_bytes", 32, 1),
@@ -450,6 +482,11 @@ impl P4te {
         true
     }
 
+    /// How tagged flowlets are routed (`ingress.routing`).
+    fn routing(&self, cx: &Ctx<'_>) -> Routing {
+        Routing::from_bits(cx.register(self.ids.routing).read(0).unwrap_or(0))
+    }
+
     /// Alg. 2's upward choice for a new flowlet.
     fn choose_up(&self, cx: &mut Ctx<'_>, p: &Parsed, hash: u64) -> Option<PortId> {
         let ids = &self.ids;
@@ -464,8 +501,14 @@ impl P4te {
                 .unwrap_or(0)
                 == Color::Green as u64
         };
-        match p.class() {
-            Some(class) => {
+        // The ablations of Alg. 2 (`routing=` in the plan, [`Routing`]): one metric's groups
+        // for every tagged flowlet, or none. Read for tagged packets only.
+        let routing = p.class().map(|c| (c, self.routing(cx)));
+        match routing {
+            Some((_, Routing::Queue)) => port_of(cx, ids.queue_depth_up),
+            Some((_, Routing::Color)) => port_of(cx, ids.link_util_up),
+            Some((_, Routing::Static)) => port_of(cx, ids.ecmp_up),
+            Some((class, Routing::Alg2)) => {
                 let q = port_of(cx, ids.queue_depth_up);
                 let u = port_of(cx, ids.link_util_up);
                 let (first, second) = match class {

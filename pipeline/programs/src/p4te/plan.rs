@@ -10,13 +10,14 @@
 //! | `link_meter` | `egress`: the link meter sees what the port sends (at most its rate); `offered`: an ingress meter per port sees every packet routed to it, before the traffic manager | [X] A-P4TE-24 |
 //! | `color_hold_us` | `meter_burst_us`: a port's colour is the worst its meter gave in that time; 0 = each packet's own colour | [X] A-P4TE-23 |
 //! | `short_pct`, `large_pct` | 90, 10 (class safe rates, % of the ingress port's rate) | [P §4.1.3, Fig. 5d] |
-//! | `buffer_ms` | 200 ms of link time, at most 1,024 packets of 1,500 B | [A-P4TE-2] |
+//! | `buffer_ms` | 200 ms of link time, at most 1,024 packets of 1,500 B; 0 = the topology's queue depths (what the other schemes get) | [A-P4TE-2] |
 //! | `rtt_us` | estimated from the topology (below); the experiment runner sets the measured one | |
 //! | `flowlet_gap_us` | 40/70 of the RTT | [P App. A.1: 40 ms at a 70 ms RTT] |
 //! | `rc_bytes` (B) | the RTT × the host link rate, with the RTT the larger of `rtt_us` and the one the gap stands for (70/40 of `flowlet_gap_us`) | [A-P4TE-14] |
 //! | `ecn` | 0: no ECN marking (the paper gives P4TE none); 1: CE beyond `ecmp`'s K per port | [X], for experiments |
 //! | `ecn_k` | K for every port when `ecn=1` | |
 //! | `rate_control` | `on`; `off` turns FACKs off (the scheme `p4te-nra` presets it) | [P §7.3: P4TE-NRA] |
+//! | `routing` | `alg2`; `queue`, `color` or `static` route every tagged flowlet by the queue-depth groups alone, the utilisation groups alone, or ECMP over the up ports (ablations, [`super::Routing`]) | [X] |
 //!
 //! The RTT estimate: the longest host-to-host path's propagation delay both ways, a 1,500-byte
 //! frame's serialisation on each of its links, and 30 µs per switch traversal (the measured
@@ -24,6 +25,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::Routing;
 use super::agent::{ECMP_GROUP, QUEUE_GROUPS, UTIL_GROUPS, priority};
 use crate::PlanError;
 use crate::ecmp::dctcp_k;
@@ -111,6 +113,15 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
             Some("off") => false,
             Some(v) => return Err(bad_value(s, "rate_control", v, "on or off")),
         };
+        let routing = match s.params.get("routing").map(String::as_str) {
+            None | Some("alg2") => Routing::Alg2,
+            Some("queue") => Routing::Queue,
+            Some("color") => Routing::Color,
+            Some("static") => Routing::Static,
+            Some(v) => {
+                return Err(bad_value(s, "routing", v, "alg2, queue, color or static"));
+            }
+        };
         let slowest = my_ports
             .values()
             .map(|(_, p)| p.rate_bps)
@@ -158,7 +169,8 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
         let burst = |rate: u64| (rate / 8 * burst_us / 1_000_000).max(2 * FRAME);
         for (&p, (other, props)) in &my_ports {
             let rate = props.rate_bps;
-            if rate > 0 {
+            // buffer_ms=0: the topology's queue depths, as every other scheme gets.
+            if rate > 0 && buffer_ms > 0 {
                 let packets = (rate / 8 * buffer_ms / 1000 / FRAME).clamp(4, 1024);
                 plan.tm.push(format!("set_queue_depth {packets} {p}"));
             }
@@ -317,6 +329,7 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
             "register_write rate_control 0 {}",
             u8::from(rate_control)
         ));
+        r.push(format!("register_write routing 0 {}", routing as u8));
         plan.routes = r;
         out.insert(s.name.clone(), plan);
     }

@@ -37,3 +37,32 @@ fn optional_ecn_marks_beyond_k_only_when_the_plan_asks() {
     assert_eq!(ce(&[]), 0, "the paper's P4TE marks nothing");
     assert!(ce(&[("ecn", "1")]) > 1000);
 }
+
+#[test]
+fn the_plan_sets_the_routing_ablation_and_can_leave_the_topologys_buffers() {
+    let routes = |params: &[(&str, &str)]| {
+        programs::fabric_plan(&fabric("p4te", params)).map(|p| p["leaf1"].clone())
+    };
+    let has = |params: &[(&str, &str)], line: &str| {
+        routes(params)
+            .unwrap()
+            .routes
+            .iter()
+            .chain(&routes(params).unwrap().tm)
+            .any(|l| l == line)
+    };
+    assert!(has(&[], "register_write routing 0 0"));
+    assert!(has(&[("routing", "static")], "register_write routing 0 3"));
+    assert!(routes(&[("routing", "ecmp")]).is_err());
+    // 200 ms of 100 Mb/s is 1,666 frames, capped at 1,024; buffer_ms=0 leaves the topology's 64.
+    assert!(has(&[], "set_queue_depth 1024 3"));
+    let tm = routes(&[("buffer_ms", "0")]).unwrap().tm;
+    assert!(
+        !tm.iter().any(|l| l.starts_with("set_queue_depth 1024")),
+        "{tm:?}"
+    );
+    assert!(
+        tm.iter().any(|l| l.starts_with("set_queue_depth 64")),
+        "{tm:?}"
+    );
+}

@@ -57,6 +57,51 @@ fn fig6_a_large_flow_takes_the_queue_group_port_when_its_utilisation_port_is_red
 }
 
 #[test]
+fn the_routing_ablations_take_one_metrics_groups_or_none() {
+    // Fig. 6's groups (utilisation level 2 = {3}, queue level 2 = {4}), every port GREEN, under
+    // each `routing=` of the plan: (a large flow's first hop, a short flow's, the uplinks 64
+    // large flows of other source ports take).
+    let hops = |routing: &str| {
+        let t = fabric("p4te", &[("routing", routing)]);
+        let pipe = switch(&t, "leaf1");
+        let (l1, l2) = (bmv2_priority(priority(1)), bmv2_priority(priority(2)));
+        for line in [
+            "act_prof_create_group up_selector 99 3".to_string(),
+            format!("table_delete link_util_up 0&&&0 {l1}"),
+            format!("table_indirect_add_with_group link_util_up 0&&&0 => 99 {l2}"),
+            "act_prof_create_group up_selector 98 4".into(),
+            format!("table_delete queue_depth_up 0&&&0 {l1}"),
+            format!("table_indirect_add_with_group queue_depth_up 0&&&0 => 98 {l2}"),
+        ] {
+            apply(&pipe.control, &line);
+        }
+        let mut sw = SimSwitch::new(pipe.clone());
+        let large = tcp_v4(0x10, 1, 1, 1000, None, b"data");
+        // Another flowlet than the large flow's (its own source port).
+        let mut short = tcp_v4(0x08, 1, 1, 1000, None, b"data");
+        short[34..36].copy_from_slice(&40001u16.to_be_bytes());
+        fix_tcp(&mut short);
+        let (a, b) = (first_hop(&mut sw, &large), first_hop(&mut sw, &short));
+        let spread: std::collections::BTreeSet<u16> = (0..64u16)
+            .map(|i| {
+                let mut f = large.clone();
+                f[34..36].copy_from_slice(&(30000 + i).to_be_bytes());
+                fix_tcp(&mut f);
+                first_hop(&mut sw, &f)
+            })
+            .collect();
+        (a, b, spread.into_iter().collect::<Vec<_>>())
+    };
+    // Alg. 2: a large flow by utilisation, a short one by queue depth.
+    assert_eq!(hops("alg2"), (3, 4, vec![3]));
+    assert_eq!(hops("queue"), (4, 4, vec![4]));
+    assert_eq!(hops("color"), (3, 3, vec![3]));
+    // Static: neither group, ECMP over both up ports.
+    let (_, _, spread) = hops("static");
+    assert_eq!(spread, vec![3, 4]);
+}
+
+#[test]
 fn alg2_a_large_flow_avoids_a_yellow_uplink() {
     let t = fabric("p4te", &[]);
     // Flow 1 (large) at 95% of an uplink; flow 2 (large), 50 ms later from h2. Flow 2's ports
