@@ -30,6 +30,10 @@ pub trait Agent: Send + std::fmt::Debug {
     /// A timer tick.
     fn tick(&mut self, _now_ns: u64, _cx: &mut AgentCx<'_>) {}
 
+    /// The link of data port `port` went down (`up` false) or came back: what the link
+    /// monitoring beside the switch (or an operator) tells it.
+    fn port_status(&mut self, _now_ns: u64, _port: u32, _up: bool, _cx: &mut AgentCx<'_>) {}
+
     /// The pipeline was reset: forget every table state the agent believed in.
     fn reset(&mut self) {}
 }
@@ -108,6 +112,13 @@ impl AgentHost {
     pub fn digest(&mut self, control: &Control, now_ns: u64, msg: &DigestMsg) {
         let mut cx = self.cx(control);
         self.agent.digest(now_ns, msg, &mut cx);
+        self.writes += cx.writes();
+    }
+
+    /// A port's link went down or came back up.
+    pub fn port_status(&mut self, control: &Control, now_ns: u64, port: u32, up: bool) {
+        let mut cx = self.cx(control);
+        self.agent.port_status(now_ns, port, up, &mut cx);
         self.writes += cx.writes();
     }
 

@@ -87,6 +87,8 @@ pub struct P4teAgent {
     pub idle_moves: u64,
     /// Feedback frames of ports in no group, skipped.
     pub skipped: u64,
+    /// Links taken down or brought back up ([`Agent::port_status`]).
+    pub link_changes: u64,
     /// Which ports are up ports (in a group), as of the last tick; None until then and after
     /// a reset, when every report is looked at.
     up: Option<Vec<bool>>,
@@ -126,6 +128,7 @@ impl P4teAgent {
             moves: 0,
             idle_moves: 0,
             skipped: 0,
+            link_changes: 0,
             up: None,
         })
     }
@@ -209,13 +212,88 @@ impl P4teAgent {
         new_members.push((port, 1));
         let mut old_members = members_of(old_g);
         old_members.retain(|(member, _)| *member != port);
-        let entry = |level: u32, group: Option<u32>| TableEntry {
-            table_id: m.table_id,
-            priority: priority(level),
-            action: group.map(TableAction::Group),
-            ..TableEntry::default()
+        let mut updates = vec![self.group(new_g, new_members)];
+        if was_empty {
+            updates.push(level_entry(m, level, UpdateKind::Insert));
+        }
+        let now_empty = old_members.is_empty();
+        updates.push(self.group(old_g, old_members));
+        if now_empty {
+            updates.push(level_entry(m, old, UpdateKind::Delete));
+        }
+        let results = cx.write(&updates);
+        if results.iter().all(Result::is_ok) {
+            self.moves += 1;
+        }
+    }
+
+    /// A port's link failed or came back (§5.1 of the paper: "when a link fails, the operator
+    /// can remove the link from its current routing group"). Down: the port leaves every group
+    /// of both metrics and the ECMP group, and a level left empty loses its entry (A-P4TE-7);
+    /// running flowlets keep their port until their next flowlet. Up: the port joins level 1 of
+    /// both metrics and the ECMP group with its monitoring cells cleared, as a port that has
+    /// carried nothing.
+    fn set_link(&mut self, cx: &mut AgentCx<'_>, port: u32, up: bool) {
+        let Ok(groups) = cx.control().read_groups(Some(self.profile_id)) else {
+            return;
         };
-        let group = |g: u32, members: Vec<(u32, u32)>| Update {
+        let members_of = |g: u32| -> Vec<(u32, u32)> {
+            groups
+                .iter()
+                .find(|(_, id, _)| *id == g)
+                .map(|(_, _, m)| m.clone())
+                .unwrap_or_default()
+        };
+        let has = |g: u32| members_of(g).iter().any(|(member, _)| *member == port);
+        let mut updates = Vec::new();
+        for m in [self.queue, self.util] {
+            for level in 1..=m.levels {
+                let g = m.base + level;
+                let mut members = members_of(g);
+                if up && level == 1 && !(1..=m.levels).any(|l| has(m.base + l)) {
+                    members.push((port, 1));
+                    updates.push(self.group(g, members.clone()));
+                    if members.len() == 1 {
+                        updates.push(level_entry(m, level, UpdateKind::Insert));
+                    }
+                } else if !up && has(g) {
+                    members.retain(|(member, _)| *member != port);
+                    updates.push(self.group(g, members.clone()));
+                    if members.is_empty() {
+                        updates.push(level_entry(m, level, UpdateKind::Delete));
+                    }
+                }
+            }
+        }
+        let mut ecmp = members_of(ECMP_GROUP);
+        if up != has(ECMP_GROUP) {
+            if up {
+                ecmp.push((port, 1));
+            } else {
+                ecmp.retain(|(member, _)| *member != port);
+            }
+            updates.push(self.group(ECMP_GROUP, ecmp));
+        }
+        if up {
+            let externs = cx.control().externs().clone();
+            for r in self.idle_registers {
+                externs.registers[r].write(port as usize, 0);
+            }
+        }
+        if let Some(v) = &mut self.up {
+            if v.len() <= port as usize {
+                v.resize(port as usize + 1, false);
+            }
+            v[port as usize] = up;
+        }
+        if !updates.is_empty() && cx.write(&updates).iter().all(Result::is_ok) {
+            self.link_changes += 1;
+        }
+    }
+
+    /// Sets group `g`'s members.
+    fn group(&self, g: u32, members: Vec<(u32, u32)>) -> Update {
+        Update {
             kind: UpdateKind::Modify,
             entity: Entity::Group {
                 profile_id: self.profile_id,
@@ -223,26 +301,21 @@ impl P4teAgent {
                 members,
                 max_size: 0,
             },
-        };
-        let mut updates = vec![group(new_g, new_members)];
-        if was_empty {
-            updates.push(Update {
-                kind: UpdateKind::Insert,
-                entity: Entity::TableEntry(entry(level, Some(new_g))),
-            });
         }
-        let now_empty = old_members.is_empty();
-        updates.push(group(old_g, old_members));
-        if now_empty {
-            updates.push(Update {
-                kind: UpdateKind::Delete,
-                entity: Entity::TableEntry(entry(old, None)),
-            });
-        }
-        let results = cx.write(&updates);
-        if results.iter().all(Result::is_ok) {
-            self.moves += 1;
-        }
+    }
+}
+
+/// Inserts (pointing at the level's group) or deletes the entry of level `level` of metric `m`.
+fn level_entry(m: Metric, level: u32, kind: UpdateKind) -> Update {
+    let group = (kind != UpdateKind::Delete).then_some(m.base + level);
+    Update {
+        kind,
+        entity: Entity::TableEntry(TableEntry {
+            table_id: m.table_id,
+            priority: priority(level),
+            action: group.map(TableAction::Group),
+            ..TableEntry::default()
+        }),
     }
 }
 
@@ -275,6 +348,10 @@ impl Agent for P4teAgent {
         if hold != 0 {
             self.idle_check(cx, ports);
         }
+    }
+
+    fn port_status(&mut self, _now_ns: u64, port: u32, up: bool, cx: &mut AgentCx<'_>) {
+        self.set_link(cx, port, up);
     }
 
     fn reset(&mut self) {

@@ -30,6 +30,7 @@ mod common;
 use common::{drops, num, reg};
 
 mod agent;
+mod failure;
 mod monitoring;
 mod plan;
 mod rate;

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! pisa-sim TOPOLOGY --duration-ms T --seed N [--flow SPEC]... [--out FILE] [--pint-records FILE]
+//!          [--link-down SWITCH:PORT@MS]... [--link-up SWITCH:PORT@MS]...
 //! ```
 //!
 //! Prints the JSON report (or writes it to `--out`); the same seed gives the same bytes. The
@@ -12,7 +13,7 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use sim::fabric::{Options, Sim};
+use sim::fabric::{LinkEvent, Options, Sim};
 use sim::flow::FlowSpec;
 use topo::Topology;
 
@@ -45,6 +46,13 @@ struct Args {
     /// leave plus the delay.
     #[arg(long)]
     store_and_forward: bool,
+    /// A switch-to-switch link fails at a virtual time: SWITCH:PORT@MS (either end). Frames
+    /// sent onto it are lost; both switches' agents are told at once. Repeatable.
+    #[arg(long, value_name = "SWITCH:PORT@MS")]
+    link_down: Vec<String>,
+    /// A failed link comes back: SWITCH:PORT@MS. Repeatable.
+    #[arg(long, value_name = "SWITCH:PORT@MS")]
+    link_up: Vec<String>,
 }
 
 fn main() {
@@ -65,6 +73,12 @@ fn run(a: Args) -> anyhow::Result<()> {
     }
     let mut opts = Options::new((a.duration_ms * 1e6) as u64, a.seed);
     opts.store_and_forward = a.store_and_forward;
+    for (list, up) in [(&a.link_down, false), (&a.link_up, true)] {
+        for e in list {
+            opts.link_events
+                .push(LinkEvent::parse(e, up).map_err(anyhow::Error::msg)?);
+        }
+    }
     for (i, f) in a.flows.iter().enumerate() {
         opts.flows.push(
             FlowSpec::parse(f, i)

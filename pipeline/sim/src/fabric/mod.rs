@@ -62,6 +62,43 @@ pub struct Options {
     /// whose veth links have no serialisation of their own (the shaper spaces frames either
     /// way).
     pub store_and_forward: bool,
+    /// Links that go down or come back up during the run.
+    pub link_events: Vec<LinkEvent>,
+}
+
+/// A switch-to-switch link going down or coming back up at a time. While it is down, frames
+/// either end sends onto it are lost (counted as the port's `link_drops`); frames already on the
+/// wire arrive. Both ends' agents are told at once ([`Agent::port_status`]): the link
+/// monitoring the paper leaves to other schemes ([X]: detection takes no time).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinkEvent {
+    /// When, ns.
+    pub at_ns: u64,
+    /// One end: a switch and its port.
+    pub switch: String,
+    /// The port.
+    pub port: PortId,
+    /// Up (true) or down.
+    pub up: bool,
+}
+
+impl LinkEvent {
+    /// `SWITCH:PORT@MS` (virtual milliseconds), as `pisa-sim --link-down`/`--link-up` take it.
+    pub fn parse(text: &str, up: bool) -> Result<LinkEvent, String> {
+        let bad = || format!("{text:?}: SWITCH:PORT@MS, e.g. leaf1:3@50");
+        let (end, ms) = text.split_once('@').ok_or_else(bad)?;
+        let (switch, port) = end.rsplit_once(':').ok_or_else(bad)?;
+        let ms: f64 = ms.parse().map_err(|_| bad())?;
+        if switch.is_empty() || !(ms.is_finite() && ms >= 0.0) {
+            return Err(bad());
+        }
+        Ok(LinkEvent {
+            at_ns: (ms * 1e6) as u64,
+            switch: switch.to_string(),
+            port: port.parse().map_err(|_| bad())?,
+            up,
+        })
+    }
 }
 
 impl Options {
@@ -74,6 +111,7 @@ impl Options {
             drain_ns: 1_000_000_000,
             hop_latency_ns: 0,
             store_and_forward: false,
+            link_events: Vec::new(),
         }
     }
 }
@@ -103,6 +141,8 @@ enum Event {
     Generate { sw: usize, app: u8 },
     /// End `end` (0 the client, 1 the server) of TCP flow `flow` has a deadline.
     TcpTimer { flow: usize, end: usize },
+    /// The link of switch `sw`'s `port` goes down or comes up.
+    Link { sw: usize, port: PortId, up: bool },
 }
 
 #[derive(Debug)]
@@ -138,6 +178,8 @@ struct PortStats {
     max_enq_qdepth: u32,
     pfc_sent: u64,
     pfc_received: u64,
+    /// Frames sent onto the link while it was down.
+    link_drops: u64,
 }
 
 /// Where a link leads.
@@ -159,6 +201,8 @@ struct SimSwitch {
     peer: Vec<Option<(usize, Peer)>>,
     /// Per port number: the link's rate, bits/s.
     rate_bps: Vec<u64>,
+    /// Per port number: the link is down.
+    down: Vec<bool>,
     stats: Vec<PortStats>,
     cpu_tx: TxState<Frame>,
     cpu_packets: u64,
@@ -434,6 +478,7 @@ impl Sim {
                 ports,
                 peer,
                 rate_bps,
+                down: vec![false; nports],
                 stats: vec![PortStats::default(); nports],
                 cpu_tx,
                 cpu_packets: 0,
@@ -510,6 +555,27 @@ impl Sim {
                     let at = rng.next_u64() % c.period_ns;
                     sim.schedule(at, Event::Generate { sw, app: app as u8 });
                 }
+            }
+        }
+        for e in &opts.link_events {
+            let sw = sim
+                .switches
+                .iter()
+                .position(|s| s.name == e.switch)
+                .ok_or_else(|| format!("link event: no switch {}", e.switch))?;
+            let Some((_, Peer::Switch(to, p))) = sim.switches[sw]
+                .peer
+                .get(usize::from(e.port))
+                .copied()
+                .flatten()
+            else {
+                return Err(format!(
+                    "link event: {}:{} is not a link to another switch",
+                    e.switch, e.port
+                ));
+            };
+            for (sw, port) in [(sw, e.port), (to, p)] {
+                sim.schedule(e.at_ns, Event::Link { sw, port, up: e.up });
             }
         }
         for (k, mut f) in opts.flows.into_iter().enumerate() {
@@ -665,6 +731,13 @@ impl Sim {
                 Event::Send { flow } => self.send(flow),
                 Event::Generate { sw, app } => self.generate(sw, app),
                 Event::TcpTimer { flow, end } => self.tcp_timeout(flow, end),
+                Event::Link { sw, port, up } => {
+                    let s = &mut self.switches[sw];
+                    s.down[usize::from(port)] = !up;
+                    if let Some(a) = &mut s.agent {
+                        a.port_status(&s.pipeline.control, self.now, u32::from(port), up);
+                    }
+                }
                 Event::AgentTick { sw } => {
                     let s = &mut self.switches[sw];
                     if s.tick_at == Some(self.now) {
@@ -830,6 +903,12 @@ impl Sim {
             }
         }
         for (port, frame) in departures {
+            let s = &mut self.switches[sw];
+            if s.down[usize::from(port)] {
+                s.stats[usize::from(port)].link_drops += 1;
+                self.bufs.free(frame.buf);
+                continue;
+            }
             let on_wire = self.wire_ns(self.switches[sw].rate_bps[usize::from(port)], frame.len);
             let now = now + on_wire;
             match self.switches[sw].peer[usize::from(port)] {

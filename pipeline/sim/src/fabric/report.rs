@@ -21,7 +21,8 @@ impl Sim {
                         .with("drops", drops)
                         .with("max_enq_qdepth", st.max_enq_qdepth)
                         .with("pfc_pauses_sent", st.pfc_sent)
-                        .with("pfc_pauses_received", st.pfc_received),
+                        .with("pfc_pauses_received", st.pfc_received)
+                        .with("link_drops", st.link_drops),
                 );
             }
             let mut reasons = Json::object();
