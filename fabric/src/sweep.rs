@@ -338,7 +338,8 @@ where
                 k + 1,
                 fmt_duration(t0.elapsed().as_secs_f64()),
                 fmt_duration(started.elapsed().as_secs_f64()),
-                fmt_duration(per * (n - *count) as f64)
+                // Re-measured points count as measurements, so there may be more than n.
+                fmt_duration(per * n.saturating_sub(*count) as f64)
             );
             drop(count);
             if !e.redo(dir, attempts_of(dir).len()) {

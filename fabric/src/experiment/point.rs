@@ -71,14 +71,18 @@ pub(super) fn run_point(
     // The fidelity monitors, from before the clients start (their baselines are read here, not
     // in the clients' lead time).
     let watch = fidelity::Watch::start(&f)?;
-    // Each host's schedule, to the destinations' IPv4 addresses.
+    // Each host's schedule, to the destinations' IPv4 (or, with --ip 6, IPv6) addresses.
     let mut per_host: Vec<String> = vec![String::new(); hosts.len()];
     for fl in &flows {
         let d = &topo.hosts[fl.dst];
         let job = Job::Sized {
             id: fl.id,
             dst: d.name.clone(),
-            addr: std::net::SocketAddr::from((d.ipv4, PORT)),
+            addr: if e.ipv6 {
+                std::net::SocketAddr::from((d.ipv6, PORT))
+            } else {
+                std::net::SocketAddr::from((d.ipv4, PORT))
+            },
             start_ns: fl.start_ns,
             size: fl.size,
             class: fl.class,

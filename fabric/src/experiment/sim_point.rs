@@ -29,7 +29,12 @@ fn num(j: &Json, path: &[&str]) -> u64 {
 }
 
 /// The point's flows as the simulator's TCP flows.
-fn specs(t: &Transport, topo: &Topology, flows: &[Flow]) -> anyhow::Result<Vec<FlowSpec>> {
+fn specs(
+    t: &Transport,
+    topo: &Topology,
+    flows: &[Flow],
+    ipv6: bool,
+) -> anyhow::Result<Vec<FlowSpec>> {
     let kind: sim::tcp::Kind = t.cc.parse().map_err(anyhow::Error::msg)?;
     Ok(flows
         .iter()
@@ -51,7 +56,7 @@ fn specs(t: &Transport, topo: &Topology, flows: &[Flow]) -> anyhow::Result<Vec<F
                 kind,
                 ecn: t.ecn == 1 || (t.ecn == 2 && kind == sim::tcp::Kind::Dctcp),
                 rto_min_ns: 200_000_000,
-                ipv6: false,
+                ipv6,
             },
             np: false,
             bytes: Some(f.size),
@@ -76,7 +81,7 @@ pub(super) fn run_point_sim(
     opts.drain_ns = (e.drain * 1e9) as u64;
     opts.hop_latency_ns = e.sim_hop_us * 1000;
     opts.store_and_forward = e.sim_store_and_forward;
-    opts.flows = specs(transport, &topo, &flows)?;
+    opts.flows = specs(transport, &topo, &flows, e.ipv6)?;
     let mut s = Sim::new(&topo, opts).map_err(anyhow::Error::msg)?;
     let report = s.run();
     let (hops, simulated_s) = (s.hops(), s.now() as f64 / 1e9);
@@ -210,11 +215,11 @@ fn sim_counter_rows(s: &Sim, topo: &Topology, names: &[String], prefix: &str) ->
             let Some(c) = s.control(&sw.name) else {
                 continue;
             };
+            // Full or short names, as `pisa-fabric counters` takes them.
             let Some(k) = c
                 .schema()
-                .counters
-                .iter()
-                .position(|x| x.name == name.as_str())
+                .counter_by_name(name)
+                .and_then(|def| c.schema().counters.iter().position(|x| x.id == def.id))
             else {
                 continue;
             };

@@ -291,6 +291,10 @@ struct ExperimentArgs {
     /// after they start to leave, as on a wire); without it, as between namespaces.
     #[arg(long)]
     sim_store_and_forward: bool,
+    /// IP version of the flows: 4, or 6 (the hosts' IPv6 addresses; the ToS goes in the traffic
+    /// class).
+    #[arg(long, default_value = "4", value_parser = ["4", "6"])]
+    ip: String,
     /// With --where sim: how many points run at once, each on a core of its own (0: one per
     /// core). Every point is deterministic, so the results do not depend on it.
     #[arg(long, default_value_t = 0)]
@@ -380,6 +384,7 @@ fn experiment(a: &ExperimentArgs, cancel: Arc<AtomicBool>) -> anyhow::Result<()>
         place: a.place,
         sim_hop_us: a.sim_hop_us,
         sim_store_and_forward: a.sim_store_and_forward,
+        ipv6: a.ip == "6",
         jobs: match a.jobs {
             0 => std::thread::available_parallelism().map_or(1, usize::from),
             j => j,

@@ -27,7 +27,7 @@
 //! `old_packet_colors`, `old_queue_depths` and `port_utilizations` cells are cleared, as if a
 //! GREEN packet had left an empty queue. With a hold of 0 (Alg. 1 as written) it does nothing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Event, FEEDBACK_ETHERTYPE, Feedback};
 use pipeline::agent::{Agent, AgentCx};
@@ -89,6 +89,9 @@ pub struct P4teAgent {
     pub skipped: u64,
     /// Links taken down or brought back up ([`Agent::port_status`]).
     pub link_changes: u64,
+    /// Ports this agent took out of the groups for a failed link: the only ones a link coming
+    /// back up returns (a spine's ports, or a host's, are in no group to begin with).
+    failed: BTreeSet<u32>,
     /// Which ports are up ports (in a group), as of the last tick; None until then and after
     /// a reset, when every report is looked at.
     up: Option<Vec<bool>>,
@@ -129,6 +132,7 @@ impl P4teAgent {
             idle_moves: 0,
             skipped: 0,
             link_changes: 0,
+            failed: BTreeSet::new(),
             up: None,
         })
     }
@@ -232,8 +236,12 @@ impl P4teAgent {
     /// of both metrics and the ECMP group, and a level left empty loses its entry (A-P4TE-7);
     /// running flowlets keep their port until their next flowlet. Up: the port joins level 1 of
     /// both metrics and the ECMP group with its monitoring cells cleared, as a port that has
-    /// carried nothing.
+    /// carried nothing; only a port this agent took out comes back, so a port that was in no
+    /// group (a host's, a spine's) stays out, and a second "up" changes nothing.
     fn set_link(&mut self, cx: &mut AgentCx<'_>, port: u32, up: bool) {
+        if up && !self.failed.contains(&port) {
+            return;
+        }
         let Ok(groups) = cx.control().read_groups(Some(self.profile_id)) else {
             return;
         };
@@ -286,8 +294,16 @@ impl P4teAgent {
             }
             v[port as usize] = up;
         }
-        if !updates.is_empty() && cx.write(&updates).iter().all(Result::is_ok) {
+        if updates.is_empty() {
+            return; // down on a port in no group: nothing to take out, nothing to bring back
+        }
+        if cx.write(&updates).iter().all(Result::is_ok) {
             self.link_changes += 1;
+            if up {
+                self.failed.remove(&port);
+            } else {
+                self.failed.insert(port);
+            }
         }
     }
 
@@ -356,6 +372,7 @@ impl Agent for P4teAgent {
 
     fn reset(&mut self) {
         self.last_tx.clear();
+        self.failed.clear();
         self.up = None;
     }
 

@@ -58,3 +58,78 @@ fn alg3_the_agent_skips_reports_of_ports_in_no_group_before_any_read() {
     agent.packet_in(0, &report(1), &mut cx);
     assert_eq!(agent.skipped, 2);
 }
+
+#[test]
+fn a_failed_link_leaves_every_group_once_and_only_a_failed_port_comes_back() {
+    use pipeline::control::TableAction;
+    use programs::p4te::agent::{ECMP_GROUP, P4teAgent, QUEUE_GROUPS, UTIL_GROUPS};
+    let t = fabric("p4te", &[]);
+    let pipe = switch(&t, "leaf1");
+    let c = &pipe.control;
+    let mut agent = P4teAgent::new(c.schema()).unwrap();
+    let mut cx = AgentCx::new(c);
+    // How many groups hold ports 3 and 4 (leaf1's uplinks) and 1 (h1's); and, per level table,
+    // that it has an entry for exactly its non-empty groups (A-P4TE-7): returns their count.
+    let state = || {
+        let groups = c.read_groups(None).unwrap();
+        let holding = |p: u32| {
+            groups
+                .iter()
+                .filter(|(_, _, m)| m.iter().any(|(x, _)| *x == p))
+                .count()
+        };
+        let mut entries = 0;
+        for (name, ids) in [
+            (
+                "ingress.queue_depth_up",
+                QUEUE_GROUPS + 1..=QUEUE_GROUPS + 4,
+            ),
+            ("ingress.link_util_up", UTIL_GROUPS + 1..=UTIL_GROUPS + 3),
+        ] {
+            let s = c.schema();
+            let id = s.tables[s.table_by_name(name).unwrap()].id;
+            let mut pointed: Vec<u32> = c
+                .read_entries(Some(id), false, false)
+                .unwrap()
+                .iter()
+                .filter_map(|e| match e.action {
+                    Some(TableAction::Group(g)) => Some(g),
+                    _ => None,
+                })
+                .collect();
+            pointed.sort();
+            let nonempty: Vec<u32> = groups
+                .iter()
+                .filter(|(_, g, m)| ids.contains(g) && !m.is_empty())
+                .map(|(_, g, _)| *g)
+                .collect();
+            assert_eq!(pointed, nonempty, "{name}");
+            entries += pointed.len();
+        }
+        (holding(3), holding(4), holding(1), entries)
+    };
+    // Each uplink is in level 1 of both metrics and in the ECMP group.
+    assert_eq!(state(), (3, 3, 0, 2));
+    agent.port_status(0, 3, false, &mut cx);
+    assert_eq!(state(), (0, 3, 0, 2));
+    // Down again, and a host port's link: nothing to do.
+    agent.port_status(0, 3, false, &mut cx);
+    agent.port_status(0, 1, false, &mut cx);
+    agent.port_status(0, 1, true, &mut cx);
+    assert_eq!((state(), agent.link_changes), ((0, 3, 0, 2), 1));
+    // Back, once however often it is said.
+    agent.port_status(0, 3, true, &mut cx);
+    agent.port_status(0, 3, true, &mut cx);
+    assert_eq!((state(), agent.link_changes), ((3, 3, 0, 2), 2));
+    // Every uplink down: no level has an entry; one back: its levels have one each.
+    agent.port_status(0, 3, false, &mut cx);
+    agent.port_status(0, 4, false, &mut cx);
+    assert_eq!(state(), (0, 0, 0, 0));
+    agent.port_status(0, 4, true, &mut cx);
+    assert_eq!(state(), (0, 3, 0, 2));
+    let ecmp = c.read_groups(None).unwrap();
+    assert!(
+        ecmp.iter()
+            .any(|(_, g, m)| *g == ECMP_GROUP && m == &vec![(4, 1)])
+    );
+}

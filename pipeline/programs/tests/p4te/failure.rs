@@ -79,6 +79,9 @@ fn section_5_1_a_failed_link_leaves_every_group_and_flows_move_at_their_next_flo
     // its share of the two bursts after (16 flows x 5 packets each, hashed over two ports).
     let (back, back_sim) = fail_run(true, Some(60));
     assert!(in_a_group(&back_sim));
+    // spine1's port to leaf1 is in no group (a spine routes down by prefix): its agent was told
+    // of the same link and wrote nothing.
+    assert_eq!(back_sim.agent_writes("spine1"), Some(0));
     assert_eq!(link(&back, "link_drops"), dropped);
     assert!(link(&back, "tx_packets") > link(&r, "tx_packets") + 40);
     eprintln!(
