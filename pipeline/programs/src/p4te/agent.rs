@@ -190,16 +190,10 @@ impl P4teAgent {
 
     /// Moves `port` to level `level` of metric `m`.
     fn move_port(&mut self, cx: &mut AgentCx<'_>, m: Metric, port: u32, level: u32) {
-        let Ok(groups) = cx.control().read_groups(Some(self.profile_id)) else {
+        let Some(groups) = self.groups(cx) else {
             return;
         };
-        let members_of = |g: u32| -> Vec<(u32, u32)> {
-            groups
-                .iter()
-                .find(|(_, id, _)| *id == g)
-                .map(|(_, _, m)| m.clone())
-                .unwrap_or_default()
-        };
+        let members_of = |g: u32| groups.get(&g).cloned().unwrap_or_default();
         let Some(old) = (1..=m.levels).find(|&l| {
             members_of(m.base + l)
                 .iter()
@@ -242,16 +236,10 @@ impl P4teAgent {
         if up && !self.failed.contains(&port) {
             return;
         }
-        let Ok(groups) = cx.control().read_groups(Some(self.profile_id)) else {
+        let Some(groups) = self.groups(cx) else {
             return;
         };
-        let members_of = |g: u32| -> Vec<(u32, u32)> {
-            groups
-                .iter()
-                .find(|(_, id, _)| *id == g)
-                .map(|(_, _, m)| m.clone())
-                .unwrap_or_default()
-        };
+        let members_of = |g: u32| groups.get(&g).cloned().unwrap_or_default();
         let has = |g: u32| members_of(g).iter().any(|(member, _)| *member == port);
         let mut updates = Vec::new();
         for m in [self.queue, self.util] {
@@ -305,6 +293,12 @@ impl P4teAgent {
                 self.failed.insert(port);
             }
         }
+    }
+
+    /// The up selector's groups, by id, with their members (None if they cannot be read).
+    fn groups(&self, cx: &AgentCx<'_>) -> Option<BTreeMap<u32, Vec<(u32, u32)>>> {
+        let groups = cx.control().read_groups(Some(self.profile_id)).ok()?;
+        Some(groups.into_iter().map(|(_, g, m)| (g, m)).collect())
     }
 
     /// Sets group `g`'s members.
