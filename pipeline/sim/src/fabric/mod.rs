@@ -37,9 +37,12 @@ use topo::{End, LinkProps, Topology};
 
 mod hosts;
 mod hpcc;
+mod links;
 mod pint;
 mod report;
 mod tcp;
+
+pub use links::LinkEvent;
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -64,41 +67,6 @@ pub struct Options {
     pub store_and_forward: bool,
     /// Links that go down or come back up during the run.
     pub link_events: Vec<LinkEvent>,
-}
-
-/// A switch-to-switch link going down or coming back up at a time. While it is down, frames
-/// either end sends onto it are lost (counted as the port's `link_drops`); frames already on the
-/// wire arrive. Both ends' agents are told at once ([`Agent::port_status`]): the link
-/// monitoring the paper leaves to other schemes ([X]: detection takes no time).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LinkEvent {
-    /// When, ns.
-    pub at_ns: u64,
-    /// One end: a switch and its port.
-    pub switch: String,
-    /// The port.
-    pub port: PortId,
-    /// Up (true) or down.
-    pub up: bool,
-}
-
-impl LinkEvent {
-    /// `SWITCH:PORT@MS` (virtual milliseconds), as `pisa-sim --link-down`/`--link-up` take it.
-    pub fn parse(text: &str, up: bool) -> Result<LinkEvent, String> {
-        let bad = || format!("{text:?}: SWITCH:PORT@MS, e.g. leaf1:3@50");
-        let (end, ms) = text.split_once('@').ok_or_else(bad)?;
-        let (switch, port) = end.rsplit_once(':').ok_or_else(bad)?;
-        let ms: f64 = ms.parse().map_err(|_| bad())?;
-        if switch.is_empty() || !(ms.is_finite() && ms >= 0.0) {
-            return Err(bad());
-        }
-        Ok(LinkEvent {
-            at_ns: (ms * 1e6) as u64,
-            switch: switch.to_string(),
-            port: port.parse().map_err(|_| bad())?,
-            up,
-        })
-    }
 }
 
 impl Options {
@@ -557,27 +525,7 @@ impl Sim {
                 }
             }
         }
-        for e in &opts.link_events {
-            let sw = sim
-                .switches
-                .iter()
-                .position(|s| s.name == e.switch)
-                .ok_or_else(|| format!("link event: no switch {}", e.switch))?;
-            let Some((_, Peer::Switch(to, p))) = sim.switches[sw]
-                .peer
-                .get(usize::from(e.port))
-                .copied()
-                .flatten()
-            else {
-                return Err(format!(
-                    "link event: {}:{} is not a link to another switch",
-                    e.switch, e.port
-                ));
-            };
-            for (sw, port) in [(sw, e.port), (to, p)] {
-                sim.schedule(e.at_ns, Event::Link { sw, port, up: e.up });
-            }
-        }
+        sim.schedule_link_events(&opts.link_events)?;
         for (k, mut f) in opts.flows.into_iter().enumerate() {
             let src = *host_index
                 .get(f.src.as_str())
@@ -731,13 +679,7 @@ impl Sim {
                 Event::Send { flow } => self.send(flow),
                 Event::Generate { sw, app } => self.generate(sw, app),
                 Event::TcpTimer { flow, end } => self.tcp_timeout(flow, end),
-                Event::Link { sw, port, up } => {
-                    let s = &mut self.switches[sw];
-                    s.down[usize::from(port)] = !up;
-                    if let Some(a) = &mut s.agent {
-                        a.port_status(&s.pipeline.control, self.now, u32::from(port), up);
-                    }
-                }
+                Event::Link { sw, port, up } => self.set_link(sw, port, up),
                 Event::AgentTick { sw } => {
                     let s = &mut self.switches[sw];
                     if s.tick_at == Some(self.now) {
