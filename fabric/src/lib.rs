@@ -100,6 +100,39 @@ pub fn unique_name(tag: &str) -> String {
     format!("pst{pid}x{n}{}", &tag[..tag.len().min(2)])
 }
 
+/// Deletes the namespaces [`unique_name`] gave a process that no longer runs: a test or bench
+/// killed outright (SIGKILL, a machine restart) never runs its guards' `Drop`. A name carries its
+/// process's pid modulo 100,000, so a namespace is left alone while any live process has that
+/// residue. Returns the names deleted.
+pub fn remove_stale_namespaces() -> Vec<String> {
+    let live: std::collections::HashSet<u32> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .map(|pid| pid % 100_000)
+        .collect();
+    let mut gone = Vec::new();
+    for e in std::fs::read_dir("/run/netns")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let Some(name) = e.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        let owner = name
+            .strip_prefix("pst")
+            .and_then(|r| r.split_once('x'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok());
+        if owner.is_some_and(|pid| !live.contains(&pid))
+            && run("ip", &["netns", "del", &name]).is_ok()
+        {
+            gone.push(name);
+        }
+    }
+    gone
+}
+
 /// A network namespace, deleted on drop.
 #[derive(Debug)]
 pub struct Netns {
@@ -109,6 +142,13 @@ pub struct Netns {
 impl Netns {
     /// Creates a namespace with a unique name and brings its loopback up.
     pub fn new(tag: &str) -> Result<Self, NetError> {
+        // Once per process, before its first namespace: what killed processes left behind.
+        static SWEEP: std::sync::Once = std::sync::Once::new();
+        SWEEP.call_once(|| {
+            for name in remove_stale_namespaces() {
+                eprintln!("removed namespace {name}: its process no longer runs");
+            }
+        });
         let ns = Netns {
             name: unique_name(tag),
         };
@@ -364,4 +404,33 @@ pub fn xdp_attached(ns: &Netns) -> bool {
             text.contains(" xdp") || text.contains("xdpgeneric") || text.contains("prog/xdp")
         })
         .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespaces_of_dead_processes_are_removed_and_live_ones_kept() {
+        let live = Netns::new("lv").unwrap();
+        // A pid residue no running process has.
+        let taken: std::collections::HashSet<u32> = std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .map(|pid| pid % 100_000)
+            .collect();
+        let dead = (1..100_000).rev().find(|r| !taken.contains(r)).unwrap();
+        let stale = format!("pst{dead}x0zz");
+        run("ip", &["netns", "add", &stale]).unwrap();
+        let gone = remove_stale_namespaces();
+        let listed =
+            String::from_utf8_lossy(&run("ip", &["netns", "list"]).unwrap().stdout).into_owned();
+        // Delete it ourselves if the sweep failed, so the test leaves nothing behind.
+        if listed.contains(&stale) {
+            let _ = run("ip", &["netns", "del", &stale]);
+        }
+        assert!(gone.contains(&stale), "{gone:?}");
+        assert!(!listed.contains(&stale));
+        assert!(listed.contains(live.name()), "{listed}");
+    }
 }
