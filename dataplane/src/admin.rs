@@ -7,6 +7,7 @@
 //! set_port_rate <bits/s> [<port>]         set_port_delay <us> [<port>]
 //! set_ecn_threshold <packets> [<port>]    show_ports | show_drops | show_queues <port>
 //! show_fidelity                           (link lateness, input drops, worker loop times)
+//! show_agent                              (the switch-local agent's counts, lag and reaction)
 //! set_pfc on|off [<port>]                 (honour received PAUSE/PFC frames)
 //! set_pfc_xoff <packets> [<port>]         (send PFC as an ingress port; 0: off)
 //! register_read <register> <index>        counter_read <counter> <index>
@@ -136,6 +137,11 @@ pub fn run(sw: &Switch, line: &str) -> Result<String, String> {
                 Ok(out)
             }
             "show_fidelity" => Ok(show_fidelity(sw)),
+            // Nothing when no agent thread runs.
+            "show_agent" => Ok(sw
+                .agent_stats()
+                .map(|a| a.show(sw.agent_packet_ins_dropped()))
+                .unwrap_or_default()),
             "register_read" | "counter_read" => {
                 let name = args.first().ok_or("missing name")?;
                 let index: u64 = arg(&args, 1, "index")?;

@@ -38,6 +38,8 @@ pub struct AgentStats {
     /// Frames waiting on the agent's queue each time the thread takes the first of a turn
     /// (that one included): its lag, in reports.
     pub backlog: Histogram,
+    /// The agent's own counts ([`Agent::counters`]) as of its last turn.
+    pub agent: parking_lot::Mutex<Vec<(&'static str, u64)>>,
 }
 
 impl AgentStats {
@@ -60,6 +62,32 @@ impl AgentStats {
             us(r.max),
         )
     }
+
+    /// `NAME VALUE` lines (the admin socket's `show_agent`): the thread's counts, its backlog
+    /// (frames) and reaction time (µs) quantiles, `dropped` (the full queue's refusals) and
+    /// then the agent's own counts as `agent.NAME`.
+    pub fn show(&self, dropped: u64) -> String {
+        let (r, b) = (self.reaction_ns.snapshot(), self.backlog.snapshot());
+        let us = |ns: u64| format!("{:.1}", ns as f64 / 1000.0);
+        let mut out = format!(
+            "packet_ins {}\ndropped {dropped}\ndigests {}\nwrites {}\n\
+             backlog_p50 {}\nbacklog_p99 {}\nbacklog_max {}\n\
+             reaction_p50_us {}\nreaction_p99_us {}\nreaction_max_us {}\n",
+            self.packet_ins.load(Ordering::Relaxed),
+            self.digests.load(Ordering::Relaxed),
+            self.writes.load(Ordering::Relaxed),
+            b.quantile(0.5),
+            b.quantile(0.99),
+            b.max,
+            us(r.quantile(0.5)),
+            us(r.quantile(0.99)),
+            us(r.max),
+        );
+        for (name, v) in self.agent.lock().iter() {
+            out += &format!("agent.{name} {v}\n");
+        }
+        out
+    }
 }
 
 /// A running agent thread; stops when dropped.
@@ -78,6 +106,7 @@ impl AgentThread {
         let clock = sw.clock();
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(AgentStats::default());
+        sw.set_agent_stats(stats.clone());
         let doorbell = sw.agent_doorbell();
         let (stop2, stats2) = (stop.clone(), stats.clone());
         let thread = std::thread::Builder::new()
@@ -121,8 +150,10 @@ impl AgentThread {
                         }
                     }
                     stats2.writes.store(host.writes, Ordering::Relaxed);
+                    *stats2.agent.lock() = host.counters();
                 }
                 stats2.writes.store(host.writes, Ordering::Relaxed);
+                *stats2.agent.lock() = host.counters();
             })?;
         Ok(AgentThread {
             stop,

@@ -53,6 +53,9 @@ impl Agent for Installer {
     fn digest(&mut self, _now: u64, _msg: &DigestMsg, _cx: &mut AgentCx<'_>) {
         self.digests.fetch_add(1, Ordering::Relaxed);
     }
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![("installed", self.packet_ins.load(Ordering::Relaxed))]
+    }
 }
 
 fn frame(dst: [u8; 6], dport: u16) -> Vec<u8> {
@@ -150,6 +153,20 @@ fn the_agent_gets_packet_ins_and_digests_and_its_writes_reach_the_workers() {
     assert_eq!(sw.cpu_port().packet_in.len(), TRIALS as usize);
     assert_eq!(sw.agent_packet_ins_dropped(), 0);
     assert_eq!(thread.stats().packet_ins.load(Ordering::Relaxed), TRIALS);
+    // The admin socket's `show_agent`: the thread's counts, then the agent's own.
+    let shown = dataplane::admin::run(&sw, "show_agent").unwrap();
+    let value = |name: &str| {
+        shown
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("no {name} in show_agent: {shown}"))
+            .to_string()
+    };
+    assert_eq!(value("packet_ins"), TRIALS.to_string());
+    assert_eq!(value("dropped"), "0");
+    assert_eq!(value("writes"), TRIALS.to_string());
+    assert_eq!(value("agent.installed"), TRIALS.to_string());
+    assert!(value("backlog_p99").parse::<u64>().unwrap() >= 1);
     thread.stop();
     sw.stop();
 }

@@ -2,7 +2,7 @@
 //! the P4TE plan over P4Runtime, every host pair reaches every other over IPv4 and IPv6 (untagged
 //! traffic takes ECMP), and a large-class TCP flow through a leaf's uplink raises monitoring
 //! feedback that the leaf's agent (its own thread in pisa-switch) turns into routing-group
-//! writes. Needs root, iproute2, iputils-ping, iperf3 and the workspace binaries.
+//! writes, counted by `show_agent`. Needs root, iproute2, iputils-ping, iperf3 and the workspace binaries.
 
 use pisa_fabric::fabric::{Fabric, Options};
 
@@ -57,4 +57,18 @@ fn a_p4te_fabric_is_programmed_by_its_plan_routes_and_reports_load() {
             .any(|l| l.contains("[3]") || l.contains("[4]")),
         "{feedback}"
     );
+    // The agent thread's statistics on the admin socket (what an experiment records per point):
+    // it took the reports, read each as feedback, and none was refused.
+    let shown = pisa_fabric::experiment::admin(&f.opts.dir.join("leaf1.sock"), "show_agent")
+        .expect("show_agent");
+    eprintln!("leaf1 show_agent:\n{}", shown.join("\n"));
+    let value = |k: &str| -> u64 {
+        shown
+            .iter()
+            .find_map(|l| l.strip_prefix(k)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {k} in {shown:?}"))
+    };
+    assert!(value("packet_ins") > 0);
+    assert!(value("agent.feedback") > 0 && value("agent.feedback") <= value("packet_ins"));
+    assert_eq!(value("dropped"), 0);
 }

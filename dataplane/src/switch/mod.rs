@@ -238,6 +238,8 @@ struct Shared {
     agent_doorbell: AtomicBool,
     /// Packet-ins the agent's full queue refused.
     agent_in_dropped: AtomicU64,
+    /// What the attached agent's thread has done (`show_agent`).
+    agent_stats: parking_lot::Mutex<Option<Arc<crate::agent::AgentStats>>>,
     /// Packet-in classes: limits and counters.
     cpu_classes: cpu::CpuClasses,
     /// Kernel thread ids of the workers.
@@ -397,6 +399,7 @@ impl Switch {
             agent_attached: AtomicBool::new(false),
             agent_doorbell: AtomicBool::new(false),
             agent_in_dropped: AtomicU64::new(0),
+            agent_stats: parking_lot::Mutex::new(None),
             cpu_classes: cpu::CpuClasses::default(),
             tids: Mutex::new(Vec::new()),
             inputs: Mutex::new(inputs),
@@ -484,6 +487,16 @@ impl Switch {
     /// Packet-ins the agent's full queue refused.
     pub fn agent_packet_ins_dropped(&self) -> u64 {
         self.shared.agent_in_dropped.load(Ordering::Relaxed)
+    }
+
+    /// The attached agent thread's statistics (None: no agent thread has run).
+    pub fn agent_stats(&self) -> Option<Arc<crate::agent::AgentStats>> {
+        self.shared.agent_stats.lock().clone()
+    }
+
+    /// Where the agent thread keeps its statistics ([`crate::agent::AgentThread::spawn`]).
+    pub(crate) fn set_agent_stats(&self, stats: Arc<crate::agent::AgentStats>) {
+        *self.shared.agent_stats.lock() = Some(stats);
     }
 
     /// The CPU port's controller side.

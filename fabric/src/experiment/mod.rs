@@ -605,7 +605,7 @@ mod tests {
         let mut e = exp(leaf_spine(2, 2, 2, 1.0, host));
         e.place = Place::Sim;
         // A scheme with parameters of its own: spray-rr spelled as the program and its mode.
-        e.schemes = vec!["ecmp".into(), "spray:mode=rr".into()];
+        e.schemes = vec!["ecmp".into(), "spray:mode=rr".into(), "p4te".into()];
         e.counters = vec![PORT_TX.into()];
         e.loads = vec![0.3];
         e.reps = 1;
@@ -619,7 +619,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&e.out);
         let cancel = Arc::new(AtomicBool::new(false));
         let d = run(&e, &cancel).unwrap();
-        assert_eq!((d.points, d.ran), (2, 2));
+        assert_eq!((d.points, d.ran), (3, 3));
         assert!(record(&e).contains("where=sim\n"));
         let want = schedule(&e, &e.base, &points(&e)[0]).unwrap();
         let summary = std::fs::read_to_string(e.out.join("summary.csv")).unwrap();
@@ -631,11 +631,21 @@ mod tests {
             assert_eq!(v[col("fidelity")], "-", "{line}");
             assert_eq!(v[col("flows")], want.len().to_string());
             assert_eq!(v[col("finished")], want.len().to_string(), "{line}");
+            // Only P4TE's switches run an agent; its reports and moves are counted.
+            let agent = |k: &str| v[col(k)].parse::<f64>().ok();
+            if v[0] == "p4te" {
+                assert!(agent("agent_reports") > Some(0.0), "{line}");
+                assert!(agent("agent_writes") >= agent("agent_moves"), "{line}");
+                assert!(agent("agent_moves_per_s").is_some(), "{line}");
+                assert_eq!(agent("agent_dropped"), Some(0.0), "{line}");
+            } else {
+                assert_eq!(agent("agent_reports"), None, "{line}");
+            }
         }
         // The flows are the schedule's, in order, and every one has an FCT.
         let flows = std::fs::read_to_string(e.out.join("flows.csv")).unwrap();
         let rows: Vec<&str> = flows.lines().skip(1).collect();
-        assert_eq!(rows.len(), 2 * want.len());
+        assert_eq!(rows.len(), e.schemes.len() * want.len());
         for (r, f) in rows.iter().zip(&want) {
             let v: Vec<&str> = r.split(',').collect();
             assert_eq!(

@@ -191,6 +191,22 @@ pub(super) fn run_point(
         fidelity: watch.finish(&f, Some(&dir.join("fidelity.txt")))?,
         ..SwitchStats::default()
     };
+    // The switch-local agents: every switch's `show_agent`, summed, and recorded as shown.
+    // The flows' phase began 1.5 s after `flow_start` (the clients' common epoch).
+    sw.agents.seconds = (flow_start.elapsed().as_secs_f64() - 1.5).max(0.0);
+    let mut shown = String::new();
+    for s in topo.switches.iter().filter(|s| !is_kernel(&s.program)) {
+        let lines = admin(&opts.dir.join(format!("{}.sock", s.name)), "show_agent")?;
+        if !lines.is_empty() {
+            let text = lines.join("\n");
+            sw.agents.add_shown(&text);
+            let _ = writeln!(shown, "# {}\n{text}", s.name);
+        }
+    }
+    if !shown.is_empty() {
+        let path = dir.join("agent.txt");
+        std::fs::write(&path, shown).with_context(|| format!("writing {}", path.display()))?;
+    }
     sw.set_queue_samples(&depths);
     for (leaf, port, spine) in uplinks(&topo) {
         let key = (leaf.clone(), port);

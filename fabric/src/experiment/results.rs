@@ -86,7 +86,87 @@ pub struct SwitchStats {
     pub fidelity: fidelity::Measured,
     /// Measured in pisa-sim's virtual time: no fidelity to judge (the columns say `-`).
     pub virtual_time: bool,
+    /// The switch-local agents, summed over the switches.
+    pub agents: Agents,
 }
+
+/// What the switch-local agents of a point did, summed over the switches that run one: from
+/// each switch's `show_agent` in namespaces, from the simulated switches' agents in pisa-sim
+/// (where an agent takes each report as it leaves the switch, so it has no queue: no drops,
+/// no backlog and no reaction time).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Agents {
+    /// Switches with an agent.
+    pub switches: u64,
+    /// Packet-ins handed to the agents (P4TE: feedback reports).
+    pub reports: u64,
+    /// Packet-ins an agent's full queue refused.
+    pub dropped: u64,
+    /// Table updates the agents wrote.
+    pub writes: u64,
+    /// The agents' `moves` (P4TE: ports moved between routing groups, idle returns included).
+    pub moves: u64,
+    /// Over how long, s (the flows' phase: from the first start to the end of the drain).
+    pub seconds: f64,
+    /// The worst switch's p99 queue backlog when its agent took a report, frames: its lag.
+    pub backlog_p99: Option<u64>,
+    /// The worst switch's p99 time from taking a report to its write being visible, µs.
+    pub reaction_p99_us: Option<f64>,
+}
+
+impl Agents {
+    /// Adds one switch's `show_agent` output (`NAME VALUE` lines; empty: no agent).
+    pub fn add_shown(&mut self, text: &str) {
+        let v: BTreeMap<&str, &str> = text.lines().filter_map(|l| l.split_once(' ')).collect();
+        if v.is_empty() {
+            return;
+        }
+        let n = |k: &str| v.get(k).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+        self.switches += 1;
+        self.reports += n("packet_ins");
+        self.dropped += n("dropped");
+        self.writes += n("writes");
+        self.moves += n("agent.moves");
+        if v.contains_key("backlog_p99") {
+            self.backlog_p99 = Some(self.backlog_p99.unwrap_or(0).max(n("backlog_p99")));
+        }
+        if let Some(r) = v.get("reaction_p99_us").and_then(|x| x.parse::<f64>().ok()) {
+            self.reaction_p99_us = Some(self.reaction_p99_us.unwrap_or(0.0).max(r));
+        }
+    }
+
+    /// The summary's agent columns, with their leading comma (empty cells without an agent).
+    fn cells(&self) -> String {
+        if self.switches == 0 {
+            return ",".repeat(AGENT_COLUMNS.split(',').count());
+        }
+        let per_s = if self.seconds > 0.0 {
+            format!("{:.1}", self.moves as f64 / self.seconds)
+        } else {
+            String::new()
+        };
+        format!(
+            ",{},{},{},{},{per_s},{},{}",
+            self.reports,
+            self.dropped,
+            self.writes,
+            self.moves,
+            self.backlog_p99.map(|b| b.to_string()).unwrap_or_default(),
+            self.reaction_p99_us
+                .map(|r| format!("{r:.1}"))
+                .unwrap_or_default(),
+        )
+    }
+}
+
+/// The summary's last columns: [`Agents`].
+macro_rules! agent_columns {
+    () => {
+        "agent_reports,agent_dropped,agent_writes,agent_moves,agent_moves_per_s,\
+         agent_backlog_p99,agent_reaction_p99_us"
+    };
+}
+const AGENT_COLUMNS: &str = agent_columns!();
 
 impl SwitchStats {
     /// Fills the queue figures from depth samples (packets), one per port per sampling round.
@@ -103,11 +183,14 @@ impl SwitchStats {
 }
 
 /// The header of `summary.csv`.
-pub const SUMMARY_HEADER: &str = "scheme,load,rep,workload,pattern,load_of,cc,ecn,seconds,flows,\
+pub const SUMMARY_HEADER: &str = concat!(
+    "scheme,load,rep,workload,pattern,load_of,cc,ecn,seconds,flows,\
     finished,short_n,short_avg_fct_us,short_p99_fct_us,large_n,large_avg_fct_us,large_p99_fct_us,\
     retransmits,delivered_ce,uplink_pkts_std_mean,uplink_pkts_std_max,tm_drops,program_drops,tm_ecn_marked,\
     queue_max_pkts,queue_mean_pkts,start_lag_p99_us,wall_s,queue_p90_pkts,fidelity,cpu_busy,cpu_steal,\
-    runq_mean,runq_max,host_drops,switch_input_drops,link_late_p99_frames,link_late_port";
+    runq_mean,runq_max,host_drops,switch_input_drops,link_late_p99_frames,link_late_port,",
+    agent_columns!()
+);
 
 /// The std-dev of per-uplink packets of each leaf: (mean over leaves, max).
 pub fn uplink_balance(up: &[(String, u16, String, u64)]) -> (f64, f64) {
@@ -180,7 +263,7 @@ pub fn summary_row(
         format!(",{},,,,,,,,", fidelity::no_verdict())
     } else {
         fidelity_cells(&sw.fidelity)
-    }
+    } + &sw.agents.cells()
 }
 
 /// Writes a point's `summary.csv` (its one row) and `uplinks.csv` into `dir`.

@@ -173,6 +173,27 @@ pub(super) fn run_point_sim(
         }
     }
     sw.queue_max = depths.iter().copied().max().unwrap_or(0);
+    // The agents, in the words of a running switch's `show_agent` (no queue here: no drops,
+    // backlog or reaction time).
+    sw.agents.seconds = simulated_s;
+    let mut shown = String::new();
+    for name in topo.switches.iter().map(|s| s.name.as_str()) {
+        if let Some(a) = s.agent(name) {
+            let mut text = format!(
+                "packet_ins {}\ndropped 0\nwrites {}\n",
+                a.packet_ins, a.writes
+            );
+            for (k, v) in a.counters() {
+                let _ = writeln!(text, "agent.{k} {v}");
+            }
+            sw.agents.add_shown(&text);
+            let _ = write!(shown, "# {name}\n{text}");
+        }
+    }
+    if !shown.is_empty() {
+        let path = dir.join("agent.txt");
+        std::fs::write(&path, shown).with_context(|| format!("writing {}", path.display()))?;
+    }
     for (leaf, port, spine) in uplinks(&topo) {
         let n = num(
             &report,

@@ -36,6 +36,12 @@ pub trait Agent: Send + std::fmt::Debug {
 
     /// The pipeline was reset: forget every table state the agent believed in.
     fn reset(&mut self) {}
+
+    /// The agent's own counts, by name (e.g. P4TE's `moves`), for the switch's statistics and
+    /// an experiment's per-point record; none by default.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 /// What an agent can do: write through the validated path, and read the control plane.
@@ -78,6 +84,8 @@ pub struct AgentHost {
     next_tick: Option<u64>,
     /// Updates the agent has written.
     pub writes: u64,
+    /// Packet-ins handed to the agent.
+    pub packet_ins: u64,
 }
 
 impl AgentHost {
@@ -89,6 +97,7 @@ impl AgentHost {
             generation: control.generation(),
             next_tick,
             writes: 0,
+            packet_ins: 0,
         }
     }
 
@@ -106,6 +115,12 @@ impl AgentHost {
         let mut cx = self.cx(control);
         self.agent.packet_in(now_ns, frame, &mut cx);
         self.writes += cx.writes();
+        self.packet_ins += 1;
+    }
+
+    /// The agent's own counts ([`Agent::counters`]).
+    pub fn counters(&self) -> Vec<(&'static str, u64)> {
+        self.agent.counters()
     }
 
     /// A digest.

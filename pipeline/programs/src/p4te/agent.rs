@@ -364,6 +364,16 @@ impl Agent for P4teAgent {
         self.set_link(cx, port, up);
     }
 
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("feedback", self.feedback),
+            ("skipped", self.skipped),
+            ("moves", self.moves),
+            ("idle_moves", self.idle_moves),
+            ("link_changes", self.link_changes),
+        ]
+    }
+
     fn reset(&mut self) {
         self.last_tx.clear();
         self.failed.clear();

@@ -627,8 +627,13 @@ impl Sim {
 
     /// Updates switch `name`'s agent has written so far.
     pub fn agent_writes(&self, name: &str) -> Option<u64> {
+        Some(self.agent(name)?.writes)
+    }
+
+    /// Switch `name`'s agent (None: no such switch, or it runs none): its counts.
+    pub fn agent(&self, name: &str) -> Option<&AgentHost> {
         let s = self.switches.iter().find(|s| s.name == name)?;
-        Some(s.agent.as_ref()?.writes)
+        s.agent.as_ref()
     }
 
     /// How long a frame of `len` bytes takes to cross a link of `rate_bps` after it starts to
