@@ -126,7 +126,9 @@ impl Hpcc {
             w,
             wc: w,
             inc_stage: 0,
-            u: 0.0,
+            // As HPCC's reference sender starts it (its queue pair's `u = 1`): a new flow
+            // assumes a fully used path until the EWMA has seen a full base RTT of samples.
+            u: 1.0,
             last_update_seq: 0,
             prev: Vec::new(),
             updates: 0,
@@ -364,6 +366,24 @@ mod tests {
         // A path change (other switch ids) restarts the comparison.
         let other = [hop(1, 200_000, 0, 0), hop(3, 200_010, 0, 0)];
         assert!(!h2.on_ack(4, 1000, Feedback::Int(&other)));
+    }
+
+    /// U starts at 1, as in HPCC's reference sender: a flow's first INT sample over a short τ
+    /// moves it only τ/T of the way, so a new flow on a congested path backs off at once
+    /// instead of growing for an RTT from U = 0 (issue 33).
+    #[test]
+    fn a_new_flow_starts_from_a_fully_used_path() {
+        let mut h = Hpcc::new(cfg());
+        assert_eq!(h.util(), 1.0);
+        // Two stacks 10 µs apart (τ = T/10) of a link at twice its rate (queue of one BDP).
+        let bdp = 12_500;
+        let first = [hop(1, 0, 0, bdp)];
+        let second = [hop(1, 10_000, 1_250, bdp)];
+        h.on_ack(1, 1000, Feedback::Int(&first));
+        assert!(h.on_ack(2, 1000, Feedback::Int(&second)));
+        // Sample u = 1 (queue) + 1 (rate); U = 0.9·1 + 0.1·2 = 1.1 ≥ η: the window shrinks.
+        assert!((h.util() - 1.1).abs() < 1e-9, "{}", h.util());
+        assert!(h.window() < h.config().w_init(), "{}", h.window());
     }
 
     /// N flows on one link, fluid model with one RTT of feedback delay: they converge to an

@@ -63,7 +63,11 @@ const SAMPLE_INSTANCE: u8 = 0x48;
 /// | 4 | slots reserved (the sender's choice; PINT: padding, normally 0) |
 /// | 5–7 | 0 |
 /// | 8–11 | the sender's packet number (part of the packet ID) |
-/// | 12… | INT: the slots, [`INT_HOP_LEN`] bytes each: switch id (32), egress timestamp ns mod 2^32 (32), port tx bytes mod 2^32 (32), queue at dequeue in 80-byte cells (16, saturating), port rate Mb/s (16, saturating) |
+/// | 12… | INT: the slots, [`INT_HOP_LEN`] bytes each: switch id mod 2^16 (16), queue at dequeue in 80-byte cells (16, saturating), egress timestamp ns mod 2^32 (32), port tx bytes mod 2^32 (32), port rate Mb/s (32) |
+///
+/// The rate has 32 bits so that 100-400 Gb/s ports fit (before 2026-11-27 it had 16 and
+/// saturated at 65.5 Gb/s); the switch id gave up the 16 bits, as the sender only compares the
+/// ids of two stacks to notice a path change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Shim {
     /// [`KIND_PINT`] or [`KIND_INT`].
@@ -131,11 +135,11 @@ impl Shim {
             .map(|r| {
                 let w = |at: usize| u32::from_be_bytes([r[at], r[at + 1], r[at + 2], r[at + 3]]);
                 IntHop {
-                    switch_id: w(0),
+                    switch_id: u32::from(u16::from_be_bytes([r[0], r[1]])),
+                    qlen_bytes: u32::from(u16::from_be_bytes([r[2], r[3]])) * CELL_BYTES,
                     ts_ns: w(4),
                     tx_bytes: w(8),
-                    qlen_bytes: u32::from(u16::from_be_bytes([r[12], r[13]])) * CELL_BYTES,
-                    rate_mbps: u32::from(u16::from_be_bytes([r[14], r[15]])),
+                    rate_mbps: w(12),
                 }
             })
             .collect()
@@ -294,11 +298,12 @@ pub(crate) fn egress(
                 let o = SHIM_LEN + usize::from(shim.value) * INT_HOP_LEN;
                 let r = &mut s[o..o + INT_HOP_LEN];
                 let cells = u64::from(md.deq_qdepth_bytes).div_ceil(u64::from(CELL_BYTES));
-                r[0..4].copy_from_slice(&switch_id.to_be_bytes());
+                r[0..2].copy_from_slice(&(switch_id as u16).to_be_bytes());
+                r[2..4].copy_from_slice(&(cells.min(0xffff) as u16).to_be_bytes());
                 r[4..8].copy_from_slice(&(now as u32).to_be_bytes());
                 r[8..12].copy_from_slice(&(sent as u32).to_be_bytes());
-                r[12..14].copy_from_slice(&(cells.min(0xffff) as u16).to_be_bytes());
-                r[14..16].copy_from_slice(&(rate_mbps.min(0xffff) as u16).to_be_bytes());
+                r[12..16]
+                    .copy_from_slice(&(rate_mbps.min(u64::from(u32::MAX)) as u32).to_be_bytes());
                 s[2] |= FLAG_SAMPLED;
                 s[3] += 1;
             }

@@ -91,9 +91,13 @@ fn s6_1_pint_at_p_1_behaves_close_to_int() {
     let (x, y) = (mean(&int), mean(&pint));
     println!("mean FCT: INT {x:.0} PINT {y:.0}");
     assert!((x - y).abs() / x < 0.10, "mean FCT: INT {x} PINT {y}");
+    // The peak queue (the start's burst): INT's sender starts from U = 1 as HPCC's reference
+    // does and backs off a little sooner than PINT's, whose digest brings the switch's U with no
+    // prior (2026-11-27: 54 against 66 packets; 67 against 66 when INT started from U = 0).
     let q = |r: &Json| num(r, &["switches", "s1", "ports", "3", "max_enq_qdepth"]) as f64;
+    println!("peak queue: INT {} PINT {}", q(&int), q(&pint));
     assert!(
-        (q(&int) - q(&pint)).abs() / q(&int) < 0.2,
+        (q(&int) - q(&pint)).abs() / q(&int) < 0.25,
         "{} {}",
         q(&int),
         q(&pint)
@@ -139,7 +143,7 @@ fn s4_5_hpcc_flows_need_pint_switches_and_a_size() {
     assert!(programs::fabric_plan(&t).is_ok());
 }
 
-/// A chain of three `pint` switches, 1 Gb/s, T = 100 µs.
+/// A chain of three `pint` switches, 1 Gb/s but for s3 -> h2 (400 Gb/s), T = 100 µs.
 fn chain3() -> Topology {
     let mut t = String::from("defaults rate=1G delay=5us buffer=64\n");
     for (i, id) in [7001, 7002, 7003].iter().enumerate() {
@@ -149,7 +153,8 @@ fn chain3() -> Topology {
         );
     }
     t += "host h1 ipv4=10.0.1.1 ipv6=fd00::1:1\nhost h2 ipv4=10.0.2.1 ipv6=fd00::2:1\n";
-    t += "link s1:1 h1\nlink s1:2 s2:1\nlink s2:2 s3:1\nlink s3:2 h2\n";
+    // The last link at 400 Gb/s: above the 65.5 Gb/s an INT record's rate once saturated at.
+    t += "link s1:1 h1\nlink s1:2 s2:1\nlink s2:2 s3:1\nlink s3:2 h2 rate=400G\n";
     Topology::parse(&t).unwrap()
 }
 
@@ -206,9 +211,9 @@ fn s4_4c_int_appends_one_record_per_hop_and_pint_keeps_the_path_max() {
         hops.iter().map(|h| h.switch_id).collect::<Vec<_>>(),
         [7001, 7002, 7003]
     );
-    for h in &hops {
+    for (h, rate) in hops.iter().zip([1000, 1000, 400_000]) {
         // The port's first packet: its bytes, an empty queue, the link's rate.
-        assert_eq!((h.tx_bytes, h.qlen_bytes, h.rate_mbps), (len, 0, 1000));
+        assert_eq!((h.tx_bytes, h.qlen_bytes, h.rate_mbps), (len, 0, rate));
     }
     assert!(hops[0].ts_ns < hops[1].ts_ns && hops[1].ts_ns < hops[2].ts_ns);
     // The UDP checksum is cleared (the payload changed).
