@@ -55,13 +55,18 @@ impl Sim {
             .iter()
             .enumerate()
             .map(|(k, f)| {
-                let mut flow = f.rx.report(
-                    Json::object()
-                        .with("id", k as u64 + 1)
-                        .with("src", self.hosts[f.src].name.as_str())
-                        .with("dst", self.hosts[f.dst].name.as_str()),
-                    f.sent,
-                );
+                let who = Json::object()
+                    .with("id", k as u64 + 1)
+                    .with("src", self.hosts[f.src].name.as_str())
+                    .with("dst", self.hosts[f.dst].name.as_str());
+                // A TCP flow's segments carry no stamps, so the receiver's stamped-flow counts
+                // (received, lost, reordering, latency) would say it lost everything: its
+                // report is the connection's own.
+                let mut flow = if f.tcp.is_some() {
+                    who
+                } else {
+                    f.rx.report(who, f.sent)
+                };
                 if let Some(h) = &f.hpcc {
                     flow = flow.with("hpcc", h.report());
                 }
