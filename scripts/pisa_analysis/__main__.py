@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from . import compare, dbb, experiment, fct_table, p4te, pint, qcn, splitting, uplinks
+from . import (compare, dbb, experiment, fct_table, p4te, p4te_figures, pint, qcn, splitting,
+               uplinks)
 
 
 def main() -> None:
@@ -14,7 +15,8 @@ def main() -> None:
         "says what it reads and writes.",
     )
     sub = ap.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND")
-    for module in (fct_table, compare, experiment, uplinks, dbb, pint, qcn, p4te, splitting):
+    for module in (fct_table, compare, experiment, uplinks, dbb, pint, qcn, p4te, p4te_figures,
+                   splitting):
         module.register(sub)
     a = ap.parse_args()
     a.run(a)
