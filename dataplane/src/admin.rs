@@ -10,6 +10,7 @@
 //! show_agent                              (the switch-local agent's counts, lag and reaction)
 //! set_pfc on|off [<port>]                 (honour received PAUSE/PFC frames)
 //! set_pfc_xoff <packets> [<port>]         (send PFC as an ingress port; 0: off)
+//! set_pfc_xon <packets> [<port>]          (resume under this many; 0: 3/4 of xoff)
 //! register_read <register> <index>        counter_read <counter> <index>
 //! pktgen_set <app> <period_us> <batches> <packets> header|raw <template hex>
 //! pktgen_enable <app>    pktgen_disable <app>    show_pktgen
@@ -106,17 +107,23 @@ pub fn run(sw: &Switch, line: &str) -> Result<String, String> {
                 Ok(out)
             }
             "show_ports" => {
-                let mut out = String::from("port rx tx errors pfc_rx pfc_tx\n");
+                let mut out = String::from("port rx tx errors pfc_rx pfc_tx pfc_paused_us\n");
+                let now = sw.clock()();
                 for &p in sw.ports() {
                     if let Some(c) = sw.counters(p) {
                         let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+                        // Received PFC: how long the port's classes were held, summed.
+                        let paused: u64 = (0..pipeline::tm::QUEUES)
+                            .map(|q| sw.tm().paused_ns(p, q, now))
+                            .sum();
                         out += &format!(
-                            "{p} {} {} {} {} {}\n",
+                            "{p} {} {} {} {} {} {}\n",
                             l(&c.rx),
                             l(&c.tx),
                             l(&c.errors),
                             l(&c.pfc_rx),
-                            l(&c.pfc_tx)
+                            l(&c.pfc_tx),
+                            paused / 1000
                         );
                     }
                 }

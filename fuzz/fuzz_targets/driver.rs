@@ -144,6 +144,7 @@ fn port_config(b: &mut Bytes<'_>) -> PortConfig {
         link_bps: 1 + u64::from(b.u32()) * 100,
         pfc: b.flag(),
         pfc_xoff: b.flag().then(|| u32::from(b.u8() % 32 + 1)),
+        pfc_xon: b.flag().then(|| u32::from(b.u8() % 32 + 1)),
     }
 }
 

@@ -58,6 +58,7 @@ fn run(tag: char, program: &str, params: &str, rp: bool, np: bool) -> Value {
         link_bps: RATE,
         rp,
         np,
+        np_interval_us: 0,
     };
     let r = qcn::run(&f, &plan, &opts.dir.join("qcn")).expect("the run");
     eprintln!("{program} {params}: {r:#}");

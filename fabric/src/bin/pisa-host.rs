@@ -118,6 +118,10 @@ enum Command {
         /// At most one answer per flow per this many µs (0: every CE packet).
         #[arg(long, default_value_t = 0)]
         np_interval_us: u64,
+        /// The end of the measurement window, ns since the Unix epoch: each flow also reports
+        /// the packets that arrived by then (`received_in_window`).
+        #[arg(long)]
+        window_end_ns: Option<u64>,
         /// Write the JSON report here.
         #[arg(long)]
         out: Option<PathBuf>,
@@ -301,6 +305,7 @@ fn run(c: Command) -> anyhow::Result<()> {
             seconds,
             np,
             np_interval_us,
+            window_end_ns,
             out,
         } => {
             let j = host::sink(&SinkOpts {
@@ -308,6 +313,7 @@ fn run(c: Command) -> anyhow::Result<()> {
                 seconds,
                 np,
                 np_interval_us,
+                window_end_ns,
             })
             .with_context(|| format!("sink on {listen}"))?;
             write(out, &j)

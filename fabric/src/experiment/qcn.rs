@@ -9,8 +9,10 @@
 //! - `background`: totals over every background flow (sent, received, lost);
 //! - `switches`: per switch, the PFC frames each port sent and received (`show_ports`) and the
 //!   bytes each port sent during the run (`egress.port_tx`);
-//! - `utilisation`: per receiving host, the bytes its switch port sent over the run, as a
-//!   fraction of that link's rate.
+//! - `utilisation`: per receiving host, the data its flows delivered within the senders' time
+//!   (`received_in_window`: stamped datagrams, so no PFC or feedback frame) as frames, over the
+//!   link's capacity for that time; `port_tx_bytes`: the bytes its switch port sent over the
+//!   whole run, every frame included.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -21,6 +23,7 @@ use serde_json::Value;
 
 use super::{admin, port_tx_bytes};
 use crate::fabric::Fabric;
+use crate::host::FRAME_OVERHEAD;
 use crate::workspace_bin;
 use topo::End;
 
@@ -63,10 +66,16 @@ pub struct Plan {
     pub rp: bool,
     /// Sinks act as the three-point baseline's NP.
     pub np: bool,
+    /// At most one NP answer per flow per this many µs (0: every CE-marked packet).
+    pub np_interval_us: u64,
 }
 
 /// The sinks' port.
 pub const PORT: u16 = 9000;
+
+/// About how long spawning the hosts' tools takes after `run` starts (a margin for the
+/// measurement window's start, which the window's end follows).
+const SPAWN_NS: u64 = 20_000_000;
 
 fn parse(path: &Path) -> anyhow::Result<Value> {
     let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
@@ -95,18 +104,34 @@ pub fn pfc_frames(f: &Fabric) -> anyhow::Result<Pfc> {
     let mut out = BTreeMap::new();
     for s in &f.topo.switches {
         let sock = f.opts.dir.join(format!("{}.sock", s.name));
-        // port rx tx errors pfc_rx pfc_tx
+        // port rx tx errors pfc_rx pfc_tx pfc_paused_us
         for l in admin(&sock, "show_ports")?.iter().skip(1) {
             let v: Vec<u64> = l
                 .split_whitespace()
                 .filter_map(|x| x.parse().ok())
                 .collect();
-            if let [port, _, _, _, rx, tx] = v[..] {
+            if let [port, _, _, _, rx, tx, ..] = v[..] {
                 out.insert((s.name.clone(), u16::try_from(port).unwrap_or(0)), (rx, tx));
             }
         }
     }
     Ok(out)
+}
+
+/// The time every switch port has spent paused by received PFC, summed, µs (`show_ports`).
+pub fn pfc_paused_us(f: &Fabric) -> anyhow::Result<u64> {
+    let mut sum = 0;
+    for s in &f.topo.switches {
+        let sock = f.opts.dir.join(format!("{}.sock", s.name));
+        for l in admin(&sock, "show_ports")?.iter().skip(1) {
+            sum += l
+                .split_whitespace()
+                .nth(6)
+                .and_then(|x| x.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    Ok(sum)
 }
 
 /// The switch port and link rate facing host `h`.
@@ -136,7 +161,12 @@ pub fn run(f: &Fabric, plan: &Plan, dir: &Path) -> anyhow::Result<Value> {
     let size = plan.size.to_string();
     let link = plan.link_bps.to_string();
     let pfc_before = pfc_frames(f)?;
+    let paused_before = pfc_paused_us(f)?;
     let tx_before = port_tx_bytes(f)?;
+    // The measurement window: the senders' time, from when they start (the servers' half
+    // second of lead, `run_pisa_host`, and the time to spawn them, ms, after now).
+    let window_end_ns =
+        crate::host::now_ns() + 500_000_000 + (plan.seconds * 1e9) as u64 + SPAWN_NS;
     let mut servers: Vec<(String, Vec<String>)> = Vec::new();
     let mut clients: Vec<(String, Vec<String>)> = Vec::new();
     for h in &sinks {
@@ -151,7 +181,9 @@ pub fn run(f: &Fabric, plan: &Plan, dir: &Path) -> anyhow::Result<Value> {
         ];
         if plan.np {
             a.push("--np".into());
+            a.extend(["--np-interval-us".into(), plan.np_interval_us.to_string()]);
         }
+        a.extend(["--window-end-ns".into(), window_end_ns.to_string()]);
         servers.push((h.clone(), a));
     }
     for (k, s) in plan.senders.iter().enumerate() {
@@ -231,6 +263,7 @@ pub fn run(f: &Fabric, plan: &Plan, dir: &Path) -> anyhow::Result<Value> {
         [&tx_before, &tx_after],
     )?;
     v["fidelity"] = super::fidelity::to_json(&measured);
+    v["pfc_paused_us"] = pfc_paused_us(f)?.saturating_sub(paused_before).into();
     Ok(v)
 }
 
@@ -304,6 +337,7 @@ fn summarise(
             .unwrap_or_default();
         let rx = sink_flows.get(&(src_ip, k as u64 + 1));
         let received = rx.map_or(0, |r| u(r, &["received"]));
+        j["received_in_window"] = rx.map_or(0, |r| u(r, &["received_in_window"])).into();
         let sent = u(&j, &["sent"]);
         j["src"] = s.src.clone().into();
         j["dst"] = s.dst.clone().into();
@@ -319,7 +353,7 @@ fn summarise(
     }
     let mut bg = serde_json::json!(null);
     if plan.background.is_some() {
-        let (mut sent, mut received) = (0u64, 0u64);
+        let (mut sent, mut received, mut in_window) = (0u64, 0u64, 0u64);
         for h in &f.topo.hosts {
             let j = parse(&dir.join(format!("bg-{}.json", h.name)))?;
             for fl in j["flows"].as_array().into_iter().flatten() {
@@ -329,11 +363,13 @@ fn summarise(
         for ((_, id), fl) in &sink_flows {
             if *id >= u64::from(crate::host::BACKGROUND_ID) {
                 received += u(fl, &["received"]);
+                in_window += u(fl, &["received_in_window"]);
             }
         }
         bg = serde_json::json!({
             "sent": sent,
             "received": received,
+            "received_in_window": in_window,
             "lost": sent.saturating_sub(received),
             "loss": sent.saturating_sub(received) as f64 / sent.max(1) as f64,
         });
@@ -350,15 +386,28 @@ fn summarise(
             "pfc_rx": rx1 - rx0, "pfc_tx": tx1 - tx0, "tx_bytes": bytes,
         });
     }
+    // Per sink: the data its flows delivered within the window (stamped datagrams, so no PFC
+    // or feedback frame), as frames, over the link's capacity for the window; and the wire
+    // bytes the switch port sent it over the whole run, every frame included.
+    let frame_bits = ((plan.size + FRAME_OVERHEAD) * 8) as f64;
     let mut util = serde_json::Map::new();
+    let mut wire = serde_json::Map::new();
     for h in sinks {
         if let Some((sw, port, rate)) = host_port(f, h) {
-            let bytes = tx[1].get(&(sw.clone(), port)).copied().unwrap_or(0)
-                - tx[0].get(&(sw.clone(), port)).copied().unwrap_or(0);
+            let j = parse(&dir.join(format!("sink-{h}.json")))?;
+            let data: u64 = j["flows"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|fl| u(fl, &["received_in_window"]))
+                .sum();
             util.insert(
                 h.clone(),
-                (bytes as f64 * 8.0 / (rate as f64 * plan.seconds)).into(),
+                (data as f64 * frame_bits / (rate as f64 * plan.seconds)).into(),
             );
+            let bytes = tx[1].get(&(sw.clone(), port)).copied().unwrap_or(0)
+                - tx[0].get(&(sw.clone(), port)).copied().unwrap_or(0);
+            wire.insert(h.clone(), bytes.into());
         }
     }
     Ok(serde_json::json!({
@@ -366,5 +415,6 @@ fn summarise(
         "background": bg,
         "switches": switches,
         "utilisation": util,
+        "port_tx_bytes": wire,
     }))
 }

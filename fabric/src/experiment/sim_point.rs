@@ -59,6 +59,7 @@ fn specs(
                 ipv6,
             },
             np: false,
+            np_interval_ns: 0,
             bytes: Some(f.size),
         })
         .collect())

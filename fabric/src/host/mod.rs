@@ -300,6 +300,9 @@ pub struct SinkOpts {
     pub np: bool,
     /// At most one NP answer per flow per this many µs (0: every CE packet, as `pisa-sim`).
     pub np_interval_us: u64,
+    /// The end of the measurement window, ns since the Unix epoch: each flow also reports
+    /// `received_in_window`, its packets that arrived by then (None: no window).
+    pub window_end_ns: Option<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -339,8 +342,11 @@ pub fn sink(o: &SinkOpts) -> io::Result<Json> {
             unstamped += 1;
             continue;
         };
-        let f = flows.entry((from, id)).or_default();
-        f.rx.on_packet(seq, at.saturating_sub(sent_ns));
+        let f = flows.entry((from, id)).or_insert_with(|| RxFlow {
+            rx: RxStats::with_window(o.window_end_ns),
+            ..RxFlow::default()
+        });
+        f.rx.on_packet_at(seq, at.saturating_sub(sent_ns), at);
         if !ce {
             continue;
         }

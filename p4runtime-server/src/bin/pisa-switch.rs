@@ -286,6 +286,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         link_bps: args.port_rate.unwrap_or(10_000_000_000),
         pfc: args.pfc,
         pfc_xoff: None,
+        pfc_xon: None,
     };
     let shared_buffer = args.shared_buffer.map(|total_bytes| SharedBuffer {
         total_bytes,

@@ -6,7 +6,8 @@
 //! does; a miss does nothing, so every mechanism is switched per port by a table entry:
 //! - `qcn_fbp(q_min, q_max, pace_us)`, two-point P4QCN: an IPv4 UDP packet that joined a queue of
 //!   `enq_qdepth` packets is chosen with Eq. 1's probability ([`hosts::qcn::feedback_probability`]);
-//!   if its flow (source and destination address) has had no feedback packet (FBP) for `pace_us`
+//!   if its flow (addresses and UDP ports: a reaction point is a socket) has had no feedback
+//!   packet (FBP) for `pace_us`
 //!   (`egress.qcn_next_fbp[hash % 4096]` holds when the next may go; N µs, which the paper leaves
 //!   open, A-QCN-4: by default the fabric's base round trip), the packet
 //!   is cloned egress-to-egress to [`SESSION`], whose replica goes to the recirculation port and
@@ -178,7 +179,14 @@ fn egress(cx: &mut Ctx<'_>, q: &QcnIds, pkt: &mut pipeline::frame::Frame<'_>, md
     if ip.protocol() != IpProtocol::UDP || ip.is_fragment() {
         return;
     }
-    let flow = (u64::from(ip.src_addr().to_bits()) << 32) | u64::from(ip.dst_addr().to_bits());
+    // The flow as its reaction point is one: a socket, so addresses and UDP ports (keyed by
+    // the address pair alone, two flows between the same hosts shared one pacing slot).
+    let Ok(udp) = UdpPacket::new_checked(ip.payload()) else {
+        return;
+    };
+    let pair = (u64::from(ip.src_addr().to_bits()) << 32) | u64::from(ip.dst_addr().to_bits());
+    let ports = (u64::from(udp.src_port()) << 16) | u64::from(udp.dst_port());
+    let flow = pair ^ ports.wrapping_mul(0xc2b2_ae3d_27d4_eb4f);
     let cell = (flow.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 52) as usize % PACE_CELLS;
     // At most one FBP every N us per flow: the cell holds when the next may go.
     let now = md.egress_global_timestamp;
@@ -366,6 +374,18 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
                 limit: th.q_max.into(),
             });
         }
+        // PFC's resume threshold (packets; default 3/4 of q_pfc, see the traffic manager).
+        let q_pfc_xon: Option<u32> = number(s, "q_pfc_xon")?;
+        if let Some(v) = q_pfc_xon
+            && (v == 0 || u64::from(v) > u64::from(th.q_pfc))
+        {
+            return Err(bad_value(
+                s,
+                "q_pfc_xon",
+                &v.to_string(),
+                "1 to q_pfc packets",
+            ));
+        }
         let pace_us: Option<u64> = number(s, "pace_us")?;
         let cp = cp_of(s)?;
         let pfc = match s.params.get("pfc").map(String::as_str) {
@@ -391,6 +411,9 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
             }
             if pfc {
                 plan.tm.push(format!("set_pfc_xoff {} {port}", th.q_pfc));
+                if let Some(v) = q_pfc_xon {
+                    plan.tm.push(format!("set_pfc_xon {v} {port}"));
+                }
             }
         }
     }

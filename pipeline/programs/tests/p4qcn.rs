@@ -131,6 +131,33 @@ fn s3_1_1_feedback_pacing_limits_fbps_per_flow() {
     assert!((5..=101).contains(&fb), "{fb} feedbacks");
 }
 
+/// Two flows between the same two hosts (two sockets, two reaction points) are paced apart:
+/// with a pacing interval longer than the run, each gets its one feedback packet. Keyed by the
+/// address pair, the second flow's congestion found the first's slot taken and got none
+/// (issue 33).
+#[test]
+fn s3_1_1_feedback_pacing_is_per_flow_not_per_host_pair() {
+    let t = Topology::parse(
+        "defaults rate=100M delay=10us buffer=64\n\
+         switch s1 program=p4qcn q_min=5 q_max=20 pace_us=1000000\n\
+         host h1 ipv4=10.0.1.1 ipv6=fd00::1:1\n\
+         host h2 ipv4=10.0.1.2 ipv6=fd00::1:2\n\
+         link s1:1 h1\nlink s1:2 h2 rate=50M\n",
+    )
+    .unwrap();
+    let r = run(
+        &t,
+        100,
+        3,
+        &["h1>h2 rate=100M cc=qcn-rp", "h1>h2 rate=100M cc=qcn-rp"],
+    );
+    let fb: Vec<u64> = flows(&r)
+        .iter()
+        .map(|f| num(f, &["qcn_rp", "feedbacks"]))
+        .collect();
+    assert_eq!(fb, [1, 1], "feedback packets per flow");
+}
+
 #[test]
 fn s3_2_2_thresholds_follow_the_buffer_and_the_bdp() {
     // 4 ports of 64 packets, BDP 1 packet: Q_PFC = (256 - 32)/32 = 7, Q_P4QCN = 6.

@@ -4,7 +4,7 @@
 //! ```text
 //! SRC>DST rate=RATE [size=BYTES] [start_ms=X] [stop_ms=Y] [proto=udp|tcp] [sport=P] [dport=P]
 //!         [tos=T] [pattern=constant|poisson|onoff] [cc=none|qcn-rp] [r_ai=RATE] [bc=BYTES]
-//!         [np=on|off] [bytes=N]
+//!         [np=on|off] [np_us=N] [bytes=N]
 //! RATE = bits/s with K/M/G suffixes (frame bits), or Npps
 //! ```
 //!
@@ -19,7 +19,8 @@
 //! `bc=` (byte counter) say otherwise; the rate is its maximum. A feedback packet is a UDP packet
 //! with ECN = 11 from the flow's destination address and port to its source's. `np=on` makes the
 //! receiver the notification point of QCN's three-point baseline: it answers every CE-marked
-//! packet of the flow with such a feedback packet.
+//! packet of the flow with such a feedback packet, or with `np_us=N` at most one every N µs (as
+//! a congestion point paces its feedback; `pisa-host sink --np-interval-us` alike).
 //!
 //! `cc=reno`, `cc=cubic` and `cc=dctcp` make the flow a TCP connection of the simulator's
 //! Linux-like endpoints ([`crate::tcp`]): `bytes=` application bytes from SRC to DST, exchanged
@@ -105,6 +106,8 @@ pub struct FlowSpec {
     pub cc: Cc,
     /// The receiver answers CE marks with feedback packets (QCN's NP).
     pub np: bool,
+    /// At most one NP answer per this many ns (0: every CE-marked packet).
+    pub np_interval_ns: u64,
     /// Application bytes of a finite flow (`bytes=`; HPCC flows).
     pub bytes: Option<u64>,
 }
@@ -183,6 +186,7 @@ impl FlowSpec {
             pattern: Pattern::Constant,
             cc: Cc::None,
             np: false,
+            np_interval_ns: 0,
             bytes: None,
         };
         let mut rate = None;
@@ -276,6 +280,7 @@ impl FlowSpec {
                 "bytes" => f.bytes = Some(num::<u64>("bytes", v)?.max(1)),
                 "r_ai" => r_ai_bps = Some(parse_rate(v)?),
                 "bc" => byte_counter = Some(num::<u64>("bc", v)?.max(1)),
+                "np_us" => f.np_interval_ns = num::<u64>("np_us", v)?.saturating_mul(1000),
                 "np" => {
                     f.np = match v {
                         "on" => true,

@@ -13,11 +13,25 @@ pub struct RxStats {
     pub reordered: u64,
     /// The highest sequence number seen.
     pub max_seq: Option<u64>,
+    /// The end of the measurement window, on the clock of [`RxStats::on_packet_at`]'s `at_ns`
+    /// (None: no window).
+    pub window_end_ns: Option<u64>,
+    /// Data packets received up to the window's end: what a rate over a fixed window counts,
+    /// however long the run drains after it.
+    pub received_in_window: u64,
     /// One-way latency of every packet, ns.
     latencies: Vec<u64>,
 }
 
 impl RxStats {
+    /// A record whose window ends at `end_ns` (None: no window).
+    pub fn with_window(end_ns: Option<u64>) -> RxStats {
+        RxStats {
+            window_end_ns: end_ns,
+            ..RxStats::default()
+        }
+    }
+
     /// Packet `seq` arrived `latency_ns` after it was sent.
     pub fn on_packet(&mut self, seq: u64, latency_ns: u64) {
         self.received += 1;
@@ -25,6 +39,15 @@ impl RxStats {
         match self.max_seq {
             Some(m) if seq < m => self.reordered += 1,
             _ => self.max_seq = Some(seq),
+        }
+    }
+
+    /// Packet `seq` arrived at `at_ns`, `latency_ns` after it was sent; counted in the window
+    /// if it arrived by its end.
+    pub fn on_packet_at(&mut self, seq: u64, latency_ns: u64, at_ns: u64) {
+        self.on_packet(seq, latency_ns);
+        if self.window_end_ns.is_some_and(|end| at_ns <= end) {
+            self.received_in_window += 1;
         }
     }
 
@@ -51,10 +74,14 @@ impl RxStats {
         })
     }
 
-    /// `received`, `lost` (of `sent`), `reordered` and `latency_us {p50, p99, max}`, added to
-    /// `obj`.
+    /// `received`, `lost` (of `sent`), `reordered`, `latency_us {p50, p99, max}` and, with a
+    /// window, `received_in_window`, added to `obj`.
     pub fn report(&self, obj: Json, sent: u64) -> Json {
         let [p50, p99, max] = self.latencies_us(&[0.5, 0.99, 1.0]);
+        let obj = match self.window_end_ns {
+            Some(_) => obj.with("received_in_window", self.received_in_window),
+            None => obj,
+        };
         obj.with("sent", sent)
             .with("received", self.received)
             .with("lost", sent.saturating_sub(self.received))
@@ -87,5 +114,21 @@ mod tests {
         let j = r.report(Json::object(), r.seen_span());
         assert_eq!(j.get("lost").and_then(Json::as_u64), Some(1));
         assert_eq!(RxStats::default().latency_us(0.99), 0.0);
+        // A window ending at 100 ns: what arrives later counts as received, not in the window.
+        let mut w = RxStats {
+            window_end_ns: Some(100),
+            ..RxStats::default()
+        };
+        w.on_packet_at(0, 5, 50);
+        w.on_packet_at(1, 5, 100);
+        w.on_packet_at(2, 5, 101);
+        assert_eq!((w.received, w.received_in_window), (3, 2));
+        let j = w.report(Json::object(), 3);
+        assert_eq!(j.get("received_in_window").and_then(Json::as_u64), Some(2));
+        assert!(
+            r.report(Json::object(), 5)
+                .get("received_in_window")
+                .is_none()
+        );
     }
 }

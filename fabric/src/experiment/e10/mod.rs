@@ -171,24 +171,53 @@ pub struct Row {
     pub loss: f64,
     /// One-way latency p50 and p99, µs (for TCP: the sender's mean RTT as p50).
     pub latency_us: (Option<f64>, Option<f64>),
-    /// Its goodput, bits per second (frames received, or TCP's receiver rate).
+    /// Its goodput, bits per second: the frames that arrived within the senders' time over
+    /// that time (TCP: iperf3's receiver rate).
     pub goodput_bps: f64,
+    /// What it offered, bits per second (its rate: a reaction point sends less and drops the
+    /// rest of the demand, so goodput is to be read against this).
+    #[serde(default)]
+    pub offered_bps: f64,
     /// Feedback packets its sender took.
     pub feedbacks: u64,
     /// PFC frames sent by all switches.
     pub pauses_sent: u64,
     /// PFC frames received by switches and (pisa-sim) hosts.
     pub pauses_received: u64,
-    /// Utilisation of host41's link while traffic lasted (pisa-sim: until the last packet
-    /// arrived; namespaces: the senders' time).
+    /// Utilisation of host41's link by data: the frames of every flow to host41 that arrived
+    /// within the senders' time, over the link's capacity for that time (no PFC or feedback
+    /// frame; before 2026-11-27 the port's bytes over the run's end, which a PFC run's drain
+    /// stretched, with its control frames counted).
     pub utilisation: f64,
     /// Loss of the background traffic.
     pub bg_loss: f64,
+    /// The background's offered and delivered (within the senders' time) rates, bits per
+    /// second, summed over every host.
+    #[serde(default)]
+    pub bg_offered_bps: f64,
+    /// See `bg_offered_bps`.
+    #[serde(default)]
+    pub bg_delivered_bps: f64,
+    /// Time the switches' and hosts' ports spent paused by received PFC, summed, ms (pisa-sim;
+    /// namespaces: the switches' ports only).
+    #[serde(default)]
+    pub paused_ms: f64,
     /// The run's fidelity verdict (docs/experiments.md, "Fidelity"): `ok` or `degraded: ...`
     /// in namespaces; `-` in pisa-sim, whose virtual time no CPU can make late (and in rows
     /// recorded before the verdict existed).
     #[serde(default = "crate::experiment::fidelity::no_verdict")]
     pub fidelity: String,
+}
+
+/// What the background offers, bits per second over the senders' time (frame bits; both worlds
+/// draw the same flows from the seed).
+fn bg_offered_bps(s: &Setup, hosts: usize, bg_bps: u64) -> f64 {
+    let until = (s.seconds * 1e9) as u64;
+    let bits: f64 = sim::traffic::background(hosts, &[bg_bps], s.mean_bytes, until, s.seed)
+        .iter()
+        .map(|f| f.rate_bps as f64 * f.stop_ns.min(until).saturating_sub(f.start_ns) as f64 / 1e9)
+        .sum();
+    bits / s.seconds
 }
 
 /// The background flows of a run as pisa-sim flow specs (`size` is the IP length).
@@ -199,7 +228,9 @@ fn sim_specs(s: &Setup, c: &Config, t: &Topology, bg_bps: u64) -> Vec<String> {
             spec += " cc=qcn-rp";
         }
         if c.np {
-            spec += " np=on";
+            // The NP paced as the two-point congestion point paces its feedback (its `pace_us`
+            // default), so that the two are compared at the same feedback rate.
+            spec += &format!(" np=on np_us={}", programs::p4qcn::base_rtt_us(t));
         }
         spec
     };
@@ -261,12 +292,29 @@ pub fn sim(s: &Setup, c: &Config, bg_bps: u64) -> Result<(Row, Value), String> {
     for h in r["hosts"].as_object().into_iter().flat_map(|m| m.values()) {
         rx_pfc += u(h, &["pfc_pauses_received"]);
     }
-    // host41 is port 1 of tor4. Over the time traffic lasted: the senders' time, or longer
-    // when PFC held packets past it (the run ends when the last one arrives).
-    let lasted = (u(&r, &["now_us"]) as f64 / 1e6).max(s.seconds);
-    let util = u(&r, &["switches", "tor4", "ports", "1", "tx_bytes"]) as f64 * 8.0
-        / (s.link_bps as f64 * lasted);
+    // Over the senders' time: what arrived by its end (a PFC run drains for seconds after it,
+    // and its pause frames and the feedback are no data).
     let frame_bits = ((s.size + 42) * 8) as f64;
+    let in_window = |f: &Value| u(f, &["received_in_window"]) as f64 * frame_bits / s.seconds;
+    let util = flows
+        .iter()
+        .filter(|f| f["dst"] == MAIN.1)
+        .map(in_window)
+        .sum::<f64>()
+        / s.link_bps as f64;
+    let mut paused_us = 0;
+    for sw in r["switches"]
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.values())
+    {
+        for p in sw["ports"].as_object().into_iter().flat_map(|m| m.values()) {
+            paused_us += u(p, &["pfc_paused_us"]);
+        }
+    }
+    for h in r["hosts"].as_object().into_iter().flat_map(|m| m.values()) {
+        paused_us += u(h, &["pfc_paused_us"]);
+    }
     let row = Row {
         config: c.name.into(),
         bg_bps,
@@ -276,12 +324,16 @@ pub fn sim(s: &Setup, c: &Config, bg_bps: u64) -> Result<(Row, Value), String> {
             f64_at(&main, &["latency_us", "p50"]),
             f64_at(&main, &["latency_us", "p99"]),
         ),
-        goodput_bps: u(&main, &["received"]) as f64 * frame_bits / lasted,
+        goodput_bps: in_window(&main),
+        offered_bps: s.scale(PAPER_FLOW_BPS) as f64,
         feedbacks: u(&main, &["qcn_rp", "feedbacks"]),
         pauses_sent: sent_pfc,
         pauses_received: rx_pfc,
         utilisation: util,
         bg_loss: bg_lost as f64 / bg_sent.max(1) as f64,
+        bg_offered_bps: bg_offered_bps(s, t.hosts.len(), bg_bps),
+        bg_delivered_bps: flows.iter().skip(1).map(in_window).sum(),
+        paused_ms: paused_us as f64 / 1000.0,
         fidelity: crate::experiment::fidelity::no_verdict(),
     };
     Ok((row, r))
@@ -320,6 +372,8 @@ pub fn netns(
         link_bps: s.link_bps,
         rp: c.rp,
         np: c.np,
+        // Paced as the two-point congestion point paces its feedback (see `sim_specs`).
+        np_interval_us: programs::p4qcn::base_rtt_us(&t),
     };
     let (r, tcp) = std::thread::scope(|sc| {
         let tcp = c.tcp.then(|| sc.spawn(|| iperf3(&f, s, dir)));
@@ -346,6 +400,9 @@ pub fn netns(
     let util = f64_at(&r, &["utilisation", MAIN.1]).unwrap_or(0.0);
     let bg_loss = f64_at(&r, &["background", "loss"]).unwrap_or(0.0);
     let frame_bits = ((s.size + 42) * 8) as f64;
+    let bg_offered = bg_offered_bps(s, t.hosts.len(), bg_bps);
+    let bg_delivered = u(&r, &["background", "received_in_window"]) as f64 * frame_bits / s.seconds;
+    let paused_ms = u(&r, &["pfc_paused_us"]) as f64 / 1000.0;
     let fidelity = crate::experiment::fidelity::verdict_of(&r);
     let row = match &tcp {
         Some(j) => {
@@ -358,11 +415,15 @@ pub fn netns(
                 loss: u(snd, &["retransmits"]) as f64 / segs.max(1) as f64,
                 latency_us: (f64_at(snd, &["mean_rtt"]), None),
                 goodput_bps: f64_at(&j["end"]["sum_received"], &["bits_per_second"]).unwrap_or(0.0),
+                offered_bps: s.scale(PAPER_FLOW_BPS) as f64,
                 feedbacks: 0,
                 pauses_sent: sent_pfc,
                 pauses_received: rx_pfc,
                 utilisation: util,
                 bg_loss,
+                bg_offered_bps: bg_offered,
+                bg_delivered_bps: bg_delivered,
+                paused_ms,
                 fidelity: fidelity.clone(),
             }
         }
@@ -377,12 +438,16 @@ pub fn netns(
                     f64_at(m, &["latency_us", "p50"]),
                     f64_at(m, &["latency_us", "p99"]),
                 ),
-                goodput_bps: u(m, &["received"]) as f64 * frame_bits / s.seconds,
+                goodput_bps: u(m, &["received_in_window"]) as f64 * frame_bits / s.seconds,
+                offered_bps: s.scale(PAPER_FLOW_BPS) as f64,
                 feedbacks: u(m, &["feedbacks_received"]),
                 pauses_sent: sent_pfc,
                 pauses_received: rx_pfc,
                 utilisation: util,
                 bg_loss,
+                bg_offered_bps: bg_offered,
+                bg_delivered_bps: bg_delivered,
+                paused_ms,
                 fidelity: fidelity.clone(),
             }
         }
@@ -435,27 +500,38 @@ fn opt(v: Option<f64>) -> String {
     v.map_or("—".into(), |x| format!("{x:.0}"))
 }
 
-/// The rows as a Markdown table.
+/// The rows as a Markdown table. The TCP configuration's latency is iperf3's mean RTT (marked
+/// "RTT"), the others' one-way latency of the measured flow; rates are offered against
+/// delivered within the senders' time.
 pub fn table(rows: &[Row]) -> String {
     let mut s = String::from(
-        "| config | background | sent | loss | latency p50 (µs) | p99 (µs) | goodput (Mb/s) | \
-         feedbacks | PFC sent | PFC received | host41 link use | background loss | fidelity |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        "| config | background | sent | loss | latency p50 (µs) | p99 (µs) | offered / goodput \
+         (Mb/s) | feedbacks | PFC sent | PFC received | paused (ms) | host41 link use (data) \
+         | background offered / delivered (Mb/s) | background loss | fidelity |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for r in rows {
+        let p50 = match r.config.as_str() {
+            "tcp" => format!("RTT {}", opt(r.latency_us.0)),
+            _ => opt(r.latency_us.0),
+        };
         s += &format!(
-            "| {} | {:.1} Mb/s | {} | {:.4} | {} | {} | {:.2} | {} | {} | {} | {:.3} | {:.4} | {} |\n",
+            "| {} | {:.1} Mb/s | {} | {:.4} | {p50} | {} | {:.2} / {:.2} | {} | {} | {} | {:.1} \
+             | {:.3} | {:.2} / {:.2} | {:.4} | {} |\n",
             r.config,
             r.bg_bps as f64 / 1e6,
             r.sent,
             r.loss,
-            opt(r.latency_us.0),
             opt(r.latency_us.1),
+            r.offered_bps / 1e6,
             r.goodput_bps / 1e6,
             r.feedbacks,
             r.pauses_sent,
             r.pauses_received,
+            r.paused_ms,
             r.utilisation,
+            r.bg_offered_bps / 1e6,
+            r.bg_delivered_bps / 1e6,
             r.bg_loss,
             r.fidelity
         );
@@ -504,6 +580,56 @@ mod tests {
         assert!(
             sim(&s, &CONFIGS[1], 5_000_000).is_err(),
             "tcp is namespaces only"
+        );
+    }
+
+    /// Issue 33: rates over the senders' time, data only, and the three-point NP paced as the
+    /// two-point congestion point paces its feedback.
+    #[test]
+    fn rates_are_data_over_the_senders_time_and_the_notification_point_is_paced() {
+        let s = Setup::paper(7_000_000, 2.0);
+        let (pfc, r) = sim(&s, &config_named("pfc").unwrap(), 5_000_000).unwrap();
+        // PFC holds packets past the senders' time; the run drains on.
+        let ended = u(&r, &["now_us"]) as f64 / 1e6;
+        assert!(ended > s.seconds, "ended at {ended} s");
+        // Host41's link use is its flows' data that arrived within the 2 s, over the link's
+        // capacity for them: no pause frame, no drain.
+        let frame_bits = ((s.size + 42) * 8) as f64;
+        let data: u64 = r["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["dst"] == MAIN.1)
+            .map(|f| u(f, &["received_in_window"]))
+            .sum();
+        let want = data as f64 * frame_bits / (s.link_bps as f64 * s.seconds);
+        assert!((pfc.utilisation - want).abs() < 1e-9, "{pfc:?}");
+        // At most the link's capacity, give or take the last frame (counted as it starts to
+        // arrive).
+        let one_frame = frame_bits / (s.link_bps as f64 * s.seconds);
+        assert!(
+            pfc.utilisation > 0.0 && pfc.utilisation <= 1.0 + one_frame,
+            "{pfc:?}"
+        );
+        assert!(pfc.paused_ms > 0.0, "{pfc:?}");
+        assert!(pfc.bg_delivered_bps > 0.0 && pfc.bg_delivered_bps < pfc.bg_offered_bps);
+        assert_eq!(pfc.offered_bps, s.scale(PAPER_FLOW_BPS) as f64);
+        assert!(pfc.goodput_bps <= pfc.offered_bps * 1.01, "{pfc:?}");
+        // Three-point: at most one NP answer per flow per pacing interval.
+        let c = config_named("three-point").unwrap();
+        let every_us = programs::p4qcn::base_rtt_us(&topology(&s, &c));
+        let (_, r) = sim(&s, &c, 5_000_000).unwrap();
+        let most = (ended * 1e6 / every_us as f64).ceil() as u64 + 1;
+        let answers: Vec<u64> = r["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| u(f, &["np_feedbacks_sent"]))
+            .collect();
+        assert!(answers[0] > 0, "{answers:?}");
+        assert!(
+            answers.iter().all(|&n| n <= most),
+            "{answers:?}, at most {most}"
         );
     }
 }

@@ -74,10 +74,22 @@ pub struct PortConfig {
     /// that sends PFC obeys it.
     pub pfc: bool,
     /// PFC on this port as an ingress port, in packets: pause the upstream's class when the
-    /// switch holds this many packets of that class that arrived here (in any egress queue),
-    /// resume when it holds fewer (P4QCN's Q_PFC, docs/p4qcn.md). Independent of the shared
-    /// buffer's byte thresholds; use one or the other.
+    /// switch holds this many packets of that class that arrived here (in any egress queue)
+    /// (P4QCN's Q_PFC, docs/p4qcn.md), resume when it holds fewer than [`PortConfig::pfc_xon`].
+    /// Independent of the shared buffer's byte thresholds; use one or the other.
     pub pfc_xoff: Option<u32>,
+    /// The resume threshold of `pfc_xoff`, in packets: XON once fewer than this many remain
+    /// (at most `pfc_xoff`; equal to it resumes as soon as the count is back under XOFF, one
+    /// frame per packet at a queue that hovers there). None: 3/4 of `pfc_xoff`, rounded up
+    /// (Juniper's defaults are XON 3,750 for XOFF 5,000; 802.1Qbb leaves thresholds to the
+    /// implementation).
+    pub pfc_xon: Option<u32>,
+}
+
+/// The resume threshold of a packet XOFF threshold `xoff` when none is set: 3/4 of it, rounded
+/// up ([`PortConfig::pfc_xon`]).
+pub fn default_pfc_xon(xoff: u32) -> u32 {
+    (u64::from(xoff) * 3).div_ceil(4) as u32
 }
 
 impl Default for PortConfig {
@@ -92,6 +104,7 @@ impl Default for PortConfig {
             link_bps: 10_000_000_000,
             pfc: false,
             pfc_xoff: None,
+            pfc_xon: None,
         }
     }
 }
@@ -157,6 +170,8 @@ struct Limits {
     pfc: AtomicBool,
     /// 0: no packet threshold.
     pfc_xoff_packets: AtomicU32,
+    /// 0: the default ([`default_pfc_xon`]).
+    pfc_xon_packets: AtomicU32,
 }
 
 #[derive(Debug)]
@@ -165,6 +180,9 @@ struct Port<B> {
     limits: Limits,
     /// Received PFC: per class, paused until this time (ns).
     paused_until: [AtomicU64; QUEUES],
+    /// Received PFC: per class, ns of pause granted so far (wrapping), the part of the current
+    /// pause still to come included ([`TrafficManager::paused_ns`] takes it out).
+    paused_ns: [AtomicU64; QUEUES],
     /// Shared buffer: bytes this port has in the pool as an ingress port, per class.
     ingress_bytes: [AtomicU64; QUEUES],
     /// Packets that arrived on this port and sit in some egress queue, per class (counted once
@@ -263,8 +281,10 @@ impl<B> TrafficManager<B> {
                     link_bps: AtomicU64::new(0),
                     pfc: AtomicBool::new(false),
                     pfc_xoff_packets: AtomicU32::new(0),
+                    pfc_xon_packets: AtomicU32::new(0),
                 },
                 paused_until: std::array::from_fn(|_| AtomicU64::new(0)),
+                paused_ns: std::array::from_fn(|_| AtomicU64::new(0)),
                 ingress_bytes: std::array::from_fn(|_| AtomicU64::new(0)),
                 ingress_packets: std::array::from_fn(|_| AtomicU32::new(0)),
                 pfc_state: AtomicU8::new(0),
@@ -315,6 +335,8 @@ impl<B> TrafficManager<B> {
         l.pfc.store(c.pfc, Ordering::Relaxed);
         l.pfc_xoff_packets
             .store(c.pfc_xoff.unwrap_or(0), Ordering::Relaxed);
+        l.pfc_xon_packets
+            .store(c.pfc_xon.unwrap_or(0), Ordering::Relaxed);
         if c.pfc_xoff.is_some() {
             self.count_ingress.store(true, Ordering::Release);
         }
@@ -387,6 +409,7 @@ impl<B> TrafficManager<B> {
             link_bps: l.link_bps.load(Ordering::Relaxed),
             pfc: l.pfc.load(Ordering::Relaxed),
             pfc_xoff: Some(l.pfc_xoff_packets.load(Ordering::Relaxed)).filter(|&x| x != 0),
+            pfc_xon: Some(l.pfc_xon_packets.load(Ordering::Relaxed)).filter(|&x| x != 0),
         })
     }
 
@@ -662,8 +685,8 @@ impl<B> TrafficManager<B> {
     }
 
     /// A packet that arrived on `ingress` left its egress queue: the packet PFC threshold's
-    /// accounting, and XON once fewer than the threshold remain (no hysteresis: the paper
-    /// resumes "once the queue is back under the threshold", A-QCN-9 in docs/p4qcn.md).
+    /// accounting, and XON once fewer than the resume threshold remain ([`PortConfig::pfc_xon`];
+    /// A-QCN-9 in docs/p4qcn.md).
     fn release_ingress(&self, ingress: PortId, qid: usize) {
         if !self.count_ingress.load(Ordering::Relaxed) {
             return;
@@ -681,7 +704,11 @@ impl<B> TrafficManager<B> {
             };
         let xoff = ing.limits.pfc_xoff_packets.load(Ordering::Relaxed);
         let bit = 1u8 << qid;
-        if (xoff == 0 || occ < xoff)
+        let resume_under = || match ing.limits.pfc_xon_packets.load(Ordering::Relaxed) {
+            0 => default_pfc_xon(xoff),
+            xon => xon.min(xoff),
+        };
+        if (xoff == 0 || occ < resume_under())
             && self.shared.is_none_or(|s| s.xoff_bytes.is_none())
             && ing.pfc_state.load(Ordering::Acquire) & bit != 0
         {
@@ -829,9 +856,34 @@ impl<B> TrafficManager<B> {
             } else {
                 now_ns + u64::try_from(ns).unwrap_or(u64::MAX / 2)
             };
-            p.paused_until[c].store(until, Ordering::Release);
+            // The time paused: the new pause's length, less what an earlier one granted and
+            // this frame cut short (or replaced).
+            let old = p.paused_until[c].swap(until, Ordering::AcqRel);
+            let granted = until.saturating_sub(now_ns);
+            let withdrawn = old.saturating_sub(now_ns);
+            p.paused_ns[c].store(
+                p.paused_ns[c]
+                    .load(Ordering::Relaxed)
+                    .wrapping_add(granted)
+                    .wrapping_sub(withdrawn),
+                Ordering::Relaxed,
+            );
         }
         true
+    }
+
+    /// How long received PFC has held class `qid` of `port` paused up to `now_ns`, ns (0 for no
+    /// such port or class). Counts pauses honoured ([`TrafficManager::pause_received`]); a
+    /// class paused with nothing queued for it counts too, as on a switch's PFC statistics.
+    pub fn paused_ns(&self, port: PortId, qid: usize, now_ns: u64) -> u64 {
+        let Some(p) = self.ports.get(usize::from(port)) else {
+            return 0;
+        };
+        let (Some(total), Some(until)) = (p.paused_ns.get(qid), p.paused_until.get(qid)) else {
+            return 0;
+        };
+        let to_come = until.load(Ordering::Acquire).saturating_sub(now_ns);
+        total.load(Ordering::Relaxed).wrapping_sub(to_come)
     }
 
     /// Packets and bytes queued on `port`, queue `qid`.

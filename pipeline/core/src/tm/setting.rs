@@ -11,7 +11,7 @@ use crate::metadata::PortId;
 /// set_queue_depth <packets> [<port>]      set_queue_rate <pps> [<port>]
 /// set_port_rate <bits/s> [<port>]         set_port_delay <us> [<port>]
 /// set_ecn_threshold <packets> [<port>]   set_pfc on|off [<port>]
-/// set_pfc_xoff <packets> [<port>]
+/// set_pfc_xoff <packets> [<port>]       set_pfc_xon <packets> [<port>]
 /// ```
 ///
 /// Without `<port>` a setting applies to every data port. A rate of 0 removes shaping; an ECN
@@ -32,6 +32,9 @@ pub enum Setting {
     Pfc(bool),
     /// PFC as an ingress port: pause the upstream at this many queued packets from the port.
     PfcXoff(u32),
+    /// PFC as an ingress port: resume once fewer than this many remain (0: the default, 3/4 of
+    /// the XOFF threshold; [`PortConfig::pfc_xon`]).
+    PfcXon(u32),
 }
 
 /// Longest propagation delay a port accepts (10 s), so `now + delay` cannot overflow.
@@ -57,6 +60,7 @@ impl Setting {
             }),
             "set_ecn_threshold" => arg(args, 0, "threshold").map(Setting::EcnThreshold),
             "set_pfc_xoff" => arg(args, 0, "threshold (packets)").map(Setting::PfcXoff),
+            "set_pfc_xon" => arg(args, 0, "resume threshold (packets)").map(Setting::PfcXon),
             "set_pfc" => match args.first().map(String::as_str) {
                 Some("on") => Ok(Setting::Pfc(true)),
                 Some("off") => Ok(Setting::Pfc(false)),
@@ -100,6 +104,7 @@ impl Setting {
             Setting::EcnThreshold(n) => c.ecn_threshold = (n != 0).then_some(n),
             Setting::Pfc(on) => c.pfc = on,
             Setting::PfcXoff(n) => c.pfc_xoff = (n != 0).then_some(n),
+            Setting::PfcXon(n) => c.pfc_xon = (n != 0).then_some(n),
         }
     }
 }

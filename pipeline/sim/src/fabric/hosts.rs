@@ -57,9 +57,14 @@ impl Sim {
             && let Some(f) = self.flows.get_mut(id as usize)
             && f.dst == host
         {
-            f.rx.on_packet(seq, now.saturating_sub(sent_at));
-            if seen.ce && f.source.spec().np {
+            f.rx.on_packet_at(seq, now.saturating_sub(sent_at), now);
+            let spec = f.source.spec();
+            let np_due = f
+                .last_np_ns
+                .is_none_or(|t| now.saturating_sub(t) >= spec.np_interval_ns);
+            if seen.ce && spec.np && np_due {
                 f.np_sent += 1;
+                f.last_np_ns = Some(now);
                 let spec = f.source.spec();
                 np = Some((f.src, (spec.dport, spec.sport)));
             }

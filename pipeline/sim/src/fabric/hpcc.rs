@@ -251,7 +251,7 @@ impl Sim {
             if f.dst != host || f.hpcc.is_none() {
                 return false;
             }
-            f.rx.on_packet(nonce, now.saturating_sub(sent_at));
+            f.rx.on_packet_at(nonce, now.saturating_sub(sent_at), now);
             let echo = payload[..shim.len() + flow::STAMP_LEN].to_vec();
             let a = self.hosts[host].addrs_to(peer);
             let mut scratch = std::mem::take(&mut self.scratch);

@@ -239,6 +239,8 @@ struct FlowState {
     rp: Option<(::hosts::qcn::Rp, Vec<RpRow>)>,
     /// Feedback packets its receiver sent as the NP (`np=on`).
     np_sent: u64,
+    /// When its receiver last answered as the NP (`np_us=` paces the answers).
+    last_np_ns: Option<u64>,
     /// The sender of a `cc=hpcc-*` flow.
     hpcc: Option<Box<hpcc::HpccFlow>>,
     /// The two connections of a `cc=reno|cubic|dctcp` flow.
@@ -573,10 +575,12 @@ impl Sim {
                 src,
                 dst,
                 sent: 0,
-                rx: Default::default(),
+                // Counted over the senders' time as well as in all (`received_in_window`).
+                rx: crate::rx::RxStats::with_window(Some(opts.duration_ns)),
                 tcp_seq: 1,
                 rp,
                 np_sent: 0,
+                last_np_ns: None,
                 hpcc,
                 tcp,
             });

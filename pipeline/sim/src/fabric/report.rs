@@ -12,6 +12,12 @@ impl Sim {
                 let p = tx.id();
                 let st = s.stats[usize::from(p)];
                 let drops: u64 = s.tm.stats(p).iter().map(|&(_, d, _)| d).sum();
+                let paused = |tm: &TrafficManager<_>, port| -> u64 {
+                    (0..pipeline::tm::QUEUES)
+                        .map(|q| tm.paused_ns(port, q, self.now))
+                        .sum::<u64>()
+                        / 1000
+                };
                 ports = ports.with(
                     &p.to_string(),
                     Json::object()
@@ -22,6 +28,7 @@ impl Sim {
                         .with("max_enq_qdepth", st.max_enq_qdepth)
                         .with("pfc_pauses_sent", st.pfc_sent)
                         .with("pfc_pauses_received", st.pfc_received)
+                        .with("pfc_paused_us", paused(&s.tm, p))
                         .with("link_drops", st.link_drops),
                 );
             }
@@ -47,7 +54,14 @@ impl Sim {
                 Json::object()
                     .with("rx_packets", h.rx_packets)
                     .with("rx_ecn_ce", h.rx_ce)
-                    .with("pfc_pauses_received", h.pfc_received),
+                    .with("pfc_pauses_received", h.pfc_received)
+                    .with(
+                        "pfc_paused_us",
+                        (0..pipeline::tm::QUEUES)
+                            .map(|q| h.tm.paused_ns(0, q, self.now))
+                            .sum::<u64>()
+                            / 1000,
+                    ),
             );
         }
         let flows: Vec<Json> = self
