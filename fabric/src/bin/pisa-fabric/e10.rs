@@ -40,9 +40,13 @@ pub(super) struct E10Args {
     /// Mean background flow size, frame bytes (default: one second at the link rate).
     #[arg(long)]
     mean_size: Option<u64>,
-    /// Seed.
+    /// Seed (of the first repetition; repetition r uses seed + r - 1).
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Repetitions of every point, each with its own seed; the tables give the median over
+    /// them and its 95% bootstrap interval.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    reps: u32,
     /// Capture every switch port in namespaces (pcaps under OUT/points/<point>/run/<switch>-pcap).
     #[arg(long)]
     capture: bool,
@@ -82,6 +86,7 @@ pub(super) fn e10(a: &E10Args, cancel: Arc<AtomicBool>) -> anyhow::Result<()> {
         configs,
         wheres: wheres.clone(),
         thresholds: a.sweep.clone(),
+        reps: a.reps,
         out: a.out.clone(),
     })?;
     let mut ctx = sweep::Ctx::new(&a.name, cancel);

@@ -539,6 +539,110 @@ pub fn table(rows: &[Row]) -> String {
     s
 }
 
+/// The median of `v` and the 95% percentile-bootstrap interval of the median (2,000 resamples
+/// from a fixed seed, so a table is the same every time; None for fewer than 2 values), as the
+/// analysis scripts compute it (`scripts/pisa_analysis/stats.py`).
+pub fn median_ci(v: &[f64]) -> Option<(f64, Option<(f64, f64)>)> {
+    fn median(v: &mut [f64]) -> f64 {
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    }
+    if v.is_empty() {
+        return None;
+    }
+    let m = median(&mut v.to_vec());
+    if v.len() < 2 {
+        return Some((m, None));
+    }
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = || {
+        // xorshift64*
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    };
+    const RESAMPLES: usize = 2000;
+    let mut meds: Vec<f64> = (0..RESAMPLES)
+        .map(|_| {
+            let mut r: Vec<f64> = (0..v.len())
+                .map(|_| v[(next() % v.len() as u64) as usize])
+                .collect();
+            median(&mut r)
+        })
+        .collect();
+    meds.sort_by(f64::total_cmp);
+    let at = |q: f64| meds[((q * RESAMPLES as f64) as usize).min(RESAMPLES - 1)];
+    Some((m, Some((at(0.025), at(0.975)))))
+}
+
+/// `median [lo, hi]` of `v` with `digits` decimals (`—` for no value).
+pub fn median_cell(v: &[f64], digits: usize) -> String {
+    match median_ci(v) {
+        None => "—".into(),
+        Some((m, None)) => format!("{m:.digits$}"),
+        Some((m, Some((lo, hi)))) => format!("{m:.digits$} [{lo:.digits$}, {hi:.digits$}]"),
+    }
+}
+
+/// E10's table over repetitions: one row per (configuration, background level) in the order
+/// the points ran, each cell the median over the repetitions and its interval.
+pub fn table_over_reps(rows: &[(&sweep::Point, Row)]) -> String {
+    let mut s = String::from(
+        "| config | background | reps | loss | latency p50 (µs) | p99 (µs) | offered (Mb/s) | \
+         goodput (Mb/s) | PFC sent | paused (ms) | host41 link use (data) | background \
+         offered (Mb/s) | background delivered (Mb/s) | fidelity ok |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    let mut keys: Vec<(&str, u64)> = Vec::new();
+    for (_, r) in rows {
+        if !keys.contains(&(r.config.as_str(), r.bg_bps)) {
+            keys.push((r.config.as_str(), r.bg_bps));
+        }
+    }
+    for (config, bg) in keys {
+        let of: Vec<&Row> = rows
+            .iter()
+            .map(|(_, r)| r)
+            .filter(|r| r.config == config && r.bg_bps == bg)
+            .collect();
+        let col = |f: &dyn Fn(&Row) -> Option<f64>, digits: usize| {
+            median_cell(&of.iter().filter_map(|r| f(r)).collect::<Vec<_>>(), digits)
+        };
+        let p50 = col(&|r| r.latency_us.0, 0);
+        let ok = of
+            .iter()
+            .filter(|r| r.fidelity == "ok" || r.fidelity == "-")
+            .count();
+        s += &format!(
+            "| {config} | {:.1} Mb/s | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {ok}/{} |\n",
+            bg as f64 / 1e6,
+            of.len(),
+            col(&|r| Some(r.loss), 4),
+            if config == "tcp" {
+                format!("RTT {p50}")
+            } else {
+                p50
+            },
+            col(&|r| r.latency_us.1, 0),
+            col(&|r| Some(r.offered_bps / 1e6), 2),
+            col(&|r| Some(r.goodput_bps / 1e6), 2),
+            col(&|r| Some(r.pauses_sent as f64), 0),
+            col(&|r| Some(r.paused_ms), 1),
+            col(&|r| Some(r.utilisation), 3),
+            col(&|r| Some(r.bg_offered_bps / 1e6), 2),
+            col(&|r| Some(r.bg_delivered_bps / 1e6), 2),
+            of.len(),
+        );
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -581,6 +685,20 @@ mod tests {
             sim(&s, &CONFIGS[1], 5_000_000).is_err(),
             "tcp is namespaces only"
         );
+    }
+
+    #[test]
+    fn the_median_and_its_interval_over_repetitions() {
+        assert_eq!(median_ci(&[]), None);
+        assert_eq!(median_ci(&[3.0]), Some((3.0, None)));
+        let (m, ci) = median_ci(&[1.0, 2.0, 3.0, 4.0, 100.0]).unwrap();
+        let (lo, hi) = ci.unwrap();
+        assert_eq!(m, 3.0);
+        assert!(lo >= 1.0 && lo <= m && hi >= m && hi <= 100.0, "{lo} {hi}");
+        // Identical values: a point interval.
+        assert_eq!(median_ci(&[2.0; 4]), Some((2.0, Some((2.0, 2.0)))));
+        assert_eq!(median_cell(&[1.0, 1.0], 1), "1.0 [1.0, 1.0]");
+        assert_eq!(median_cell(&[], 1), "—");
     }
 
     /// Issue 33: rates over the senders' time, data only, and the three-point NP paced as the

@@ -53,6 +53,8 @@ pub struct Settings {
     pub wheres: Vec<Where>,
     /// Fig. 17's thresholds instead of the configurations (empty: E10's table).
     pub thresholds: Vec<u32>,
+    /// Repetitions of every point; repetition r runs with the setup's seed + r - 1.
+    pub reps: u32,
     /// Output directory.
     pub out: PathBuf,
 }
@@ -68,6 +70,8 @@ pub struct Point {
     pub bg: u64,
     /// Fig. 17: the threshold (Q_P4QCN and Q_PFC alike).
     pub threshold: Option<u32>,
+    /// Repetition, from 1.
+    pub rep: u32,
 }
 
 /// The sweep.
@@ -89,14 +93,13 @@ impl Sweep {
     }
 
     fn setup_of(&self, p: &Point) -> Setup {
-        match p.threshold {
-            Some(q) => Setup {
-                q_p4qcn: q,
-                q_pfc: q,
-                ..self.s.setup.clone()
-            },
-            None => self.s.setup.clone(),
+        let mut s = self.s.setup.clone();
+        if let Some(q) = p.threshold {
+            s.q_p4qcn = q;
+            s.q_pfc = q;
         }
+        s.seed = s.seed.wrapping_add(u64::from(p.rep) - 1);
+        s
     }
 
     fn table(&self, at: Where, done: &[(&Point, PathBuf)]) -> Result<Option<String>> {
@@ -114,28 +117,50 @@ impl Sweep {
         }
         let mut md = format!(
             "`{}`\n\nLinks {} Mb/s, flow host11 -> host41 at {:.1} Mb/s, {} s per point, \
-             Q_P4QCN {} Q_PFC {}, seed {}.\n\n",
+             Q_P4QCN {} Q_PFC {}, seed {}{}.\n\n",
             command_line(),
             s.link_bps as f64 / 1e6,
             s.scale(super::PAPER_FLOW_BPS) as f64 / 1e6,
             s.seconds,
             s.q_p4qcn,
             s.q_pfc,
-            s.seed
+            s.seed,
+            if self.s.reps > 1 {
+                format!(
+                    " to {} ({} repetitions; cells: median over them [95% bootstrap interval \
+                     of the median])",
+                    s.seed + u64::from(self.s.reps) - 1,
+                    self.s.reps
+                )
+            } else {
+                String::new()
+            }
         );
-        if self.s.thresholds.is_empty() {
+        if self.s.thresholds.is_empty() && self.s.reps == 1 {
             let rows: Vec<Row> = rows.into_iter().map(|(_, r)| r).collect();
             md += &super::table(&rows);
+        } else if self.s.thresholds.is_empty() {
+            md += &super::table_over_reps(&rows);
         } else {
             md += "| threshold (packets) | p4qcn: host41 link use | p4qcn loss | pfc: host41 \
                    link use | pfc loss |\n|---:|---:|---:|---:|---:|\n";
             for &q in &self.s.thresholds {
                 let cell = |name: &str| {
-                    rows.iter()
-                        .find(|(p, _)| p.threshold == Some(q) && p.config.name == name)
-                        .map_or("— | —".to_string(), |(_, r)| {
-                            format!("{:.3} | {:.4}", r.utilisation, r.loss)
-                        })
+                    let of: Vec<&Row> = rows
+                        .iter()
+                        .filter(|(p, _)| p.threshold == Some(q) && p.config.name == name)
+                        .map(|(_, r)| r)
+                        .collect();
+                    if of.is_empty() {
+                        return "— | —".to_string();
+                    }
+                    let util: Vec<f64> = of.iter().map(|r| r.utilisation).collect();
+                    let loss: Vec<f64> = of.iter().map(|r| r.loss).collect();
+                    format!(
+                        "{} | {}",
+                        super::median_cell(&util, 3),
+                        super::median_cell(&loss, 4)
+                    )
                 };
                 let _ = writeln!(md, "| {q} | {} | {} |", cell("p4qcn"), cell("pfc"));
             }
@@ -173,12 +198,15 @@ impl Experiment for Sweep {
                         continue;
                     }
                     for &bg in &self.s.bgs {
-                        v.push(Point {
-                            at,
-                            config: c,
-                            bg,
-                            threshold: None,
-                        });
+                        for rep in 1..=self.s.reps {
+                            v.push(Point {
+                                at,
+                                config: c,
+                                bg,
+                                threshold: None,
+                                rep,
+                            });
+                        }
                     }
                 }
             } else {
@@ -186,12 +214,15 @@ impl Experiment for Sweep {
                 let bg = self.s.bgs.iter().copied().min().unwrap_or(0);
                 for &q in &self.s.thresholds {
                     for c in [CONFIGS[2], CONFIGS[4]] {
-                        v.push(Point {
-                            at,
-                            config: c,
-                            bg,
-                            threshold: Some(q),
-                        });
+                        for rep in 1..=self.s.reps {
+                            v.push(Point {
+                                at,
+                                config: c,
+                                bg,
+                                threshold: Some(q),
+                                rep,
+                            });
+                        }
                     }
                 }
             }
@@ -209,6 +240,10 @@ impl Experiment for Sweep {
         );
         if let Some(q) = p.threshold {
             tag += &format!("-q{q}-{q}");
+        }
+        // The first repetition keeps the name it had before there were repetitions.
+        if p.rep > 1 {
+            tag += &format!("-rep{}", p.rep);
         }
         tag
     }
@@ -294,6 +329,7 @@ mod tests {
             configs: vec![CONFIGS[0], CONFIGS[1], CONFIGS[2]],
             wheres: vec![Where::Sim],
             thresholds: vec![],
+            reps: 1,
             out: out.clone(),
             setup,
         };
@@ -321,6 +357,43 @@ mod tests {
         other.setup.seed = 2;
         let err = crate::sweep::run(&mut Sweep::new(other).unwrap(), &ctx).unwrap_err();
         assert!(err.to_string().contains("seed=1"), "{err}");
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+
+    #[test]
+    fn repetitions_run_with_their_own_seeds_and_the_table_gives_their_median() {
+        let out = std::env::temp_dir().join(format!("pisa-e10-reps-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let setup = Setup::paper(7_000_000, 0.5);
+        let settings = Settings {
+            bgs: vec![setup.scale(2_000_000)],
+            configs: vec![CONFIGS[0]],
+            wheres: vec![Where::Sim],
+            thresholds: vec![],
+            reps: 3,
+            out: out.clone(),
+            setup,
+        };
+        let ctx = Ctx::new("", Arc::new(AtomicBool::new(false)));
+        let mut e = Sweep::new(settings).unwrap();
+        let d = crate::sweep::run(&mut e, &ctx).unwrap();
+        assert_eq!((d.points, d.ran), (3, 3));
+        // The first repetition keeps the name of a run without repetitions.
+        for dir in ["udp-sim-7-2M", "udp-sim-7-2M-rep2", "udp-sim-7-2M-rep3"] {
+            assert!(
+                out.join("points").join(dir).join("row.json").exists(),
+                "{dir}"
+            );
+        }
+        // Other seeds, other flows: the repetitions' reports differ.
+        let report = |dir: &str| {
+            std::fs::read_to_string(out.join("points").join(dir).join("report.json")).unwrap()
+        };
+        assert_ne!(report("udp-sim-7-2M"), report("udp-sim-7-2M-rep2"));
+        let md = std::fs::read_to_string(out.join("e10-sim.md")).unwrap();
+        assert!(md.contains("seed 1 to 3 (3 repetitions"), "{md}");
+        let row = md.lines().find(|l| l.starts_with("| udp |")).unwrap();
+        assert!(row.contains("| 3 |") && row.contains(" ["), "{row}");
         std::fs::remove_dir_all(&out).unwrap();
     }
 }
