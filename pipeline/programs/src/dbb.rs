@@ -24,7 +24,7 @@
 //! **Fabric plan**: `basic`'s routes (the ECMP fallback), `ecmp`'s ECN thresholds, then for every
 //! ordered pair of ToRs (switches with hosts) the compiler's lists, from the topology's
 //! switch-to-switch links in both directions with their rates as bandwidths (of a balanced
-//! max-flow where the compiler's own leaves links idle, [`compile_balanced`]); each switch gets the
+//! max-flow where the compiler's own leaves links idle, [`analysis::dbb::compile`]); each switch gets the
 //! pair entries and dispatch entries of the lists it has. Pair ids are `1..` in topology order of
 //! (source, sink). A list is installed as its shortest period (`[S2, S3, S2, S3]` as `[S2, S3]`),
 //! which walks the same sequence [X]. Parameters on a switch's line: `counter=shared|independent`
@@ -37,7 +37,7 @@ use super::basic::Headers;
 use super::hook::{Base, ComposeError, Mechanism, Steer};
 use crate::PlanError;
 use crate::plan_error::bad_value;
-use analysis::dbb::{IgnoreReason, Input, Link, Output, Ratio, compile};
+use analysis::dbb::{Input, Link, Ratio, compile};
 use pipeline::metadata::{DropReason, PORT_BITS, PortId, StdMeta};
 use pipeline::program::Ctx;
 use pipeline::schema::{ActionScope, RegisterIx, SchemaBuilder, TableIx, TableSpec};
@@ -277,89 +277,6 @@ pub fn compiler_links(t: &Topology) -> (Vec<Link>, BTreeMap<String, u16>) {
     (links, ports)
 }
 
-/// The pair's cycle as [`compile`] gives it, or, where its max-flow leaves links of the stage
-/// DAG idle, the cycle of a balanced max-flow ([X]; docs/dbb.md). Max-flows are not unique: with
-/// equal rates a k-ary fat-tree's Edmonds–Karp flow fills one core per aggregation switch and
-/// leaves the others idle. The balanced flow splits the max-flow value at the source, and each
-/// switch's inflow, over its DAG links in proportion to their rates, stage by stage; if that fits
-/// every link it is a max-flow too, and compiling again with it as the capacities makes it the
-/// only one (every stage's links are then a saturated cut). If it does not fit, the compiler's
-/// own flow stays.
-pub fn compile_balanced(input: &Input) -> Result<Output, analysis::dbb::CompileError> {
-    let out = compile(input)?;
-    let Some(links) = balanced_capacities(input, &out) else {
-        return Ok(out);
-    };
-    let again = Input {
-        source: input.source.clone(),
-        sink: input.sink.clone(),
-        links,
-    };
-    Ok(compile(&again).unwrap_or(out))
-}
-
-/// The links of `input` with the balanced flow as the capacities of the stage DAG's links, if
-/// `out` left some of them idle and the balanced flow fits.
-fn balanced_capacities(input: &Input, out: &Output) -> Option<Vec<Link>> {
-    let idle = out
-        .ignored
-        .iter()
-        .filter(|g| g.reason == IgnoreReason::NoFlow)
-        .map(|g| g.link);
-    let dag: Vec<usize> = out
-        .link_packets
-        .iter()
-        .map(|l| l.link)
-        .chain(idle)
-        .collect();
-    if dag.len() == out.link_packets.len() {
-        return None;
-    }
-    let mut outs: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    for &l in &dag {
-        outs.entry(input.links[l].from.as_str())
-            .or_default()
-            .push(l);
-    }
-    // The DAG's links go from one stage to the next, so switches in breadth-first order from
-    // the source have all their inflow when their turn comes.
-    let mut order = vec![input.source.as_str()];
-    let mut i = 0;
-    while let Some(&k) = order.get(i) {
-        for &l in outs.get(k).map(Vec::as_slice).unwrap_or_default() {
-            let to = input.links[l].to.as_str();
-            if !order.contains(&to) {
-                order.push(to);
-            }
-        }
-        i += 1;
-    }
-    let mut inflow: BTreeMap<&str, Ratio> = BTreeMap::from([(input.source.as_str(), out.max_flow)]);
-    let mut links = input.links.clone();
-    for k in order {
-        let Some(ls) = outs.get(k) else {
-            continue; // the sink
-        };
-        let f = inflow.get(k).copied().unwrap_or(Ratio::ZERO);
-        let total = ls
-            .iter()
-            .try_fold(Ratio::ZERO, |a, &l| a.checked_add(input.links[l].bandwidth))?;
-        for &l in ls {
-            let cap = input.links[l].bandwidth;
-            let x = f.checked_mul(cap)?.checked_div(total)?;
-            if x > cap || !x.is_positive() {
-                return None;
-            }
-            links[l].bandwidth = x;
-            let to = inflow
-                .entry(input.links[l].to.as_str())
-                .or_insert(Ratio::ZERO);
-            *to = to.checked_add(x)?;
-        }
-    }
-    Some(links)
-}
-
 /// A switch's settings from its line and the scheme.
 #[derive(Clone, Copy, Debug)]
 struct Settings {
@@ -424,7 +341,7 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
             }
             input.source.clone_from(&src.switch);
             input.sink.clone_from(&dst.switch);
-            let out = compile_balanced(&input).map_err(|error| PlanError::Dbb {
+            let out = compile(&input).map_err(|error| PlanError::Dbb {
                 src: src.switch.clone(),
                 dst: dst.switch.clone(),
                 error: Box::new(error),

@@ -5,10 +5,10 @@
 
 use std::collections::BTreeMap;
 
-use analysis::dbb::{Input, compile};
+use analysis::dbb::{Input, compile, compile_unbalanced};
 use hosts::json::Json;
 use programs::PlanError;
-use programs::dbb::{compile_balanced, compiler_links};
+use programs::dbb::compiler_links;
 use topo::{GenProps, LinkProps, Topology, dbb as dbb_topology, fat_tree, leaf_spine};
 
 mod common;
@@ -47,7 +47,7 @@ fn expected(t: &Topology, pairs: &[(&str, &str, u64)]) -> BTreeMap<String, u64> 
     let mut want: BTreeMap<String, u64> =
         links.iter().map(|l| (l.id.clone().unwrap(), 0)).collect();
     for &(src, dst, packets) in pairs {
-        let out = compile_balanced(&Input {
+        let out = compile(&Input {
             source: src.into(),
             sink: dst.into(),
             links: links.clone(),
@@ -299,7 +299,7 @@ fn sec_iii_e_shared_and_independent_counters_differ_for_two_flows_of_one_pair() 
     // compiler lists them.
     let t = e8("dbb");
     let (links, ports) = compiler_links(&t);
-    let out = compile_balanced(&Input {
+    let out = compile(&Input {
         source: "s1".into(),
         sink: "s8".into(),
         links,
@@ -459,7 +459,7 @@ fn sec_iii_a_fat_tree_pairs_use_every_core_through_a_balanced_max_flow() {
         links,
     };
     // Edmonds-Karp fills one core per aggregation switch: two of the four paths.
-    let plain = compile(&input).unwrap();
+    let plain = compile_unbalanced(&input).unwrap();
     let cores = |o: &analysis::dbb::Output| -> Vec<String> {
         let mut c: Vec<String> = o.paths.iter().map(|p| p[2].clone()).collect();
         c.sort();
@@ -471,7 +471,7 @@ fn sec_iii_a_fat_tree_pairs_use_every_core_through_a_balanced_max_flow() {
         (2, vec!["core1".into(), "core3".into()])
     );
     // The balanced max-flow has the same value and uses all four.
-    let balanced = compile_balanced(&input).unwrap();
+    let balanced = compile(&input).unwrap();
     assert_eq!(balanced.max_flow, plain.max_flow);
     assert_eq!(balanced.n, 4);
     assert_eq!(cores(&balanced), ["core1", "core2", "core3", "core4"]);

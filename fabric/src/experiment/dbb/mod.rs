@@ -23,8 +23,9 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use analysis::dbb::compile;
 use anyhow::{Context as _, anyhow, bail};
-use programs::dbb::{compile_balanced, compiler_links};
+use programs::dbb::compiler_links;
 use serde_json::{Value, json};
 use topo::{self, End, GenProps, LinkProps, Topology};
 
@@ -306,7 +307,7 @@ pub fn expected_shares(t: &Topology, w: Which) -> Result<(u64, Vec<Share>), Stri
         sink: dst.into(),
         links,
     };
-    let out = compile_balanced(&input).map_err(|e| format!("{src} -> {dst}: {e:?}"))?;
+    let out = compile(&input).map_err(|e| format!("{src} -> {dst}: {e:?}"))?;
     let mut m = Vec::new();
     for lp in &out.link_packets {
         let id = input.links[lp.link].hop_label().to_string();

@@ -5,7 +5,8 @@
 //! ```
 //!
 //! Reads `{"source": .., "sink": .., "links": [{"from", "to", "bandwidth", "id"?}, ..]}`, runs
-//! [`analysis::dbb::compile`] and prints `{"N", "link_packets", "paths", "lists"}` on stdout.
+//! [`analysis::dbb::compile`] (the switches' compiler: the balanced max-flow where the paper's
+//! leaves links idle) and prints `{"N", "link_packets", "paths", "lists"}` on stdout.
 //! Bandwidths are parsed from their JSON text, so `2.5` is exactly 5/2. Ignored links are
 //! reported on stderr; errors go to stderr with exit status 1.
 
@@ -249,6 +250,51 @@ mod tests {
             json["lists"]["S3"],
             serde_json::json!(["S5", "S5", "S4", "S5", "S4", "S5", "S4", "S5"])
         );
+    }
+
+    /// The tool prints what the switches run: on a k=4 fat-tree (equal rates) the balanced
+    /// max-flow, N = 4 over all four cores. It printed the paper's raw flow (N = 2 over two
+    /// cores) while the switches ran the balanced one (issue 33).
+    #[test]
+    fn a_k4_fat_tree_pair_uses_all_four_cores_as_the_switches_do() {
+        let mut links = Vec::new();
+        let mut both = |a: String, b: String| {
+            for (from, to) in [(&a, &b), (&b, &a)] {
+                links.push(format!(
+                    r#"{{"from": "{from}", "to": "{to}", "bandwidth": 1000000000}}"#
+                ));
+            }
+        };
+        for p in 1..=4 {
+            for e in 1..=2 {
+                for a in 1..=2 {
+                    both(format!("p{p}e{e}"), format!("p{p}a{a}"));
+                }
+            }
+            for a in 1..=2 {
+                for c in 1..=2 {
+                    both(format!("p{p}a{a}"), format!("core{}", 2 * (a - 1) + c));
+                }
+            }
+        }
+        let text = format!(
+            r#"{{"source": "p1e1", "sink": "p2e1", "links": [{}]}}"#,
+            links.join(",")
+        );
+        let input = parse_input(&text).unwrap();
+        let out = dbb::compile(&input).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&render(&input, &out)).unwrap();
+        assert_eq!(json["N"], 4);
+        let mut cores: Vec<&str> = json["paths"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p[2].as_str().unwrap())
+            .collect();
+        cores.sort_unstable();
+        assert_eq!(cores, ["core1", "core2", "core3", "core4"]);
+        // The paper's steps alone leave two cores idle.
+        assert_eq!(dbb::compile_unbalanced(&input).unwrap().n, 2);
     }
 
     #[test]

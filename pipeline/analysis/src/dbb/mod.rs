@@ -260,8 +260,10 @@ pub enum CompileError {
     Overflow,
 }
 
-/// Compiles the packet dispatching cycle of `input`; see the module documentation for the steps.
-pub fn compile(input: &Input) -> Result<Output, CompileError> {
+/// Compiles the packet dispatching cycle of `input` by the paper's steps alone (see the module
+/// documentation): its max-flow may leave links of the stage DAG idle. The switches, `pisa-dbb`
+/// and the experiments use [`compile`], which balances such a flow.
+pub fn compile_unbalanced(input: &Input) -> Result<Output, CompileError> {
     validate(input)?;
     let names = switch_names(input);
     let index: BTreeMap<&str, usize> = names.iter().enumerate().map(|(i, &n)| (n, i)).collect();
@@ -591,4 +593,88 @@ fn hops(
         }
     }
     dist
+}
+
+/// The pair's cycle as [`compile_unbalanced`] gives it, or, where its max-flow leaves links of the stage
+/// DAG idle, the cycle of a balanced max-flow ([X]; docs/dbb.md). Max-flows are not unique: with
+/// equal rates a k-ary fat-tree's Edmonds–Karp flow fills one core per aggregation switch and
+/// leaves the others idle. The balanced flow splits the max-flow value at the source, and each
+/// switch's inflow, over its DAG links in proportion to their rates, stage by stage; if that fits
+/// every link it is a max-flow too, and compiling again with it as the capacities makes it the
+/// only one (every stage's links are then a saturated cut). If it does not fit, the compiler's
+/// own flow stays. The one entry point: the switches' plan, `pisa-dbb` and the experiments
+/// all call it, so the tool prints the cycle the switches run.
+pub fn compile(input: &Input) -> Result<Output, CompileError> {
+    let out = compile_unbalanced(input)?;
+    let Some(links) = balanced_capacities(input, &out) else {
+        return Ok(out);
+    };
+    let again = Input {
+        source: input.source.clone(),
+        sink: input.sink.clone(),
+        links,
+    };
+    Ok(compile_unbalanced(&again).unwrap_or(out))
+}
+
+/// The links of `input` with the balanced flow as the capacities of the stage DAG's links, if
+/// `out` left some of them idle and the balanced flow fits.
+fn balanced_capacities(input: &Input, out: &Output) -> Option<Vec<Link>> {
+    let idle = out
+        .ignored
+        .iter()
+        .filter(|g| g.reason == IgnoreReason::NoFlow)
+        .map(|g| g.link);
+    let dag: Vec<usize> = out
+        .link_packets
+        .iter()
+        .map(|l| l.link)
+        .chain(idle)
+        .collect();
+    if dag.len() == out.link_packets.len() {
+        return None;
+    }
+    let mut outs: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for &l in &dag {
+        outs.entry(input.links[l].from.as_str())
+            .or_default()
+            .push(l);
+    }
+    // The DAG's links go from one stage to the next, so switches in breadth-first order from
+    // the source have all their inflow when their turn comes.
+    let mut order = vec![input.source.as_str()];
+    let mut i = 0;
+    while let Some(&k) = order.get(i) {
+        for &l in outs.get(k).map(Vec::as_slice).unwrap_or_default() {
+            let to = input.links[l].to.as_str();
+            if !order.contains(&to) {
+                order.push(to);
+            }
+        }
+        i += 1;
+    }
+    let mut inflow: BTreeMap<&str, Ratio> = BTreeMap::from([(input.source.as_str(), out.max_flow)]);
+    let mut links = input.links.clone();
+    for k in order {
+        let Some(ls) = outs.get(k) else {
+            continue; // the sink
+        };
+        let f = inflow.get(k).copied().unwrap_or(Ratio::ZERO);
+        let total = ls
+            .iter()
+            .try_fold(Ratio::ZERO, |a, &l| a.checked_add(input.links[l].bandwidth))?;
+        for &l in ls {
+            let cap = input.links[l].bandwidth;
+            let x = f.checked_mul(cap)?.checked_div(total)?;
+            if x > cap || !x.is_positive() {
+                return None;
+            }
+            links[l].bandwidth = x;
+            let to = inflow
+                .entry(input.links[l].to.as_str())
+                .or_insert(Ratio::ZERO);
+            *to = to.checked_add(x)?;
+        }
+    }
+    Some(links)
 }

@@ -5,6 +5,9 @@ use proptest::prelude::*;
 
 use super::ratio::gcd;
 use super::*;
+// The paper's steps as such: these tests check the raw max-flow (idle links reported as
+// `NoFlow`), not the balanced one the switches use.
+use super::compile_unbalanced as compile;
 
 fn bw(text: &str) -> Ratio {
     Ratio::parse_decimal(text).unwrap()
