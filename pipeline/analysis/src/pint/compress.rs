@@ -169,7 +169,9 @@ impl Additive {
 /// max(digest, [log_(1+ε)² U]_R), so the packet carries the path's bottleneck utilisation.
 ///
 /// Per hop the code is within one exponent step of log_(1+ε)² U, so the decoded maximum is within
-/// a factor (1+ε)² of the true path maximum on every packet, and unbiased in the log domain.
+/// a factor (1+ε)² of the true path maximum on every packet. Each hop's code is unbiased in the
+/// log domain; the maximum over hops near the same U is biased upward (by up to one step;
+/// docs/pint.md).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct HpccUtil {
     codec: Multiplicative,

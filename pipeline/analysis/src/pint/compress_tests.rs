@@ -121,6 +121,40 @@ fn randomised_rounding_is_unbiased() {
     assert!((mean - 33.0).abs() < 0.1, "{mean}");
 }
 
+/// The path maximum of independent randomised roundings is biased upward when several hops
+/// are near the maximum (issue 33): each hop is unbiased, but the maximum of k codes rounds up
+/// with probability 1 − (1 − f)^k, where f is the fractional part of log_β U. With every hop at
+/// one U midway between codes (f = 1/2) the mean exponent is 1/4 of a step high for 2 hops and
+/// 15/32 for 5; the decoded value stays within the (1+ε)² bound.
+#[test]
+fn the_path_maximum_is_biased_upward_when_hops_tie() {
+    let h = HpccUtil::paper();
+    let c = h.codec();
+    let ln_b = c.base().ln();
+    // A utilisation whose exponent is an integer plus one half.
+    let e = (0.8f64.ln() / ln_b).floor() + 0.5;
+    let u = (e * ln_b).exp();
+    for (hops, want) in [(1, 0.0), (2, 0.25), (5, 15.0 / 32.0)] {
+        let n = 100_000u64;
+        let sum: f64 = (0..n)
+            .map(|i| {
+                let digest = (0..hops).fold(0u8, |d, k| h.encode_max(d, u, mix64(i * 8 + k)));
+                h.decode(digest).ln() / ln_b
+            })
+            .sum();
+        let bias = sum / n as f64 - e;
+        assert!(
+            (bias - want).abs() < 0.01,
+            "{hops} hops: bias {bias} steps, want {want}"
+        );
+        // In the value: β^bias, e.g. +2.3% for 5 hops at ε = 0.025.
+        eprintln!(
+            "{hops} hops at one U: {bias:.3} steps high, x{:.4}",
+            (bias * ln_b).exp()
+        );
+    }
+}
+
 #[test]
 fn out_of_range_values() {
     let c = Multiplicative::nearest(0.025, 8, 16.0);
