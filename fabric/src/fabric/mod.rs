@@ -398,6 +398,12 @@ impl Fabric {
 
         // Switches.
         let plans = programs::fabric_plan(topo)?;
+        // What a plan warns of (a DBB pair that falls back to ECMP, ...).
+        for (switch, plan) in &plans {
+            for w in plan.routes.iter().filter(|l| l.starts_with("# warning:")) {
+                progress(&format!("{switch}: {w}"));
+            }
+        }
         let bin = workspace_bin("pisa-switch");
         let mut routers = 0;
         for (i, s) in topo.switches.iter().enumerate() {

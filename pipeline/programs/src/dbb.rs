@@ -123,6 +123,8 @@ impl Mechanism for Dbb {
 struct DbbIds {
     shared: usize,
     independent: usize,
+    ecmp: usize,
+    ecmp_count: RegisterIx,
     hop: usize,
     pair_v4: TableIx,
     pair_v6: TableIx,
@@ -139,6 +141,8 @@ fn declare(b: &mut SchemaBuilder, no_action: usize) -> DbbIds {
     let pair: &[(&'static str, u8)] = &[("pair", 16), ("len", INDEX_BITS + 1)];
     let shared = b.action("ingress.dbb_shared", pair);
     let independent = b.action("ingress.dbb_independent", pair);
+    // A pair the compiler cannot serve: ECMP, counted per pair.
+    let ecmp = b.action("ingress.dbb_ecmp", &[("pair", 16)]);
     let hop = b.action(
         "ingress.dbb_hop",
         &[("dmac", 48), ("smac", 48), ("port", PORT_BITS)],
@@ -154,6 +158,7 @@ fn declare(b: &mut SchemaBuilder, no_action: usize) -> DbbIds {
             actions: vec![
                 (shared, TableOnly),
                 (independent, TableOnly),
+                (ecmp, TableOnly),
                 (no_action, DefaultOnly),
             ],
             default_action: (no_action, vec![]),
@@ -189,6 +194,8 @@ fn declare(b: &mut SchemaBuilder, no_action: usize) -> DbbIds {
     DbbIds {
         shared,
         independent,
+        ecmp,
+        ecmp_count: b.register("ingress.dbb_ecmp_count", 64, PAIRS),
         hop,
         pair_v4,
         pair_v6,
@@ -221,6 +228,10 @@ fn steer(
     } else if a == d.independent {
         (d.flow_count, flow_hash as usize % FLOW_CELLS)
     } else {
+        if a == d.ecmp {
+            cx.register(d.ecmp_count).rmw(pair as usize, |v| v + 1);
+            cx.trace(|| format!("dbb pair={pair} falls back to ECMP"));
+        }
         return Steer::Route;
     };
     let index = (len > 0)
@@ -341,11 +352,43 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
             }
             input.source.clone_from(&src.switch);
             input.sink.clone_from(&dst.switch);
-            let out = compile(&input).map_err(|error| PlanError::Dbb {
-                src: src.switch.clone(),
-                dst: dst.switch.clone(),
-                error: Box::new(error),
-            })?;
+            let out = match compile(&input) {
+                Ok(out) => out,
+                // A pair outside the model (a failed link, uneven stages): ECMP for this pair
+                // alone, said as a warning in the source ToR's plan and counted per packet in
+                // `ingress.dbb_ecmp_count`. The switches after the source miss the pair table
+                // and route by ECMP anyway.
+                Err(error) => {
+                    let why = PlanError::Dbb {
+                        src: src.switch.clone(),
+                        dst: dst.switch.clone(),
+                        error: Box::new(error),
+                    };
+                    if let Some((_, lines)) = set.get_mut(src.switch.as_str()) {
+                        lines
+                            .routes
+                            .push(format!("# warning: {why}; pair {pair} uses ECMP"));
+                        for (table, keys) in [
+                            ("dbb_pair_v4", (src.v4_ternary(), dst.v4_ternary())),
+                            ("dbb_pair_v6", (src.v6_ternary(), dst.v6_ternary())),
+                        ] {
+                            for s in &keys.0 {
+                                for d in &keys.1 {
+                                    lines.routes.push(format!(
+                                        "table_add {table} dbb_ecmp {s} {d} 0&&&0 => {pair} 1"
+                                    ));
+                                    if table == "dbb_pair_v4" {
+                                        lines.pair_v4 += 1;
+                                    } else {
+                                        lines.pair_v6 += 1;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    continue;
+                }
+            };
             for list in &out.lists {
                 let Some((cfg, lines)) = set.get_mut(list.switch.as_str()) else {
                     continue;

@@ -164,7 +164,8 @@ pub enum PlanError {
         /// The switch asked for.
         switch: String,
     },
-    /// The DBB compiler cannot make dispatch lists for a pair of ToRs.
+    /// The DBB compiler cannot make dispatch lists for a pair of ToRs (the text of the warning
+    /// a plan gives when that pair falls back to ECMP).
     #[error("dbb: ToR pair {src} -> {dst}: {error}")]
     Dbb {
         /// The source ToR.

@@ -384,8 +384,10 @@ fn malformed_and_short_frames_are_dropped_with_a_reason() {
 }
 
 #[test]
-fn sec_ii_plans_outside_the_model_or_with_bad_settings_fail_with_a_clear_error() {
-    // t2 hangs off a by two parallel links but off b by one: stage 2 has out-degrees 2 and 1.
+fn sec_ii_a_pair_outside_the_model_falls_back_to_ecmp_and_bad_settings_fail() {
+    // t2 hangs off a by two parallel links but off b by one: stage 2 of t1 -> t2 has
+    // out-degrees 2 and 1. That pair alone takes ECMP, with a warning in t1's plan; t2 -> t1 is
+    // inside the model and keeps its lists (issue 33: the whole plan used to fail).
     let t = Topology::parse(
         "switch t1 program=dbb\nswitch a program=dbb\nswitch b program=dbb\nswitch t2 program=dbb\n\
          host h1 ipv4=10.0.1.1 ipv6=fd00::1:1\nhost h2 ipv4=10.0.2.1 ipv6=fd00::2:1\n\
@@ -393,16 +395,44 @@ fn sec_ii_plans_outside_the_model_or_with_bad_settings_fail_with_a_clear_error()
          link b:2 t2:4\n",
     )
     .unwrap();
-    let e = programs::fabric_plan(&t).unwrap_err();
+    let plans = programs::fabric_plan(&t).unwrap();
+    let t1 = &plans["t1"].routes;
+    let warning = t1.iter().find(|l| l.starts_with("# warning:")).unwrap();
     assert!(
-        matches!(&e, PlanError::Dbb { src, dst, .. } if src == "t1" && dst == "t2"),
-        "{e:?}"
+        warning.contains("dbb: ToR pair t1 -> t2")
+            && warning.contains("outside the paper's model")
+            && warning.ends_with("pair 1 uses ECMP"),
+        "{warning}"
     );
-    let e = e.to_string();
     assert!(
-        e.contains("dbb: ToR pair t1 -> t2") && e.contains("outside the paper's model"),
-        "{e}"
+        t1.iter()
+            .any(|l| l.starts_with("table_add dbb_pair_v4 dbb_ecmp ") && l.ends_with("=> 1 1"))
     );
+    assert!(
+        !t1.iter()
+            .any(|l| l.starts_with("table_add dbb_dispatch dbb_hop 1 "))
+    );
+    assert!(
+        plans["t2"]
+            .routes
+            .iter()
+            .any(|l| l.starts_with("table_add dbb_dispatch dbb_hop 2 "))
+    );
+    assert!(
+        !plans["t2"]
+            .routes
+            .iter()
+            .any(|l| l.starts_with("# warning:"))
+    );
+    // At t1, h1 -> h2 leaves by ECMP over both uplinks, counted as pair 1's fallback.
+    let (pipe, mut sw) = planned(&t, "t1");
+    let frames: Vec<Vec<u8>> = (0..16)
+        .map(|i| udp([10, 0, 1, 1], [10, 0, 2, 1], 40000 + i))
+        .collect();
+    let out: Vec<u16> = ports_of(&mut sw, &frames.iter().collect::<Vec<_>>());
+    assert!(out.iter().all(|p| [2, 3].contains(p)), "{out:?}");
+    assert_eq!(reg(&pipe.control, "ingress.dbb_ecmp_count", 1), 16);
+    assert_eq!(drops(&pipe.control, "dbb_no_hop"), 0);
     let mut t = e8("dbb");
     t.switches[0].params.insert("counter".into(), "both".into());
     let e = programs::fabric_plan(&t).unwrap_err();
@@ -433,6 +463,83 @@ fn sec_ii_plans_outside_the_model_or_with_bad_settings_fail_with_a_clear_error()
     assert_eq!(count("s1", "table_add dbb_pair_v6"), 1);
     assert_eq!(count("s8", "table_add dbb_pair_v4"), 1, "only s8 > s1");
     assert_eq!(count("s1", "dbb_dispatch"), 4);
+}
+
+/// A k=4 fat-tree with one failed link (p2a1 - core1): every ToR pair between pod 2 and another
+/// pod is outside the model (uneven out-degrees in a stage) and takes ECMP, with a warning each;
+/// the others keep DBB.
+#[test]
+fn sec_ii_a_failed_link_sends_only_the_pairs_it_touches_to_ecmp() {
+    let link = LinkProps {
+        rate_bps: 100_000_000,
+        delay_us: 10,
+        buffer: 64,
+    };
+    let mut t = with_program(
+        fat_tree(
+            4,
+            GenProps {
+                host: link,
+                fabric: link,
+            },
+        ),
+        "dbb",
+    );
+    let failed =
+        |e: &topo::End| matches!(e, topo::End::Switch(s, _) if s == "p2a1" || s == "core1");
+    let before = t.links.len();
+    t.links.retain(|l| !(failed(&l.a) && failed(&l.b)));
+    assert_eq!(t.links.len(), before - 1);
+    let plans = programs::fabric_plan(&t).unwrap();
+    let warnings: Vec<&String> = plans
+        .values()
+        .flat_map(|p| &p.routes)
+        .filter(|l| l.starts_with("# warning:"))
+        .collect();
+    // Pod 2's two ToRs against the six other ToRs, both ways.
+    assert_eq!(warnings.len(), 24, "{warnings:#?}");
+    assert!(
+        warnings
+            .iter()
+            .all(|w| w.contains("p2e1") || w.contains("p2e2")),
+        "{warnings:#?}"
+    );
+    // At p1e1: h1 -> h5 (p2e1, 10.0.3.0/24) falls back, counted; h1 -> h9 (p3e1, 10.0.5.0/24)
+    // still follows its list.
+    let (pipe, mut sw) = planned(&t, "p1e1");
+    let to_pod2 = udp([10, 0, 1, 1], [10, 0, 3, 1], 40000);
+    let to_pod3 = udp([10, 0, 1, 1], [10, 0, 5, 1], 40000);
+    ports_of(&mut sw, &[&to_pod2, &to_pod2, &to_pod2]);
+    ports_of(&mut sw, &[&to_pod3]);
+    let pair_of = |dst: &str| {
+        plans["p1e1"]
+            .routes
+            .iter()
+            .find(|l| l.starts_with("table_add dbb_pair_v4") && l.contains(dst))
+            .and_then(|l| {
+                l.split("=> ")
+                    .nth(1)?
+                    .split(' ')
+                    .next()?
+                    .parse::<usize>()
+                    .ok()
+            })
+            .unwrap()
+    };
+    assert_eq!(
+        reg(&pipe.control, "ingress.dbb_ecmp_count", pair_of("10.0.3.")),
+        3
+    );
+    assert_eq!(
+        reg(&pipe.control, "ingress.dbb_ecmp_count", pair_of("10.0.5.")),
+        0
+    );
+    // One packet of that pair: its list's counter moved one entry.
+    assert_eq!(
+        reg(&pipe.control, "ingress.dbb_pair_count", pair_of("10.0.5.")),
+        1
+    );
+    assert_eq!(drops(&pipe.control, "dbb_no_hop"), 0);
 }
 
 #[test]

@@ -273,6 +273,8 @@ pub(crate) fn write_line(c: &Control, line: &str) {
                 r.unwrap_or_else(|e| panic!("{line}: {e}"));
             }
         }
+        // A comment (a plan's `# warning:` lines).
+        Command::Nothing => {}
         _ => panic!("{line}: not a write"),
     }
 }

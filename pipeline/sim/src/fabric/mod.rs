@@ -315,6 +315,8 @@ pub struct Sim {
     now: u64,
     bufs: VecBuffers,
     opts: Options,
+    /// The fabric plan's warnings (`switch: # warning: ...`), in the report when there are some.
+    plan_warnings: Vec<String>,
     /// Packets that entered a switch (the simulator's unit of work).
     hops: u64,
     scratch: Vec<u8>,
@@ -505,6 +507,15 @@ impl Sim {
             now: 0,
             bufs: VecBuffers::default(),
             opts: opts.clone(),
+            plan_warnings: plans
+                .iter()
+                .flat_map(|(sw, p)| {
+                    p.routes
+                        .iter()
+                        .filter(|l| l.starts_with("# warning:"))
+                        .map(move |l| format!("{sw}: {l}"))
+                })
+                .collect(),
             hops: 0,
             scratch: Vec::new(),
             rp_flows: BTreeMap::new(),

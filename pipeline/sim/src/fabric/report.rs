@@ -112,6 +112,16 @@ impl Sim {
             .with("switches", switches)
             .with("hosts", hosts)
             .with("flows", flows);
+        let report = if self.plan_warnings.is_empty() {
+            report
+        } else {
+            let w: Vec<Json> = self
+                .plan_warnings
+                .iter()
+                .map(|l| Json::from(l.as_str()))
+                .collect();
+            report.with("plan_warnings", w)
+        };
         match &self.pint {
             Some(c) => report.with("pint", c.report()),
             None => report,
