@@ -12,8 +12,10 @@
 //! **Counter** [P §III-E], one action each, so the plan picks per entry:
 //! - `dbb_shared`: one circular counter per pair, `ingress.dbb_pair_count[pair]`;
 //! - `dbb_independent`: one per flow, `ingress.dbb_flow_count[crc32(5-tuple) % 8192]` (A-DBB-4;
-//!   a new cell starts at index 0, so every new flow starts where the list does [I]; flows that
-//!   share a cell share a counter).
+//!   a cell starts at index 0 on its first use only, and nothing resets it: a later flow that
+//!   hashes to a used cell continues its counter. Flows that share a cell share a counter; when
+//!   they belong to different pairs it is counted as a collision in
+//!   `ingress.dbb_flow_collisions[0]`, the cell's last pair kept in `ingress.dbb_flow_pair`).
 //!
 //! Either way `index = count % len; count = index + 1 mod len` in one read-modify-write (a
 //! counter that another pair's flow left beyond `len` is read modulo `len`).
@@ -131,6 +133,8 @@ struct DbbIds {
     dispatch: TableIx,
     pair_count: RegisterIx,
     flow_count: RegisterIx,
+    flow_pair: RegisterIx,
+    collisions: RegisterIx,
     no_hop: DropReason,
 }
 
@@ -202,6 +206,8 @@ fn declare(b: &mut SchemaBuilder, no_action: usize) -> DbbIds {
         dispatch,
         pair_count: b.register("ingress.dbb_pair_count", 32, PAIRS),
         flow_count: b.register("ingress.dbb_flow_count", 32, FLOW_CELLS),
+        flow_pair: b.register("ingress.dbb_flow_pair", 16, FLOW_CELLS),
+        collisions: b.register("ingress.dbb_flow_collisions", 64, 1),
         no_hop: b.drop_reason("dbb_no_hop"),
     }
 }
@@ -226,7 +232,13 @@ fn steer(
     let (register, cell) = if a == d.shared {
         (d.pair_count, pair as usize)
     } else if a == d.independent {
-        (d.flow_count, flow_hash as usize % FLOW_CELLS)
+        let cell = flow_hash as usize % FLOW_CELLS;
+        // Another pair's flow had this cell: the two share a counter.
+        let last = cx.register(d.flow_pair).rmw(cell, |_| pair as u64);
+        if last.is_some_and(|(old, _)| old != 0 && old != pair as u64) {
+            cx.register(d.collisions).rmw(0, |v| v + 1);
+        }
+        (d.flow_count, cell)
     } else {
         if a == d.ecmp {
             cx.register(d.ecmp_count).rmw(pair as usize, |v| v + 1);

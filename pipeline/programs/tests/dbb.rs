@@ -340,6 +340,47 @@ fn sec_iii_e_shared_and_independent_counters_differ_for_two_flows_of_one_pair() 
     assert_eq!(fb, c);
 }
 
+/// Independent counters are hash cells that nothing resets: a flow of another pair that lands in
+/// a used cell shares (and continues) its counter, counted as a collision (issue 33).
+#[test]
+fn sec_iii_e_a_cell_shared_by_two_pairs_is_counted_as_a_collision() {
+    // leaf1's hosts 10.0.1.x to leaf2 (10.0.2.x) and to leaf3 (10.0.3.x): two pairs.
+    let t = uneven_leaf_spine("dbb-independent");
+    let (pipe, mut sw) = planned(&t, "leaf1");
+    let c = &pipe.control;
+    let cell_of_pair = |pair: u64| -> Vec<usize> {
+        (0..8192)
+            .filter(|&i| reg(c, "ingress.dbb_flow_pair", i) == pair)
+            .collect()
+    };
+    let a = udp([10, 0, 1, 1], [10, 0, 2, 1], 40000);
+    ports_of(&mut sw, &[&a]);
+    let pair_a = (1..=u64::from(u16::MAX))
+        .find(|&p| !cell_of_pair(p).is_empty())
+        .unwrap();
+    let cell = cell_of_pair(pair_a)[0];
+    assert_eq!(reg(c, "ingress.dbb_flow_count", cell), 1);
+    assert_eq!(reg(c, "ingress.dbb_flow_collisions", 0), 0);
+    // Flows of the other pair, one port at a time, until one lands in flow A's cell.
+    let mut hit = None;
+    for sport in 1000..60000u16 {
+        let b = udp([10, 0, 1, 1], [10, 0, 3, 1], sport);
+        ports_of(&mut sw, &[&b]);
+        if reg(c, "ingress.dbb_flow_pair", cell) != pair_a {
+            hit = Some(sport);
+            break;
+        }
+    }
+    assert!(
+        hit.is_some(),
+        "no port of the other pair shares flow A's cell"
+    );
+    assert_eq!(reg(c, "ingress.dbb_flow_collisions", 0), 1);
+    // The other pair's flow continued A's counter (left at 1) rather than starting at 0: it took
+    // index 1 and left 2 (its list is longer than two entries).
+    assert_eq!(reg(c, "ingress.dbb_flow_count", cell), 2);
+}
+
 #[test]
 fn malformed_and_short_frames_are_dropped_with_a_reason() {
     let t = e8("dbb");
