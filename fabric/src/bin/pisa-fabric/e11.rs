@@ -56,6 +56,10 @@ pub(super) struct E11Args {
     /// 4 Gb/s; --seconds is the arrival window of virtual time).
     #[arg(long, default_value = "netns")]
     r#where: String,
+    /// sim: the aggregation-core links' rate (default: the fabric's 4 Gb/s, so the last hop is
+    /// always the bottleneck); below 1G the core is oversubscribed (500M: 2:1).
+    #[arg(long)]
+    core_rate: Option<String>,
     /// sim: workloads.
     #[arg(long, default_value = "websearch", value_delimiter = ',')]
     workloads: Vec<String>,
@@ -104,6 +108,12 @@ pub(super) fn e11(a: &E11Args, cancel: Arc<AtomicBool>) -> anyhow::Result<()> {
                 loads: a.loads.clone(),
                 schemes,
                 window_ms: a.seconds * 1000.0,
+                core_bps: a
+                    .core_rate
+                    .as_deref()
+                    .map(topo::parse_rate)
+                    .transpose()
+                    .map_err(anyhow::Error::msg)?,
                 seed: a.seed,
                 out: a.out.clone(),
                 json: a.json.clone(),

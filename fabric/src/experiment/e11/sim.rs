@@ -63,6 +63,10 @@ pub struct SimSetup {
     pub host: LinkProps,
     /// Links between switches.
     pub fabric: LinkProps,
+    /// Links between aggregation and core switches, where they differ from `fabric` (slower: an
+    /// oversubscribed core, so that a path's bottleneck can be a core link and PINT's path
+    /// maximum is exercised).
+    pub core: Option<LinkProps>,
     /// PFC XOFF, packets.
     pub pfc_xoff: u32,
     /// IPv4 length of a full packet, bytes.
@@ -86,6 +90,7 @@ impl SimSetup {
             k: 4,
             host: link(1_000_000_000),
             fabric: link(4_000_000_000),
+            core: None,
             pfc_xoff: 500,
             ip_len: 1000,
         }
@@ -102,6 +107,16 @@ pub fn sim_topology(s: &SimSetup, sc: &Scheme) -> Topology {
             fabric: s.fabric,
         },
     );
+    if let Some(core) = s.core {
+        let is_core = |e: &topo::End| matches!(e, topo::End::Switch(n, _) if n.starts_with("core"));
+        for l in t
+            .links
+            .iter_mut()
+            .filter(|l| is_core(&l.a) || is_core(&l.b))
+        {
+            l.props = core;
+        }
+    }
     for sw in &mut t.switches {
         sw.program = "pint".into();
         sw.params
@@ -329,6 +344,30 @@ mod tests {
         );
         assert_eq!(sim_scheme("PINT p=1/16"), Some(SCHEMES[2]));
         assert!(sim_scheme("PINT").is_none());
+        // An oversubscribed core: the 16 aggregation-core links at 500 Mb/s, the 16 edge-
+        // aggregation links still at 4 Gb/s.
+        let mut s = s;
+        s.core = Some(LinkProps {
+            rate_bps: 500_000_000,
+            ..s.fabric
+        });
+        let t = sim_topology(&s, &SIM_SCHEMES[0]);
+        let count = |rate: u64| t.links.iter().filter(|l| l.props.rate_bps == rate).count();
+        assert_eq!(
+            (
+                count(500_000_000),
+                count(4_000_000_000),
+                count(1_000_000_000)
+            ),
+            (16, 16, 16)
+        );
+        for l in t.links.iter().filter(|l| l.props.rate_bps == 500_000_000) {
+            assert!(
+                [&l.a, &l.b]
+                    .iter()
+                    .any(|e| matches!(e, topo::End::Switch(n, _) if n.starts_with("core")))
+            );
+        }
     }
 
     #[test]

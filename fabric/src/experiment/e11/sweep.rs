@@ -182,6 +182,8 @@ pub struct SimSweep {
     pub schemes: Vec<Scheme>,
     /// The arrival window, ms.
     pub window_ms: f64,
+    /// The aggregation-core links' rate, bits/s (None: the fabric's 4 Gb/s).
+    pub core_bps: Option<u64>,
     /// Seed.
     pub seed: u64,
     /// Output directory.
@@ -203,7 +205,16 @@ pub struct SimPoint {
 
 impl SimSweep {
     fn setup(&self, p: &SimPoint) -> super::sim::SimSetup {
-        super::sim::SimSetup::scaled(&p.workload, p.load, self.window_ms, self.seed)
+        self.setup_of(&p.workload, p.load)
+    }
+
+    fn setup_of(&self, workload: &str, load: f64) -> super::sim::SimSetup {
+        let mut s = super::sim::SimSetup::scaled(workload, load, self.window_ms, self.seed);
+        s.core = self.core_bps.map(|rate_bps| topo::LinkProps {
+            rate_bps,
+            ..s.fabric
+        });
+        s
     }
 
     /// The table's file.
@@ -248,12 +259,17 @@ impl Experiment for SimSweep {
         format!("{} at {} load {}", p.scheme.name, p.workload, p.load)
     }
     fn record(&self) -> String {
-        let s = super::sim::SimSetup::scaled("-", 0.0, self.window_ms, self.seed);
-        format!(
+        let s = self.setup_of("-", 0.0);
+        let mut r = format!(
             "experiment=e11-sim\nwindow_ns={}\nseed={}\nk={}\nhost={:?}\nfabric={:?}\npfc_xoff={}\n\
              ip_len={}\n",
             s.window_ns, s.seed, s.k, s.host, s.fabric, s.pfc_xoff, s.ip_len
-        )
+        );
+        // Only when given, so that earlier runs' directories still resume.
+        if let Some(core) = s.core {
+            let _ = writeln!(r, "core={core:?}");
+        }
+        r
     }
     fn measure(&self, p: &SimPoint, dir: &Path, _ctx: &Ctx) -> Result<String> {
         let (row, report) =
@@ -293,7 +309,7 @@ impl Experiment for SimSweep {
                 if here.is_empty() {
                     continue;
                 }
-                let s = super::sim::SimSetup::scaled(w, load, self.window_ms, self.seed);
+                let s = self.setup_of(w, load);
                 let n = super::sim::sim_flows(&s).map_err(anyhow::Error::msg)?.len();
                 let _ = write!(
                     md,
