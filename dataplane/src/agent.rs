@@ -43,23 +43,32 @@ pub struct AgentStats {
 }
 
 impl AgentStats {
-    /// One line for the switch's stats at exit; `dropped` is what the full queue refused
-    /// ([`Switch::agent_packet_ins_dropped`]).
-    pub fn line(&self, dropped: u64) -> String {
+    /// The thread's counts and quantiles as text: packet-ins, digests, writes, backlog
+    /// p50/p99/max (frames) and reaction p50/p99/max (µs).
+    fn figures(&self) -> [String; 9] {
         let (r, b) = (self.reaction_ns.snapshot(), self.backlog.snapshot());
         let us = |ns: u64| format!("{:.1}", ns as f64 / 1000.0);
-        format!(
-            "agent: {} packet-ins ({dropped} dropped: queue full), {} digests, {} writes; \
-             backlog p50/p99/max {}/{}/{} frames; reaction p50/p99/max {}/{}/{} us\n",
-            self.packet_ins.load(Ordering::Relaxed),
-            self.digests.load(Ordering::Relaxed),
-            self.writes.load(Ordering::Relaxed),
-            b.quantile(0.5),
-            b.quantile(0.99),
-            b.max,
+        [
+            self.packet_ins.load(Ordering::Relaxed).to_string(),
+            self.digests.load(Ordering::Relaxed).to_string(),
+            self.writes.load(Ordering::Relaxed).to_string(),
+            b.quantile(0.5).to_string(),
+            b.quantile(0.99).to_string(),
+            b.max.to_string(),
             us(r.quantile(0.5)),
             us(r.quantile(0.99)),
             us(r.max),
+        ]
+    }
+
+    /// One line for the switch's stats at exit; `dropped` is what the full queue refused
+    /// ([`Switch::agent_packet_ins_dropped`]).
+    pub fn line(&self, dropped: u64) -> String {
+        let [p, d, w, b50, b99, bmax, r50, r99, rmax] = self.figures();
+        format!(
+            "agent: {p} packet-ins ({dropped} dropped: queue full), {d} digests, {w} writes; \
+             backlog p50/p99/max {b50}/{b99}/{bmax} frames; reaction p50/p99/max \
+             {r50}/{r99}/{rmax} us\n"
         )
     }
 
@@ -67,21 +76,11 @@ impl AgentStats {
     /// (frames) and reaction time (µs) quantiles, `dropped` (the full queue's refusals) and
     /// then the agent's own counts as `agent.NAME`.
     pub fn show(&self, dropped: u64) -> String {
-        let (r, b) = (self.reaction_ns.snapshot(), self.backlog.snapshot());
-        let us = |ns: u64| format!("{:.1}", ns as f64 / 1000.0);
+        let [p, d, w, b50, b99, bmax, r50, r99, rmax] = self.figures();
         let mut out = format!(
-            "packet_ins {}\ndropped {dropped}\ndigests {}\nwrites {}\n\
-             backlog_p50 {}\nbacklog_p99 {}\nbacklog_max {}\n\
-             reaction_p50_us {}\nreaction_p99_us {}\nreaction_max_us {}\n",
-            self.packet_ins.load(Ordering::Relaxed),
-            self.digests.load(Ordering::Relaxed),
-            self.writes.load(Ordering::Relaxed),
-            b.quantile(0.5),
-            b.quantile(0.99),
-            b.max,
-            us(r.quantile(0.5)),
-            us(r.quantile(0.99)),
-            us(r.max),
+            "packet_ins {p}\ndropped {dropped}\ndigests {d}\nwrites {w}\nbacklog_p50 {b50}\n\
+             backlog_p99 {b99}\nbacklog_max {bmax}\nreaction_p50_us {r50}\n\
+             reaction_p99_us {r99}\nreaction_max_us {rmax}\n"
         );
         for (name, v) in self.agent.lock().iter() {
             out += &format!("agent.{name} {v}\n");

@@ -45,7 +45,7 @@ use pipeline::program::Ctx;
 use pipeline::schema::{ActionScope, RegisterIx, SchemaBuilder, TableIx, TableSpec};
 use pipeline::table::MatchKind;
 use topo::plan::{SwitchPlan, mac_text, neighbour_macs, routed, switch_mac};
-use topo::tors::tors;
+use topo::tors::{Tor, tors};
 use topo::{End, Switch, Topology};
 
 /// Pair ids are `1..PAIRS`.
@@ -334,6 +334,34 @@ struct Lines {
     dispatch: usize,
 }
 
+impl Lines {
+    /// The pair entries of (`src`, `dst`): one per (source prefix, sink prefix) of each family,
+    /// `action` with the pure-ACK key `ack` and the action's arguments `args`, priority 1.
+    fn pair_entries(&mut self, src: &Tor, dst: &Tor, action: &str, ack: &str, args: &str) {
+        for (table, keys, count) in [
+            (
+                "dbb_pair_v4",
+                (src.v4_ternary(), dst.v4_ternary()),
+                &mut self.pair_v4,
+            ),
+            (
+                "dbb_pair_v6",
+                (src.v6_ternary(), dst.v6_ternary()),
+                &mut self.pair_v6,
+            ),
+        ] {
+            for s in &keys.0 {
+                for d in &keys.1 {
+                    self.routes.push(format!(
+                        "table_add {table} {action} {s} {d} {ack} => {args} 1"
+                    ));
+                    *count += 1;
+                }
+            }
+        }
+    }
+}
+
 /// The fabric plan of `dbb` (counter from `counter=`, default shared; the registry's presets
 /// `dbb-shared` and `dbb-independent` set it).
 pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPlan>, PlanError> {
@@ -380,23 +408,7 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
                         lines
                             .routes
                             .push(format!("# warning: {why}; pair {pair} uses ECMP"));
-                        for (table, keys) in [
-                            ("dbb_pair_v4", (src.v4_ternary(), dst.v4_ternary())),
-                            ("dbb_pair_v6", (src.v6_ternary(), dst.v6_ternary())),
-                        ] {
-                            for s in &keys.0 {
-                                for d in &keys.1 {
-                                    lines.routes.push(format!(
-                                        "table_add {table} dbb_ecmp {s} {d} 0&&&0 => {pair} 1"
-                                    ));
-                                    if table == "dbb_pair_v4" {
-                                        lines.pair_v4 += 1;
-                                    } else {
-                                        lines.pair_v6 += 1;
-                                    }
-                                }
-                            }
-                        }
+                        lines.pair_entries(src, dst, "dbb_ecmp", "0&&&0", &pair.to_string());
                     }
                     continue;
                 }
@@ -413,23 +425,7 @@ pub fn plan(t: &Topology, only: &[&Switch]) -> Result<BTreeMap<String, SwitchPla
                 let hops = period(&hops);
                 let (action, len) = (cfg.counter.action(), hops.len());
                 let ack = if cfg.acks { "0&&&0" } else { "0&&&1" };
-                for (table, keys) in [
-                    ("dbb_pair_v4", (src.v4_ternary(), dst.v4_ternary())),
-                    ("dbb_pair_v6", (src.v6_ternary(), dst.v6_ternary())),
-                ] {
-                    for s in &keys.0 {
-                        for d in &keys.1 {
-                            lines.routes.push(format!(
-                                "table_add {table} {action} {s} {d} {ack} => {pair} {len} 1"
-                            ));
-                            if table == "dbb_pair_v4" {
-                                lines.pair_v4 += 1;
-                            } else {
-                                lines.pair_v6 += 1;
-                            }
-                        }
-                    }
-                }
+                lines.pair_entries(src, dst, action, ack, &format!("{pair} {len}"));
                 let me = list.switch.as_str();
                 let index = t.switches.iter().position(|x| x.name == me).unwrap_or(0);
                 let smac = mac_text(switch_mac(index));
