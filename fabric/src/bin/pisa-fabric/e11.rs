@@ -60,6 +60,10 @@ pub(super) struct E11Args {
     /// always the bottleneck); below 1G the core is oversubscribed (500M: 2:1).
     #[arg(long)]
     core_rate: Option<String>,
+    /// sim: repetitions of every point, each with its own seed (seed, seed + 1, ...); the
+    /// table gives the median over them and its 95% bootstrap interval.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    reps: u32,
     /// sim: workloads.
     #[arg(long, default_value = "websearch", value_delimiter = ',')]
     workloads: Vec<String>,
@@ -115,6 +119,7 @@ pub(super) fn e11(a: &E11Args, cancel: Arc<AtomicBool>) -> anyhow::Result<()> {
                     .transpose()
                     .map_err(anyhow::Error::msg)?,
                 seed: a.seed,
+                reps: a.reps,
                 out: a.out.clone(),
                 json: a.json.clone(),
             };

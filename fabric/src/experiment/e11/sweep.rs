@@ -184,11 +184,13 @@ pub struct SimSweep {
     pub window_ms: f64,
     /// The aggregation-core links' rate, bits/s (None: the fabric's 4 Gb/s).
     pub core_bps: Option<u64>,
-    /// Seed.
+    /// Seed (of the first repetition; repetition r uses seed + r - 1).
     pub seed: u64,
+    /// Repetitions of every point, each with its own seed.
+    pub reps: u32,
     /// Output directory.
     pub out: PathBuf,
-    /// Where the plot JSON goes, if anywhere.
+    /// Where the plot JSON goes, if anywhere (the first repetition's rows).
     pub json: Option<PathBuf>,
 }
 
@@ -201,11 +203,15 @@ pub struct SimPoint {
     pub load: f64,
     /// Scheme.
     pub scheme: Scheme,
+    /// Repetition, from 1.
+    pub rep: u32,
 }
 
 impl SimSweep {
     fn setup(&self, p: &SimPoint) -> super::sim::SimSetup {
-        self.setup_of(&p.workload, p.load)
+        let mut s = self.setup_of(&p.workload, p.load);
+        s.seed = s.seed.wrapping_add(u64::from(p.rep) - 1);
+        s
     }
 
     fn setup_of(&self, workload: &str, load: f64) -> super::sim::SimSetup {
@@ -237,26 +243,37 @@ impl Experiment for SimSweep {
         for w in &self.workloads {
             for &load in &self.loads {
                 for &scheme in &self.schemes {
-                    v.push(SimPoint {
-                        workload: w.clone(),
-                        load,
-                        scheme,
-                    });
+                    for rep in 1..=self.reps {
+                        v.push(SimPoint {
+                            workload: w.clone(),
+                            load,
+                            scheme,
+                            rep,
+                        });
+                    }
                 }
             }
         }
         v
     }
     fn dir_name(&self, p: &SimPoint) -> String {
-        format!(
+        let name = format!(
             "{}-load{:.0}-{}",
             p.workload,
             p.load * 100.0,
             p.scheme.name.replace([' ', '=', '/', ','], "")
-        )
+        );
+        // The first repetition keeps the name it had before there were repetitions.
+        match p.rep {
+            1 => name,
+            r => format!("{name}-rep{r}"),
+        }
     }
     fn label(&self, p: &SimPoint) -> String {
-        format!("{} at {} load {}", p.scheme.name, p.workload, p.load)
+        format!(
+            "{} at {} load {} rep {}",
+            p.scheme.name, p.workload, p.load, p.rep
+        )
     }
     fn record(&self) -> String {
         let s = self.setup_of("-", 0.0);
@@ -294,29 +311,41 @@ impl Experiment for SimSweep {
                 Ok((*p, row))
             })
             .collect::<Result<_>>()?;
+        let core = self.core_bps.map_or(String::new(), |b| {
+            format!(" (aggregation-core links at {} Mb/s)", b / 1_000_000)
+        });
+        let seeds = if self.reps > 1 {
+            format!(
+                "seeds {} to {}; cells: the median over them [95% bootstrap interval of the \
+                 median], the heading's flow count the first seed's",
+                self.seed,
+                self.seed + u64::from(self.reps) - 1
+            )
+        } else {
+            format!("seed {}", self.seed)
+        };
         let mut md = format!(
-            "`{}`\n\nE11 in pisa-sim: k = 4 fat-tree, 1 and 4 Gb/s links of 50 us, seed {}.\n",
+            "`{}`\n\nE11 in pisa-sim: k = 4 fat-tree, 1 and 4 Gb/s links of 50 us{core}, {seeds}.\n",
             command_line(),
-            self.seed
         );
         for w in &self.workloads {
             for &load in &self.loads {
-                let here: Vec<Row> = rows
+                let here: Vec<(u32, Row)> = rows
                     .iter()
                     .filter(|(p, _)| &p.workload == w && p.load == load)
-                    .map(|(_, r)| r.clone())
+                    .map(|(p, r)| (p.rep, r.clone()))
                     .collect();
                 if here.is_empty() {
                     continue;
                 }
                 let s = self.setup_of(w, load);
                 let n = super::sim::sim_flows(&s).map_err(anyhow::Error::msg)?.len();
-                let _ = write!(
-                    md,
-                    "\n{}\n\n{}",
-                    super::sim::sim_heading(&s, n),
-                    super::table(&here)
-                );
+                let table = if self.reps > 1 {
+                    table_over_reps(&here)
+                } else {
+                    super::table(&here.into_iter().map(|(_, r)| r).collect::<Vec<_>>())
+                };
+                let _ = write!(md, "\n{}\n\n{table}", super::sim::sim_heading(&s, n));
             }
         }
         let path = self.table_path();
@@ -324,10 +353,99 @@ impl Experiment for SimSweep {
         if let Some(json) = &self.json {
             let runs: Vec<(&str, f64, &Row)> = rows
                 .iter()
+                .filter(|(p, _)| p.rep == 1)
                 .map(|(p, r)| (p.workload.as_str(), p.load, r))
                 .collect();
             write_file(json, super::sim::plot_json(&runs))?;
         }
         Ok(())
+    }
+}
+
+/// E11's table over repetitions: per scheme (in the order the points ran), each bucket's p95
+/// slowdown, the large flows' goodput and the incomplete flows as the median over the
+/// repetitions [95% bootstrap interval of the median], then the reps.
+fn table_over_reps(rows: &[(u32, Row)]) -> String {
+    use crate::experiment::e10::median_cell;
+    let mut md = String::from("| scheme |");
+    for (_, _, name) in super::BUCKETS {
+        let _ = write!(md, " {name} |");
+    }
+    md += " goodput >=10 MB (Mb/s) | incomplete | reps |\n|---|";
+    md += &"---|".repeat(super::BUCKETS.len() + 3);
+    md.push('\n');
+    let mut schemes: Vec<&str> = Vec::new();
+    for (_, r) in rows {
+        if !schemes.contains(&r.scheme.as_str()) {
+            schemes.push(&r.scheme);
+        }
+    }
+    for scheme in schemes {
+        let of: Vec<&Row> = rows
+            .iter()
+            .map(|(_, r)| r)
+            .filter(|r| r.scheme == scheme)
+            .collect();
+        let _ = write!(md, "| {scheme} |");
+        for b in 0..super::BUCKETS.len() {
+            let v: Vec<f64> = of.iter().filter_map(|r| r.p95.get(b)?.0).collect();
+            let _ = write!(md, " {} |", median_cell(&v, 2));
+        }
+        let goodput: Vec<f64> = of
+            .iter()
+            .filter_map(|r| r.goodput_large.0)
+            .map(|g| g / 1e6)
+            .collect();
+        let incomplete: Vec<f64> = of.iter().map(|r| r.incomplete as f64).collect();
+        let _ = writeln!(
+            md,
+            " {} | {} | {} |",
+            median_cell(&goodput, 1),
+            median_cell(&incomplete, 0),
+            of.len()
+        );
+    }
+    md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+
+    #[test]
+    fn sim_repetitions_run_with_their_own_seeds_and_the_table_gives_their_median() {
+        let out = std::env::temp_dir().join(format!("pisa-e11-reps-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let mut s = SimSweep {
+            workloads: vec!["websearch".into()],
+            loads: vec![0.3],
+            schemes: vec![super::super::sim::SIM_SCHEMES[1]],
+            window_ms: 5.0,
+            core_bps: None,
+            seed: 1,
+            reps: 3,
+            out: out.clone(),
+            json: None,
+        };
+        let ctx = Ctx::new("", Arc::new(AtomicBool::new(false)));
+        let d = crate::sweep::run(&mut s, &ctx).unwrap();
+        assert_eq!((d.points, d.ran), (3, 3));
+        let points = out.join("points");
+        let report =
+            |dir: &str| std::fs::read_to_string(points.join(dir).join("report.json")).unwrap();
+        // The first repetition keeps the name of a run without repetitions; other seeds give
+        // other flows.
+        assert_ne!(
+            report("websearch-load30-PINTp1"),
+            report("websearch-load30-PINTp1-rep2")
+        );
+        assert!(points.join("websearch-load30-PINTp1-rep3").exists());
+        let md = std::fs::read_to_string(s.table_path()).unwrap();
+        assert!(md.contains("seeds 1 to 3"), "{md}");
+        let row = md.lines().find(|l| l.starts_with("| PINT p=1 |")).unwrap();
+        assert!(row.ends_with("| 3 |"), "{row}");
+        std::fs::remove_dir_all(&out).unwrap();
     }
 }
