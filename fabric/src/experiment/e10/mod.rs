@@ -278,7 +278,7 @@ pub fn sim(s: &Setup, c: &Config, bg_bps: u64) -> Result<(Row, Value), String> {
         bg_sent += u(f, &["sent"]);
         bg_lost += u(f, &["lost"]);
     }
-    let (mut sent_pfc, mut rx_pfc) = (0, 0);
+    let (mut sent_pfc, mut rx_pfc, mut paused_us) = (0, 0, 0);
     for sw in r["switches"]
         .as_object()
         .into_iter()
@@ -287,10 +287,12 @@ pub fn sim(s: &Setup, c: &Config, bg_bps: u64) -> Result<(Row, Value), String> {
         for p in sw["ports"].as_object().into_iter().flat_map(|m| m.values()) {
             sent_pfc += u(p, &["pfc_pauses_sent"]);
             rx_pfc += u(p, &["pfc_pauses_received"]);
+            paused_us += u(p, &["pfc_paused_us"]);
         }
     }
     for h in r["hosts"].as_object().into_iter().flat_map(|m| m.values()) {
         rx_pfc += u(h, &["pfc_pauses_received"]);
+        paused_us += u(h, &["pfc_paused_us"]);
     }
     // Over the senders' time: what arrived by its end (a PFC run drains for seconds after it,
     // and its pause frames and the feedback are no data).
@@ -302,19 +304,6 @@ pub fn sim(s: &Setup, c: &Config, bg_bps: u64) -> Result<(Row, Value), String> {
         .map(in_window)
         .sum::<f64>()
         / s.link_bps as f64;
-    let mut paused_us = 0;
-    for sw in r["switches"]
-        .as_object()
-        .into_iter()
-        .flat_map(|m| m.values())
-    {
-        for p in sw["ports"].as_object().into_iter().flat_map(|m| m.values()) {
-            paused_us += u(p, &["pfc_paused_us"]);
-        }
-    }
-    for h in r["hosts"].as_object().into_iter().flat_map(|m| m.values()) {
-        paused_us += u(h, &["pfc_paused_us"]);
-    }
     let row = Row {
         config: c.name.into(),
         bg_bps,
