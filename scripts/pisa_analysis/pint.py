@@ -12,7 +12,7 @@
       not record the trials: --trials (the run's) puts their number in the subtitle.
   pint-plot e11 E11.json PNG
       From `pisa-fabric e11 --where sim --json` (one deterministic run per load and scheme):
-      the p95 slowdown per flow-size bucket at the middle load, per scheme; and the mean
+      the p95 slowdown per decile of flow size (the paper's Fig. 7) at the middle load, per scheme; and the mean
       goodput of flows >= 10 MB against load, as the gain over HPCC(INT) (the paper's Fig. 7a).
 Each prints the file it wrote.
 """
@@ -103,16 +103,19 @@ def e11(a: argparse.Namespace) -> None:
     mid = loads[len(loads) // 2]
     fig, (ax, ag) = plt.subplots(1, 2, figsize=(2.2 * style.PANEL[0], style.PANEL[1]))
     at_mid = [r for r in rows if r["load"] == mid]
-    buckets = list(at_mid[0]["buckets"].keys())
+    # PINT's Fig. 7 cuts flows by decile of size; rows from before deciles have only buckets.
+    key = "deciles" if at_mid[0].get("deciles") else "buckets"
+    buckets = list(at_mid[0][key].keys())
     width = 0.8 / len(schemes)
     for i, name in enumerate(schemes):
         r = next(x for x in at_mid if x["scheme"] == name)
-        ys = [r["buckets"][b]["p95_slowdown"] or 0 for b in buckets]
+        ys = [r[key][b]["p95_slowdown"] or 0 for b in buckets]
         ax.bar([j + i * width for j in range(len(buckets))], ys, width, label=name,
                color=style.colour(name))
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(buckets))])
-    ax.set_xticklabels(buckets)
-    ax.set_xlabel("flow size (bytes)")
+    ax.set_xticklabels(buckets, rotation=30 if key == "deciles" else 0, fontsize=7)
+    ax.set_xlabel("flow size (bytes), " + ("deciles of the flows" if key == "deciles"
+                                           else "decades"))
     ax.set_ylabel("p95 slowdown")
     ax.set_title(f"{at_mid[0]['workload']}, load {mid:.0%}")
     ax.legend(fontsize=7, loc="upper right")

@@ -98,6 +98,42 @@ pub const BUCKETS: [(f64, f64, &str); 5] = [
 /// "The largest flows": workload size at least this.
 pub const LARGE: f64 = 10e6;
 
+/// The nine sizes that cut a workload into deciles of its flows (the CDF's 10th to 90th
+/// percentiles), as the x-axis of PINT's Fig. 7: decile k holds the sizes in
+/// `(edges[k-1], edges[k]]`, the first from 0 and the last to the largest.
+pub fn decile_edges(cdf: &Cdf) -> Vec<f64> {
+    (1..10).map(|k| cdf.quantile(k as f64 / 10.0)).collect()
+}
+
+/// The decile of a flow of `bytes` under `edges` ([`decile_edges`]), 0 to 9.
+pub fn decile_of(edges: &[f64], bytes: f64) -> usize {
+    edges.partition_point(|&e| e < bytes)
+}
+
+/// A decile's column name: the largest size it holds (`<=6.7K`, ..., `>5.0M` for the last).
+pub fn decile_label(edges: &[f64], k: usize) -> String {
+    let size = |b: f64| match b {
+        b if b >= 1e6 => format!("{:.1}M", b / 1e6),
+        b if b >= 1e3 => format!("{:.1}K", b / 1e3),
+        b => format!("{b:.0}"),
+    };
+    match edges.get(k) {
+        Some(&e) => format!("<={}", size(e)),
+        None => format!(">{}", size(edges.last().copied().unwrap_or(0.0))),
+    }
+}
+
+/// Per group of slowdowns: the p95 (nearest rank, none for an empty group) and how many.
+pub fn p95_per(groups: Vec<Vec<f64>>) -> Vec<(Option<f64>, usize)> {
+    groups
+        .into_iter()
+        .map(|v| {
+            let q = (!v.is_empty()).then(|| ::sim::traffic::quantile_nearest_rank(&v, 0.95));
+            (q, v.len())
+        })
+        .collect()
+}
+
 /// The parameters of a run.
 #[derive(Clone, Debug)]
 pub struct Setup {
@@ -217,6 +253,10 @@ pub struct Row {
     pub scheme: String,
     /// Per bucket: p95 slowdown (nearest rank) and flows.
     pub p95: Vec<(Option<f64>, usize)>,
+    /// The same per decile of the workload's flow sizes ([`decile_edges`]); empty in rows
+    /// recorded before deciles existed.
+    #[serde(default)]
+    pub p95_deciles: Vec<(Option<f64>, usize)>,
     /// Mean goodput of the largest flows, bits/s, and how many: a finished flow's size over its
     /// FCT, an unfinished one's acknowledged bytes over the time it had until the stop.
     pub goodput_large: (Option<f64>, usize),
@@ -238,7 +278,9 @@ pub struct Row {
 /// Summarises one run's report (`experiment::hpcc::run`'s) of `fl`.
 pub fn row(s: &Setup, sc: &Scheme, slots: u8, fl: &[E11Flow], r: &Value, idle_rtt_ns: u64) -> Row {
     let stop_ns = ((s.seconds + s.drain) * 1e9) as u64;
+    let edges = decile_edges(&Cdf::named("websearch").expect("a shipped workload"));
     let mut per: Vec<Vec<f64>> = vec![Vec::new(); BUCKETS.len()];
+    let mut deciles: Vec<Vec<f64>> = vec![Vec::new(); 10];
     let (mut large, mut n_large, mut incomplete) = (0.0, 0usize, 0usize);
     let (mut re, mut sent) = (0, 0);
     for (f, rep) in fl.iter().zip(r["flows"].as_array().into_iter().flatten()) {
@@ -270,18 +312,12 @@ pub fn row(s: &Setup, sc: &Scheme, slots: u8, fl: &[E11Flow], r: &Value, idle_rt
         if let Some(b) = BUCKETS.iter().position(|&(lo, hi, _)| w >= lo && w < hi) {
             per[b].push(slowdown);
         }
+        deciles[decile_of(&edges, w)].push(slowdown);
     }
-    let p95 = per
-        .into_iter()
-        .map(|v| {
-            let n = v.len();
-            let q = (n > 0).then(|| ::sim::traffic::quantile_nearest_rank(&v, 0.95));
-            (q, n)
-        })
-        .collect();
     Row {
         scheme: sc.name.into(),
-        p95,
+        p95: p95_per(per),
+        p95_deciles: p95_per(deciles),
         goodput_large: ((n_large > 0).then(|| large / n_large as f64), n_large),
         incomplete,
         retransmissions: (re, sent),
@@ -289,6 +325,31 @@ pub fn row(s: &Setup, sc: &Scheme, slots: u8, fl: &[E11Flow], r: &Value, idle_rt
         drops: switch_total(r, "drops"),
         fidelity: crate::experiment::fidelity::verdict_of(r),
     }
+}
+
+/// The p95 slowdown per decile of flow size (PINT's Fig. 7), one line per row: the columns
+/// named by [`decile_label`] of `edges`, each cell `p95 (flows)`.
+pub fn deciles_table(rows: &[Row], edges: &[f64]) -> String {
+    let mut md = String::from("| scheme |");
+    for k in 0..=edges.len() {
+        let _ = write!(md, " {} |", decile_label(edges, k));
+    }
+    md += "\n|---|";
+    md += &"---|".repeat(edges.len() + 1);
+    md += "\n";
+    for r in rows {
+        let _ = write!(md, "| {} |", r.scheme);
+        for (q, n) in &r.p95_deciles {
+            match q {
+                Some(q) => {
+                    let _ = write!(md, " {q:.2} ({n}) |");
+                }
+                None => md += " - |",
+            }
+        }
+        md += "\n";
+    }
+    md
 }
 
 /// The table of one load, in `pisa-sim` ([`sim`]) and in namespaces.
@@ -475,6 +536,31 @@ mod tests {
             (row.retransmissions, row.pauses, row.drops),
             ((1, 12), 3, 2)
         );
-        assert!(table(&[row]).contains("| PINT p=1 | 2.00 (1) | - |"));
+        assert!(table(std::slice::from_ref(&row)).contains("| PINT p=1 | 2.00 (1) | - |"));
+        // 5 KB is in web search's first decile (up to 6.7 KB), 20 MB in its last.
+        let n: Vec<usize> = row.p95_deciles.iter().map(|d| d.1).collect();
+        assert_eq!(n, [1, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        let edges = decile_edges(&Cdf::named("websearch").unwrap());
+        let md = deciles_table(&[row], &edges);
+        assert!(md.contains("| PINT p=1 | 2.00 (1) | - |"), "{md}");
+    }
+
+    #[test]
+    fn deciles_cut_the_workload_into_tenths_of_its_flows() {
+        let cdf = Cdf::named("websearch").unwrap();
+        let edges = decile_edges(&cdf);
+        assert_eq!(edges.len(), 9);
+        assert!(edges.windows(2).all(|w| w[0] < w[1]), "{edges:?}");
+        let mut rng = Rng::new(7);
+        let mut n = [0usize; 10];
+        for _ in 0..20_000 {
+            n[decile_of(&edges, cdf.sample(&mut rng) as f64)] += 1;
+        }
+        // Each decile holds a tenth of the sampled flows (within sampling and rounding).
+        assert!(n.iter().all(|&k| (1_700..=2_300).contains(&k)), "{n:?}");
+        assert_eq!(decile_of(&edges, 0.0), 0);
+        assert_eq!(decile_of(&edges, edges[0]), 0);
+        assert_eq!(decile_of(&edges, 1e12), 9);
+        assert!(decile_label(&edges, 9).starts_with('>'));
     }
 }

@@ -24,7 +24,7 @@ use sim::traffic::{Flow, Layout, Pattern, PoissonSpec, Tagging, poisson};
 use sim::workload::Cdf;
 use topo::{GenProps, LinkProps, Topology};
 
-use super::{BUCKETS, LARGE, Row, SCHEMES, Scheme};
+use super::{BUCKETS, LARGE, Row, SCHEMES, Scheme, decile_edges, decile_of, p95_per};
 
 /// The schemes of E11 in `pisa-sim`: [`SCHEMES`], then PINT at p = 1 with its shim padded to
 /// INT's length (PINT's signal at INT's overhead, to separate the two).
@@ -186,7 +186,8 @@ pub fn sim_run(s: &SimSetup, sc: &Scheme, flows: &[Flow]) -> Result<(Row, Value)
     for (rep, f) in reported.iter_mut().zip(flows) {
         rep["start_ns"] = f.start_ns.into();
     }
-    Ok((sim_row(sc, &r)?, r))
+    let edges = decile_edges(&Cdf::named(&s.workload)?);
+    Ok((sim_row(sc, &r, &edges)?, r))
 }
 
 fn port_total(r: &Value, key: &str) -> u64 {
@@ -201,10 +202,11 @@ fn port_total(r: &Value, key: &str) -> u64 {
 
 /// The row of a report of [`sim_run`]'s. A flow not complete counts with (end − start)/ideal,
 /// the end being the report's `now_us`, and, when large, with its acknowledged bytes over
-/// (end − start) as its goodput.
-pub fn sim_row(sc: &Scheme, r: &Value) -> Result<Row, String> {
+/// (end − start) as its goodput. Deciles are cut at `edges` ([`decile_edges`] of the workload).
+pub fn sim_row(sc: &Scheme, r: &Value, edges: &[f64]) -> Result<Row, String> {
     let end_ns = r["now_us"].as_u64().ok_or("the report has no now_us")? * 1000;
     let mut per: Vec<Vec<f64>> = vec![Vec::new(); BUCKETS.len()];
+    let mut deciles: Vec<Vec<f64>> = vec![Vec::new(); edges.len() + 1];
     let (mut large, mut n_large, mut incomplete, mut sent) = (0.0, 0usize, 0usize, 0u64);
     for (i, f) in r["flows"].as_array().into_iter().flatten().enumerate() {
         let h = &f["hpcc"];
@@ -238,16 +240,12 @@ pub fn sim_row(sc: &Scheme, r: &Value) -> Result<Row, String> {
         if let Some(k) = BUCKETS.iter().position(|&(lo, hi, _)| b >= lo && b < hi) {
             per[k].push(slowdown);
         }
+        deciles[decile_of(edges, b)].push(slowdown);
     }
     Ok(Row {
         scheme: sc.name.into(),
-        p95: per
-            .into_iter()
-            .map(|v| {
-                let q = (!v.is_empty()).then(|| sim::traffic::quantile_nearest_rank(&v, 0.95));
-                (q, v.len())
-            })
-            .collect(),
+        p95: p95_per(per),
+        p95_deciles: p95_per(deciles),
         goodput_large: ((n_large > 0).then(|| large / n_large as f64), n_large),
         incomplete,
         // pisa-sim's HPCC senders never retransmit (a lossless fabric).
@@ -270,7 +268,8 @@ pub fn sim_heading(s: &SimSetup, flows: usize) -> String {
 
 /// The rows of runs, `(workload, load, row)`, as the JSON array `scripts/analysis pint-plot e11`
 /// reads: per row `workload`, `load`, `scheme`, `flows`, `incomplete`, `buckets` (per bucket,
-/// in [`BUCKETS`]' order, `n` and `p95_slowdown`), `large_goodput_mbps`, `large_n`,
+/// in [`BUCKETS`]' order, `n` and `p95_slowdown`), `deciles` (the same per decile of the
+/// workload's sizes, named by their largest), `large_goodput_mbps`, `large_n`,
 /// `pfc_pauses` and `drops`, keys in that order.
 pub fn plot_json(runs: &[(&str, f64, &Row)]) -> String {
     // A missing value prints as null (a non-finite float does).
@@ -278,6 +277,18 @@ pub fn plot_json(runs: &[(&str, f64, &Row)]) -> String {
     let rows: Vec<Json> = runs
         .iter()
         .map(|&(workload, load, r)| {
+            let mut deciles = Json::object();
+            if let Ok(cdf) = Cdf::named(workload) {
+                let edges = decile_edges(&cdf);
+                for (k, &(q, n)) in r.p95_deciles.iter().enumerate() {
+                    deciles = deciles.with(
+                        &super::decile_label(&edges, k),
+                        Json::object()
+                            .with("n", n as u64)
+                            .with("p95_slowdown", opt(q)),
+                    );
+                }
+            }
             let mut buckets = Json::object();
             for (b, &(q, n)) in BUCKETS.iter().zip(&r.p95) {
                 buckets = buckets.with(
@@ -294,6 +305,7 @@ pub fn plot_json(runs: &[(&str, f64, &Row)]) -> String {
                 .with("flows", r.p95.iter().map(|x| x.1 as u64).sum::<u64>())
                 .with("incomplete", r.incomplete as u64)
                 .with("buckets", buckets)
+                .with("deciles", deciles)
                 .with(
                     "large_goodput_mbps",
                     opt(r.goodput_large.0.map(|g| g / 1e6)),
@@ -458,7 +470,7 @@ mod tests {
                 flow(30_000_000, 10_000_000, None),
             ],
         });
-        let row = sim_row(&SIM_SCHEMES[0], &r).unwrap();
+        let row = sim_row(&SIM_SCHEMES[0], &r, &[]).unwrap();
         assert_eq!(row.p95[0], (Some(4.0), 2));
         assert_eq!(row.p95[1], (None, 0));
         // The incomplete flow: (50 ms - 10 ms) / 1 ms.
@@ -467,7 +479,7 @@ mod tests {
         assert_eq!(row.goodput_large, (Some(1_200e6), 2));
         assert_eq!((row.incomplete, row.retransmissions), (1, (0, 40)));
         assert_eq!((row.pauses, row.drops), (10, 2));
-        assert!(sim_row(&SIM_SCHEMES[0], &serde_json::json!({})).is_err());
+        assert!(sim_row(&SIM_SCHEMES[0], &serde_json::json!({}), &[]).is_err());
 
         let json: Value = serde_json::from_str(&plot_json(&[("websearch", 0.5, &row)])).unwrap();
         let j = &json[0];

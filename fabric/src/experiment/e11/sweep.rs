@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
 
+use ::sim::workload::Cdf;
+
 use super::{Row, Scheme, Setup};
 use crate::sweep::{Ctx, Experiment, command_line, read_json, write_file};
 
@@ -163,6 +165,9 @@ impl Experiment for Sweep {
                 s.seconds
             );
             md += &super::table(&rows);
+            let edges = super::decile_edges(&Cdf::named("websearch").map_err(anyhow::Error::msg)?);
+            md += "\nThe p95 slowdown per decile of web search's flow sizes (PINT's Fig. 7):\n\n";
+            md += &super::deciles_table(&rows, &edges);
         }
         let path = self.table_path();
         write_file(&path, md)
@@ -340,11 +345,17 @@ impl Experiment for SimSweep {
                 }
                 let s = self.setup_of(w, load);
                 let n = super::sim::sim_flows(&s).map_err(anyhow::Error::msg)?.len();
-                let table = if self.reps > 1 {
+                let edges = super::decile_edges(&Cdf::named(w).map_err(anyhow::Error::msg)?);
+                let mut table = if self.reps > 1 {
                     table_over_reps(&here)
                 } else {
-                    super::table(&here.into_iter().map(|(_, r)| r).collect::<Vec<_>>())
+                    super::table(&here.iter().map(|(_, r)| r.clone()).collect::<Vec<_>>())
                 };
+                let _ = write!(
+                    table,
+                    "\nThe p95 slowdown per decile of {w}'s flow sizes (PINT's Fig. 7):\n\n{}",
+                    deciles_over_reps(&here, &edges)
+                );
                 let _ = write!(md, "\n{}\n\n{table}", super::sim::sim_heading(&s, n));
             }
         }
@@ -404,6 +415,43 @@ fn table_over_reps(rows: &[(u32, Row)]) -> String {
             median_cell(&incomplete, 0),
             of.len()
         );
+    }
+    md
+}
+
+/// The p95 slowdown per decile of flow size ([`super::decile_edges`]), per scheme: the median
+/// over the repetitions [95% bootstrap interval], or the one rep's value and flows.
+fn deciles_over_reps(rows: &[(u32, Row)], edges: &[f64]) -> String {
+    use crate::experiment::e10::median_cell;
+    if rows.iter().all(|(rep, _)| *rep == rows[0].0) {
+        let one: Vec<Row> = rows.iter().map(|(_, r)| r.clone()).collect();
+        return super::deciles_table(&one, edges);
+    }
+    let mut md = String::from("| scheme |");
+    for k in 0..=edges.len() {
+        let _ = write!(md, " {} |", super::decile_label(edges, k));
+    }
+    md += " reps |\n|---|";
+    md += &"---|".repeat(edges.len() + 2);
+    md.push('\n');
+    let mut schemes: Vec<&str> = Vec::new();
+    for (_, r) in rows {
+        if !schemes.contains(&r.scheme.as_str()) {
+            schemes.push(&r.scheme);
+        }
+    }
+    for scheme in schemes {
+        let of: Vec<&Row> = rows
+            .iter()
+            .map(|(_, r)| r)
+            .filter(|r| r.scheme == scheme)
+            .collect();
+        let _ = write!(md, "| {scheme} |");
+        for k in 0..=edges.len() {
+            let v: Vec<f64> = of.iter().filter_map(|r| r.p95_deciles.get(k)?.0).collect();
+            let _ = write!(md, " {} |", median_cell(&v, 2));
+        }
+        let _ = writeln!(md, " {} |", of.len());
     }
     md
 }
