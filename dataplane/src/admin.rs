@@ -107,7 +107,10 @@ pub fn run(sw: &Switch, line: &str) -> Result<String, String> {
                 Ok(out)
             }
             "show_ports" => {
-                let mut out = String::from("port rx tx errors pfc_rx pfc_tx pfc_paused_us\n");
+                let mut out = String::from(
+                    "port rx tx errors pfc_rx pfc_tx pfc_paused_us qdelay_p50_us qdelay_p99_us \
+                     qdelay_max_us\n",
+                );
                 let now = sw.clock()();
                 for &p in sw.ports() {
                     if let Some(c) = sw.counters(p) {
@@ -116,8 +119,17 @@ pub fn run(sw: &Switch, line: &str) -> Result<String, String> {
                         let paused: u64 = (0..pipeline::tm::QUEUES)
                             .map(|q| sw.tm().paused_ns(p, q, now))
                             .sum();
+                        // Queueing delay of what left the port (`-` if nothing has).
+                        let delay = match sw.tm().queue_delay(p).filter(|d| d.count > 0) {
+                            Some(d) => {
+                                let us = |ns: u64| format!("{:.1}", ns as f64 / 1000.0);
+                                let (q50, q99) = (d.quantile(0.5), d.quantile(0.99));
+                                format!("{} {} {}", us(q50), us(q99), us(d.max))
+                            }
+                            None => "- - -".into(),
+                        };
                         out += &format!(
-                            "{p} {} {} {} {} {} {}\n",
+                            "{p} {} {} {} {} {} {} {delay}\n",
                             l(&c.rx),
                             l(&c.tx),
                             l(&c.errors),

@@ -5,7 +5,8 @@
 //! background traffic, all on one port), waits for them to listen, starts every `rp-send` and
 //! every host's `background` at once, waits for all, and returns one JSON object:
 //! - `senders`: each sender's report (sent, refused, feedback packets taken, its RP's state) with
-//!   the sink's view of the same flow (received, lost, reordered, latency p50/p99/max) merged in;
+//!   the sink's view of the same flow (received, lost, reordered and how far, latency
+//!   p50/p99/max) merged in;
 //! - `background`: totals over every background flow (sent, received, lost);
 //! - `switches`: per switch, the PFC frames each port sent and received (`show_ports`) and the
 //!   bytes each port sent during the run (`egress.port_tx`);
@@ -344,7 +345,13 @@ fn summarise(
         j["received"] = received.into();
         j["lost"] = sent.saturating_sub(received).into();
         j["loss"] = (sent.saturating_sub(received) as f64 / sent.max(1) as f64).into();
-        for key in ["reordered", "latency_us", "rx_ecn_ce", "np_feedbacks_sent"] {
+        for key in [
+            "reordered",
+            "reorder_extent",
+            "latency_us",
+            "rx_ecn_ce",
+            "np_feedbacks_sent",
+        ] {
             if let Some(v) = rx.and_then(|r| r.get(key)) {
                 j[key] = v.clone();
             }

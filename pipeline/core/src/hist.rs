@@ -101,7 +101,7 @@ impl Histogram {
 }
 
 /// A histogram's counts at one time.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Snapshot {
     /// Values recorded.
     pub count: u64,

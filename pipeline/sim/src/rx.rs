@@ -1,5 +1,5 @@
-//! What a receiver measures of one stamped flow: packets received, reordering and one-way
-//! latency. `pisa-sim`'s hosts and the real `pisa-host sink` keep the same record and report it
+//! What a receiver measures of one stamped flow: packets received, reordering (how many, and how
+//! far: RFC 4737's reordering extent) and one-way latency. `pisa-sim`'s hosts and the real `pisa-host sink` keep the same record and report it
 //! with the same JSON fields, so the two can be read side by side.
 
 use ::hosts::json::Json;
@@ -21,7 +21,17 @@ pub struct RxStats {
     pub received_in_window: u64,
     /// One-way latency of every packet, ns.
     latencies: Vec<u64>,
+    /// Each rise of the highest sequence number: (the new highest, its arrival index). Both
+    /// columns increase, so the earliest arrival above a sequence number is a binary search.
+    rises: Vec<(u64, u64)>,
+    /// The reordering extent of every reordered packet ([`RxStats::on_packet`]).
+    extents: Vec<u64>,
 }
+
+/// A reordered packet is *n-late* when its reordering extent is at least this: as many later
+/// packets arrived before it as TCP's duplicate-ACK threshold (3), so a TCP receiver would have
+/// sent the duplicate ACKs of a fast retransmit for it.
+pub const DUPTHRESH: u64 = 3;
 
 impl RxStats {
     /// A record whose window ends at `end_ns` (None: no window).
@@ -32,14 +42,42 @@ impl RxStats {
         }
     }
 
-    /// Packet `seq` arrived `latency_ns` after it was sent.
+    /// Packet `seq` arrived `latency_ns` after it was sent. A packet with a sequence number below
+    /// the highest seen is reordered, and its *reordering extent* (RFC 4737, section 4.2.2) is
+    /// how many arrivals ago the first packet with a higher sequence number came.
     pub fn on_packet(&mut self, seq: u64, latency_ns: u64) {
+        let index = self.received;
         self.received += 1;
         self.latencies.push(latency_ns);
         match self.max_seq {
-            Some(m) if seq < m => self.reordered += 1,
-            _ => self.max_seq = Some(seq),
+            Some(m) if seq < m => {
+                self.reordered += 1;
+                let first = self.rises.partition_point(|&(s, _)| s <= seq);
+                if let Some(&(_, j)) = self.rises.get(first) {
+                    self.extents.push(index - j);
+                }
+            }
+            Some(m) if seq == m => {}
+            _ => {
+                self.max_seq = Some(seq);
+                self.rises.push((seq, index));
+            }
         }
+    }
+
+    /// Reordered packets whose extent is at least [`DUPTHRESH`].
+    pub fn reordered_beyond_dupthresh(&self) -> u64 {
+        self.extents.iter().filter(|&&e| e >= DUPTHRESH).count() as u64
+    }
+
+    /// Quantile `q` (nearest rank) of the reordered packets' extents; 0 with none.
+    pub fn extent(&self, q: f64) -> u64 {
+        let mut e = self.extents.clone();
+        e.sort_unstable();
+        if e.is_empty() {
+            return 0;
+        }
+        e[((e.len() as f64 * q).ceil() as usize).clamp(1, e.len()) - 1]
     }
 
     /// Packet `seq` arrived at `at_ns`, `latency_ns` after it was sent; counted in the window
@@ -74,7 +112,8 @@ impl RxStats {
         })
     }
 
-    /// `received`, `lost` (of `sent`), `reordered`, `latency_us {p50, p99, max}` and, with a
+    /// `received`, `lost` (of `sent`), `reordered`, `reorder_extent {p50, p99, max,
+    /// beyond_dupthresh}`, `latency_us {p50, p99, max}` and, with a
     /// window, `received_in_window`, added to `obj`.
     pub fn report(&self, obj: Json, sent: u64) -> Json {
         let [p50, p99, max] = self.latencies_us(&[0.5, 0.99, 1.0]);
@@ -86,6 +125,14 @@ impl RxStats {
             .with("received", self.received)
             .with("lost", sent.saturating_sub(self.received))
             .with("reordered", self.reordered)
+            .with(
+                "reorder_extent",
+                Json::object()
+                    .with("p50", self.extent(0.5))
+                    .with("p99", self.extent(0.99))
+                    .with("max", self.extent(1.0))
+                    .with("beyond_dupthresh", self.reordered_beyond_dupthresh()),
+            )
             .with(
                 "latency_us",
                 Json::object()
@@ -99,6 +146,32 @@ impl RxStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// RFC 4737's examples (section 4.2.2 and its figures), as arrival orders.
+    #[test]
+    fn reordering_extent_counts_arrivals_since_the_first_later_packet() {
+        let extents = |order: &[u64]| {
+            let mut r = RxStats::default();
+            for &s in order {
+                r.on_packet(s, 0);
+            }
+            (
+                r.reordered,
+                r.extents.clone(),
+                r.reordered_beyond_dupthresh(),
+            )
+        };
+        // In order: nothing.
+        assert_eq!(extents(&[1, 2, 3, 4]), (0, vec![], 0));
+        // 1 2 4 5 3: 3 arrives two after 4, the first packet above it.
+        assert_eq!(extents(&[1, 2, 4, 5, 3]), (1, vec![2], 0));
+        // 1 2 5 6 7 8 3 4: 3 arrives four after 5, and 4 five after it; both past DupThresh.
+        assert_eq!(extents(&[1, 2, 5, 6, 7, 8, 3, 4]), (2, vec![4, 5], 2));
+        // Two flows' worth of interleaving: 2 1 4 3 gives extent 1 each.
+        assert_eq!(extents(&[2, 1, 4, 3]), (2, vec![1, 1], 0));
+        // A duplicate of the highest is neither reordered nor a new rise.
+        assert_eq!(extents(&[1, 3, 3, 2]), (1, vec![2], 0));
+    }
 
     #[test]
     fn reordering_loss_and_quantiles() {
@@ -114,6 +187,8 @@ mod tests {
         let j = r.report(Json::object(), r.seen_span());
         assert_eq!(j.get("lost").and_then(Json::as_u64), Some(1));
         assert_eq!(RxStats::default().latency_us(0.99), 0.0);
+        // 1 came one arrival after 2, the first packet above it.
+        assert_eq!((r.extent(0.5), r.extent(1.0)), (1, 1));
         // A window ending at 100 ns: what arrives later counts as received, not in the window.
         let mut w = RxStats {
             window_end_ns: Some(100),

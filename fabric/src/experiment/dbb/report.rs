@@ -49,7 +49,7 @@ fn median(v: Vec<f64>) -> f64 {
 }
 
 /// The columns of [`summarise`], in order.
-pub const COLUMNS: [&str; 18] = [
+pub const COLUMNS: [&str; 20] = [
     "capacity_mbps",
     "offered_mbps",
     "goodput_mbps",
@@ -68,6 +68,8 @@ pub const COLUMNS: [&str; 18] = [
     "rcv_ofo_queue",
     "max_share_dev",
     "tm_drops",
+    "reordering_median",
+    "reordering_max",
 ];
 
 /// Each forward link's share of the packets its stage sent over the run, with its stage and
@@ -109,7 +111,10 @@ pub fn link_shares(r: &Value) -> Vec<(String, usize, f64, f64)> {
 ///   segments they sent, DSACKs received, SACK-detected reordering and spurious RTOs (namespace
 ///   counters `Tcp.RetransSegs / Tcp.OutSegs`, `TcpExt.TCPDSACKRecv`, `TcpExt.TCPSACKReorder`,
 ///   `TcpExt.TCPSpuriousRTOs`), `tcpi_reord_seen` summed, and the receivers' `TCPOFOQueue`;
-/// - the largest |share - N_ij / N| of a forward link, and the switches' TM drops.
+/// - the largest |share - N_ij / N| of a forward link, and the switches' TM drops;
+/// - how far packets were reordered, as each sender's kernel measured it: `tcpi_reordering`,
+///   the distance in segments between a SACKed segment and the hole below it that Linux took as
+///   reordering (3 if it saw none; up to `tcp_max_reordering`), median and largest over flows.
 pub fn summarise(r: &Value) -> Vec<f64> {
     let flows = r["flows"].as_array().cloned().unwrap_or_default();
     let win = r["window"].as_array().cloned().unwrap_or_default();
@@ -162,6 +167,11 @@ pub fn summarise(r: &Value) -> Vec<f64> {
         num(rcv, "TcpExt.TCPOFOQueue"),
         dev,
         num(r, "tm_drops"),
+        median(flows.iter().map(|f| num(f, "reordering")).collect()),
+        flows
+            .iter()
+            .map(|f| num(f, "reordering"))
+            .fold(0.0, f64::max),
     ]
 }
 
@@ -256,6 +266,8 @@ pub fn tables(rows: &[Row]) -> String {
         ("retrans %", 10),
         ("DSACKs", 11),
         ("SACK reorder", 12),
+        ("reordering median", 18),
+        ("reordering max", 19),
         ("spurious RTOs", 13),
         ("max share dev", 16),
         ("TM drops", 17),
@@ -325,9 +337,9 @@ mod tests {
             "window": [{"goodput_bps": 30e6}, {"goodput_bps": 20e6}],
             "flows": [
                 {"finished": true, "rate_bps": 50e6, "goodput_bps": 25e6, "rcv_ooopack": 10.0,
-                 "rcv_segs": 1000.0, "reord_seen": 1.0},
+                 "rcv_segs": 1000.0, "reord_seen": 1.0, "reordering": 12.0},
                 {"finished": false, "rate_bps": 50e6, "goodput_bps": 0.0, "rcv_ooopack": 0.0,
-                 "rcv_segs": 0.0, "reord_seen": 0.0}
+                 "rcv_segs": 0.0, "reord_seen": 0.0, "reordering": 3.0}
             ],
             "links": [
                 {"link": "s1:1", "stage": 1, "expected_share": 0.2, "packets": 30},
@@ -355,6 +367,10 @@ mod tests {
         assert_eq!(get("dsack_recv"), 2.0);
         assert!((get("max_share_dev") - 0.1).abs() < 1e-9);
         assert_eq!(get("tm_drops"), 3.0);
+        assert_eq!(
+            (get("reordering_median"), get("reordering_max")),
+            (7.5, 12.0)
+        );
         // An empty report gives numbers, not a panic.
         assert_eq!(summarise(&json!({})).len(), COLUMNS.len());
     }

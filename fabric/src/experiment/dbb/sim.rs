@@ -57,6 +57,9 @@ pub struct LinkShare {
     pub packets: u64,
     /// Its share of the packets its stage transmitted.
     pub share: f64,
+    /// The 99th percentile of the queueing delay at its sending end, µs: the paths' difference
+    /// is what reorders a sprayed flow where they merge.
+    pub qdelay_p99_us: f64,
 }
 
 /// One (scheme, load) point of E9 in `pisa-sim`.
@@ -72,6 +75,11 @@ pub struct E9SimRow {
     pub received: u64,
     /// Packets that arrived after a later one of their flow.
     pub reordered: u64,
+    /// How far: the reordering extent (RFC 4737) at the 99th percentile of the reordered
+    /// packets, the larger of the flows', and the largest.
+    pub extent: (u64, u64),
+    /// Reordered packets whose extent reached TCP's duplicate-ACK threshold (3).
+    pub beyond_dupthresh: u64,
     /// Fig. 5's forward links, in the compiler's order.
     pub links: Vec<LinkShare>,
 }
@@ -121,6 +129,7 @@ pub fn fig5_links(t: &Topology) -> Result<(u64, Vec<LinkShare>), String> {
             expected: share,
             packets: 0,
             share: 0.0,
+            qdelay_p99_us: 0.0,
         });
     }
     Ok((capacity, out))
@@ -142,6 +151,9 @@ pub fn summarise(scheme: &str, load: f64, t: &Topology, r: &Value) -> Result<E9S
     for l in &mut links {
         let (sw, port) = l.id.split_once(':').unwrap_or_default();
         l.packets = u(r, &["switches", sw, "ports", port, "tx_packets"]);
+        l.qdelay_p99_us = r["switches"][sw]["ports"][port]["qdelay_us"]["p99"]
+            .as_f64()
+            .unwrap_or(0.0);
     }
     let mut totals: BTreeMap<usize, u64> = BTreeMap::new();
     for l in &links {
@@ -156,6 +168,22 @@ pub fn summarise(scheme: &str, load: f64, t: &Topology, r: &Value) -> Result<E9S
         sent: sum("sent"),
         received: sum("received"),
         reordered: sum("reordered"),
+        extent: (
+            flows
+                .iter()
+                .map(|f| u(f, &["reorder_extent", "p99"]))
+                .max()
+                .unwrap_or(0),
+            flows
+                .iter()
+                .map(|f| u(f, &["reorder_extent", "max"]))
+                .max()
+                .unwrap_or(0),
+        ),
+        beyond_dupthresh: flows
+            .iter()
+            .map(|f| u(f, &["reorder_extent", "beyond_dupthresh"]))
+            .sum(),
         links,
     })
 }
@@ -184,14 +212,24 @@ pub fn sim_point(scheme: &str, load: f64, ms: u64, seed: u64) -> Result<(E9SimRo
     Ok((summarise(scheme, load, &t, &r)?, r))
 }
 
-/// The rows as a Markdown table: goodput, loss, reordering and every link's share, under the
-/// compiler's `N_ij / N`.
+/// The rows as Markdown: a table of goodput, loss, reordering (how many; how far, RFC 4737's
+/// extent at p99 and max; how many as far as TCP's DupThresh) and every link's share, under
+/// the compiler's `N_ij / N`; then each link's p99 queueing delay.
 pub fn sim_table(rows: &[E9SimRow]) -> Result<String, String> {
     let (_, links) = fig5_links(&sim_topology(SCHEMES[0]))?;
-    let mut head = vec!["scheme", "load", "goodput", "lost", "reordered"];
+    let mut head = vec![
+        "scheme",
+        "load",
+        "goodput",
+        "lost",
+        "reordered",
+        "extent p99",
+        "extent max",
+        "extent >= 3",
+    ];
     head.extend(links.iter().map(|l| l.name.as_str()));
     let mut s = format!("| {} |\n|{}\n", head.join(" | "), "---|".repeat(head.len()));
-    s += "| DBB's N_ij / N (Table IV) | | | |";
+    s += "| DBB's N_ij / N (Table IV) | | | | | | |";
     for l in &links {
         let _ = write!(s, " | {:.2}", l.expected);
     }
@@ -199,15 +237,32 @@ pub fn sim_table(rows: &[E9SimRow]) -> Result<String, String> {
     for r in rows {
         let _ = write!(
             s,
-            "| {} | {:.2} | {:.3} | {} | {}",
+            "| {} | {:.2} | {:.3} | {} | {} | {} | {} | {}",
             r.scheme,
             r.load,
             r.goodput(),
             r.lost(),
-            r.reordered
+            r.reordered,
+            r.extent.0,
+            r.extent.1,
+            r.beyond_dupthresh
         );
         for l in &r.links {
             let _ = write!(s, " | {:.2}", l.share);
+        }
+        s += " |\n";
+    }
+    let names: Vec<&str> = links.iter().map(|l| l.name.as_str()).collect();
+    let _ = write!(
+        s,
+        "\np99 queueing delay at each link's sending end, µs:\n\n| scheme | load | {} |\n|{}\n",
+        names.join(" | "),
+        "---|".repeat(names.len() + 2)
+    );
+    for r in rows {
+        let _ = write!(s, "| {} | {:.2}", r.scheme, r.load);
+        for l in &r.links {
+            let _ = write!(s, " | {:.1}", l.qdelay_p99_us);
         }
         s += " |\n";
     }
@@ -237,17 +292,18 @@ mod tests {
         assert_eq!(tenths, [2.0, 8.0, 1.0, 1.0, 3.0, 5.0, 4.0, 6.0]);
         let table = sim_table(&[]).unwrap();
         assert!(table.contains(
-            "| DBB's N_ij / N (Table IV) | | | | | 0.20 | 0.80 | 0.10 | 0.10 | 0.30 | 0.50 | 0.40 | 0.60 |"
+            "| DBB's N_ij / N (Table IV) | | | | | | | | 0.20 | 0.80 | 0.10 | 0.10 | 0.30 | 0.50 | 0.40 | 0.60 |"
         ));
     }
 
     #[test]
     fn shares_are_of_the_links_stage_and_an_idle_stage_has_none() {
         let t = sim_topology("ecmp");
-        let tx = |n: u64| serde_json::json!({"tx_packets": n});
+        let tx = |n: u64| serde_json::json!({"tx_packets": n, "qdelay_us": {"p99": 1.5}});
+        let extent = |p99: u64, max: u64, n: u64| serde_json::json!({"p99": p99, "max": max, "beyond_dupthresh": n});
         let r = serde_json::json!({
-            "flows": [{"sent": 10, "received": 7, "reordered": 2},
-                      {"sent": 10, "received": 10, "reordered": 0}],
+            "flows": [{"sent": 10, "received": 7, "reordered": 2, "reorder_extent": extent(4, 5, 2)},
+                      {"sent": 10, "received": 10, "reordered": 0, "reorder_extent": extent(0, 0, 0)}],
             "switches": {
                 "s1": {"ports": {"1": tx(3), "2": tx(9)}},
                 "s2": {"ports": {"2": tx(1), "3": tx(0)}},
@@ -266,7 +322,11 @@ mod tests {
         assert_eq!((share("S4-S6"), share("S5-S6")), (0.0, 0.0));
         let table = sim_table(&[row]).unwrap();
         assert!(
-            table.contains("| ecmp | 0.50 | 0.850 | 3 | 2 | 0.25 | 0.75 | 0.25 | 0.00 | 0.00 | 0.75 | 0.00 | 0.00 |"),
+            table.contains("| ecmp | 0.50 | 0.850 | 3 | 2 | 4 | 5 | 2 | 0.25 | 0.75 | 0.25 | 0.00 | 0.00 | 0.75 | 0.00 | 0.00 |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| ecmp | 0.50 | 1.5 | 1.5 | 1.5 | 1.5 | 1.5 | 1.5 | 0.0 | 0.0 |"),
             "{table}"
         );
     }

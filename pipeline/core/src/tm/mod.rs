@@ -22,6 +22,7 @@
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 
+use crate::hist::{Histogram, Snapshot};
 use crate::metadata::{PortId, StdMeta};
 use crossbeam::queue::SegQueue;
 use fidelity::{LastDeparture, LinkMonitor};
@@ -201,6 +202,9 @@ struct Port<B> {
     /// Link lateness, from the first time the port is given a rate ([`fidelity`]); allocated by
     /// [`TrafficManager::configure`], never on the packet path.
     monitor: OnceLock<Box<LinkMonitor>>,
+    /// Queueing delay (enqueue to dequeue) of every packet that left, ns; recorded by the port's
+    /// owner ([`TrafficManager::dequeue`]), read by anyone ([`TrafficManager::queue_delay`]).
+    sojourn: Box<Histogram>,
 }
 
 /// The owner-side state of one port: shaper tokens and the packets popped but not yet allowed out.
@@ -292,6 +296,7 @@ impl<B> TrafficManager<B> {
                 occupied: AtomicU8::new(0),
                 held: AtomicU32::new(0),
                 monitor: OnceLock::new(),
+                sojourn: Box::default(),
             })
             .collect();
         let tm = TrafficManager {
@@ -350,6 +355,12 @@ impl<B> TrafficManager<B> {
     /// never had one (an unshaped port has no ideal departure time).
     pub fn lateness(&self, port: PortId) -> Option<Lateness> {
         Some(self.ports.get(usize::from(port))?.monitor.get()?.snapshot())
+    }
+
+    /// The queueing delay of every packet that has left `port` (enqueue to dequeue, ns): where
+    /// sprayed paths merge, the difference between two paths' delays is what reorders a flow.
+    pub fn queue_delay(&self, port: PortId) -> Option<Snapshot> {
+        Some(self.ports.get(usize::from(port))?.sojourn.snapshot())
     }
 
     /// Caps the packets one port holds as an egress port, in its 8 queues and its
@@ -589,6 +600,7 @@ impl<B> TrafficManager<B> {
                     pkt.meta.deq_qdepth = left;
                     pkt.meta.deq_qdepth_bytes = u32::try_from(left_bytes).unwrap_or(u32::MAX);
                     pkt.meta.deq_timedelta = now_ns.saturating_sub(pkt.meta.enq_timestamp);
+                    p.sojourn.record(pkt.meta.deq_timedelta);
                     if let Some(m) = p.monitor.get() {
                         let backlogged = left > 0 || Self::others_waiting(p, qid);
                         let l = &p.limits;

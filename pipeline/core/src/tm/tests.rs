@@ -432,6 +432,22 @@ fn sent(tm: &TrafficManager<u32>, tx: &mut TxState<u32>, now: u64) {
 }
 
 #[test]
+fn every_departure_records_its_queueing_delay() {
+    let tm = TrafficManager::new(2, PortConfig::default(), None);
+    assert_eq!(tm.queue_delay(1).unwrap().count, 0);
+    for at in [10, 20, 30] {
+        tm.enqueue(1, pkt(100, 0, 0), at).unwrap();
+    }
+    let mut tx = tm.tx_state(1);
+    assert_eq!(drain(&tm, &mut tx, 40).len(), 3);
+    // Waited 30, 20 and 10 ns.
+    let d = tm.queue_delay(1).unwrap();
+    assert_eq!((d.count, d.sum, d.max), (3, 60, 30));
+    assert_eq!(tm.queue_delay(0).unwrap().count, 0);
+    assert!(tm.queue_delay(9).is_none());
+}
+
+#[test]
 fn link_lateness_counts_backlogged_departures_against_the_previous_one_plus_their_frame() {
     let tm = shaped_8mbps();
     for _ in 0..5 {

@@ -18,6 +18,15 @@ impl Sim {
                         .sum::<u64>()
                         / 1000
                 };
+                // Queueing delay of what left the port: p50, p99 and max, µs.
+                let qdelay = |tm: &TrafficManager<_>, port| -> Json {
+                    let d = tm.queue_delay(port).unwrap_or_default();
+                    let us = |ns: u64| ns as f64 / 1000.0;
+                    Json::object()
+                        .with("p50", us(d.quantile(0.5)))
+                        .with("p99", us(d.quantile(0.99)))
+                        .with("max", us(d.max))
+                };
                 ports = ports.with(
                     &p.to_string(),
                     Json::object()
@@ -29,7 +38,8 @@ impl Sim {
                         .with("pfc_pauses_sent", st.pfc_sent)
                         .with("pfc_pauses_received", st.pfc_received)
                         .with("pfc_paused_us", paused(&s.tm, p))
-                        .with("link_drops", st.link_drops),
+                        .with("link_drops", st.link_drops)
+                        .with("qdelay_us", qdelay(&s.tm, p)),
                 );
             }
             let mut reasons = Json::object();
