@@ -339,17 +339,22 @@ pub fn deciles_table(rows: &[Row], edges: &[f64]) -> String {
     md += "\n";
     for r in rows {
         let _ = write!(md, "| {} |", r.scheme);
-        for (q, n) in &r.p95_deciles {
-            match q {
-                Some(q) => {
-                    let _ = write!(md, " {q:.2} ({n}) |");
-                }
-                None => md += " - |",
-            }
-        }
+        p95_cells(&mut md, &r.p95_deciles);
         md += "\n";
     }
     md
+}
+
+/// Appends one ` p95 (flows) |` cell per group (` - |` for an empty one).
+fn p95_cells(md: &mut String, groups: &[(Option<f64>, usize)]) {
+    for (q, n) in groups {
+        match q {
+            Some(q) => {
+                let _ = write!(md, " {q:.2} ({n}) |");
+            }
+            None => *md += " - |",
+        }
+    }
 }
 
 /// The table of one load, in `pisa-sim` ([`sim`]) and in namespaces.
@@ -364,14 +369,7 @@ pub fn table(rows: &[Row]) -> String {
     md += "\n";
     for r in rows {
         let _ = write!(md, "| {} |", r.scheme);
-        for (q, n) in &r.p95 {
-            match q {
-                Some(q) => {
-                    let _ = write!(md, " {q:.2} ({n}) |");
-                }
-                None => md += " - |",
-            }
-        }
+        p95_cells(&mut md, &r.p95);
         match r.goodput_large {
             (Some(g), n) => {
                 let _ = write!(md, " {:.1} ({n}) |", g / 1e6);

@@ -385,18 +385,7 @@ fn table_over_reps(rows: &[(u32, Row)]) -> String {
     md += " goodput >=10 MB (Mb/s) | incomplete | reps |\n|---|";
     md += &"---|".repeat(super::BUCKETS.len() + 3);
     md.push('\n');
-    let mut schemes: Vec<&str> = Vec::new();
-    for (_, r) in rows {
-        if !schemes.contains(&r.scheme.as_str()) {
-            schemes.push(&r.scheme);
-        }
-    }
-    for scheme in schemes {
-        let of: Vec<&Row> = rows
-            .iter()
-            .map(|(_, r)| r)
-            .filter(|r| r.scheme == scheme)
-            .collect();
+    for (scheme, of) in by_scheme(rows) {
         let _ = write!(md, "| {scheme} |");
         for b in 0..super::BUCKETS.len() {
             let v: Vec<f64> = of.iter().filter_map(|r| r.p95.get(b)?.0).collect();
@@ -419,6 +408,18 @@ fn table_over_reps(rows: &[(u32, Row)]) -> String {
     md
 }
 
+/// The rows of each scheme, schemes in the order they first appear.
+fn by_scheme(rows: &[(u32, Row)]) -> Vec<(&str, Vec<&Row>)> {
+    let mut out: Vec<(&str, Vec<&Row>)> = Vec::new();
+    for (_, r) in rows {
+        match out.iter_mut().find(|(s, _)| *s == r.scheme) {
+            Some((_, of)) => of.push(r),
+            None => out.push((&r.scheme, vec![r])),
+        }
+    }
+    out
+}
+
 /// The p95 slowdown per decile of flow size ([`super::decile_edges`]), per scheme: the median
 /// over the repetitions [95% bootstrap interval], or the one rep's value and flows.
 fn deciles_over_reps(rows: &[(u32, Row)], edges: &[f64]) -> String {
@@ -434,18 +435,7 @@ fn deciles_over_reps(rows: &[(u32, Row)], edges: &[f64]) -> String {
     md += " reps |\n|---|";
     md += &"---|".repeat(edges.len() + 2);
     md.push('\n');
-    let mut schemes: Vec<&str> = Vec::new();
-    for (_, r) in rows {
-        if !schemes.contains(&r.scheme.as_str()) {
-            schemes.push(&r.scheme);
-        }
-    }
-    for scheme in schemes {
-        let of: Vec<&Row> = rows
-            .iter()
-            .map(|(_, r)| r)
-            .filter(|r| r.scheme == scheme)
-            .collect();
+    for (scheme, of) in by_scheme(rows) {
         let _ = write!(md, "| {scheme} |");
         for k in 0..=edges.len() {
             let v: Vec<f64> = of.iter().filter_map(|r| r.p95_deciles.get(k)?.0).collect();
