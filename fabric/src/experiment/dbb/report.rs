@@ -251,8 +251,9 @@ fn groups(rows: &[Row]) -> Vec<((String, String), Vec<&Row>)> {
         .collect()
 }
 
-/// The Markdown tables: goodput and reordering per (scenario, scheme), medians over the reps;
-/// then each forward link's share of its stage against `N_ij / N`.
+/// The Markdown tables: goodput and reordering per (scenario, scheme), medians over the reps
+/// (goodput and its fraction of the offer with the 95% bootstrap interval of the median); then
+/// each forward link's share of its stage against `N_ij / N`.
 pub fn tables(rows: &[Row]) -> String {
     let shown = [
         ("offered Mb/s", 1),
@@ -289,11 +290,15 @@ pub fn tables(rows: &[Row]) -> String {
             let _ = write!(s, "| {scen} | {scheme} | {} | {ok}/{judged} |", rs.len());
         }
         for (_, i) in shown {
-            let _ = write!(
-                s,
-                " {} |",
-                fmt(median(rs.iter().map(|r| r.values[i]).collect()))
-            );
+            let v: Vec<f64> = rs.iter().map(|r| r.values[i]).collect();
+            // Goodput, the measure every claim is about, with the 95% bootstrap interval of
+            // its median over the reps; the other columns with their median alone.
+            let cell = match i {
+                2 => crate::experiment::e10::median_cell(&v, 1),
+                3 => crate::experiment::e10::median_cell(&v, 3),
+                _ => fmt(median(v)),
+            };
+            let _ = write!(s, " {cell} |");
         }
         s += "\n";
     }
@@ -395,7 +400,7 @@ mod tests {
         };
         let t = tables(&[row(1, 90.0), row(2, 10.0), row(3, 80.0)]);
         assert!(
-            t.contains("| A100 | dbb-shared | 3 | 2/3 | 0 | 80 |"),
+            t.contains("| A100 | dbb-shared | 3 | 2/3 | 0 | 80.0 [10.0, 90.0] |"),
             "{t}"
         );
         assert_eq!(
