@@ -1,6 +1,7 @@
 //! What a receiver measures of one stamped flow: packets received, reordering (how many, and how
-//! far: RFC 4737's reordering extent) and one-way latency. `pisa-sim`'s hosts and the real `pisa-host sink` keep the same record and report it
-//! with the same JSON fields, so the two can be read side by side.
+//! far: RFC 4737's reordering extent) and one-way latency. `pisa-sim`'s hosts and the real
+//! `pisa-host sink` keep the same record and report it with the same JSON fields, so the two can
+//! be read side by side.
 
 use ::hosts::json::Json;
 
@@ -28,9 +29,8 @@ pub struct RxStats {
     extents: Vec<u64>,
 }
 
-/// A reordered packet is *n-late* when its reordering extent is at least this: as many later
-/// packets arrived before it as TCP's duplicate-ACK threshold (3), so a TCP receiver would have
-/// sent the duplicate ACKs of a fast retransmit for it.
+/// TCP's duplicate-ACK threshold. A reordered packet whose extent is at least this came after
+/// as many later packets as a TCP receiver answers with the duplicate ACKs of a fast retransmit.
 pub const DUPTHRESH: u64 = 3;
 
 impl RxStats {
