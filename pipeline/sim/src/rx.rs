@@ -70,14 +70,9 @@ impl RxStats {
         self.extents.iter().filter(|&&e| e >= DUPTHRESH).count() as u64
     }
 
-    /// Quantile `q` (nearest rank) of the reordered packets' extents; 0 with none.
-    pub fn extent(&self, q: f64) -> u64 {
-        let mut e = self.extents.clone();
-        e.sort_unstable();
-        if e.is_empty() {
-            return 0;
-        }
-        e[((e.len() as f64 * q).ceil() as usize).clamp(1, e.len()) - 1]
+    /// Quantiles `qs` (nearest rank) of the reordered packets' extents, one sort; 0 with none.
+    pub fn extents<const N: usize>(&self, qs: &[f64; N]) -> [u64; N] {
+        nearest_ranks(&self.extents, qs)
     }
 
     /// Packet `seq` arrived at `at_ns`, `latency_ns` after it was sent; counted in the window
@@ -101,15 +96,7 @@ impl RxStats {
 
     /// Several latency quantiles at once (one sort), µs.
     pub fn latencies_us<const N: usize>(&self, qs: &[f64; N]) -> [f64; N] {
-        let mut l = self.latencies.clone();
-        l.sort_unstable();
-        qs.map(|q| {
-            if l.is_empty() {
-                return 0.0;
-            }
-            let i = ((l.len() as f64 * q).ceil() as usize).clamp(1, l.len()) - 1;
-            l[i] as f64 / 1000.0
-        })
+        nearest_ranks(&self.latencies, qs).map(|ns| ns as f64 / 1000.0)
     }
 
     /// `received`, `lost` (of `sent`), `reordered`, `reorder_extent {p50, p99, max,
@@ -117,6 +104,7 @@ impl RxStats {
     /// window, `received_in_window`, added to `obj`.
     pub fn report(&self, obj: Json, sent: u64) -> Json {
         let [p50, p99, max] = self.latencies_us(&[0.5, 0.99, 1.0]);
+        let [e50, e99, emax] = self.extents(&[0.5, 0.99, 1.0]);
         let obj = match self.window_end_ns {
             Some(_) => obj.with("received_in_window", self.received_in_window),
             None => obj,
@@ -128,9 +116,9 @@ impl RxStats {
             .with(
                 "reorder_extent",
                 Json::object()
-                    .with("p50", self.extent(0.5))
-                    .with("p99", self.extent(0.99))
-                    .with("max", self.extent(1.0))
+                    .with("p50", e50)
+                    .with("p99", e99)
+                    .with("max", emax)
                     .with("beyond_dupthresh", self.reordered_beyond_dupthresh()),
             )
             .with(
@@ -141,6 +129,17 @@ impl RxStats {
                     .with("max", max),
             )
     }
+}
+
+/// The values at quantiles `qs` (0 < q <= 1, nearest rank) of `v`, sorting one copy; 0 for an
+/// empty `v`.
+fn nearest_ranks<const N: usize>(v: &[u64], qs: &[f64; N]) -> [u64; N] {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    qs.map(|q| match v.len() {
+        0 => 0,
+        n => v[((n as f64 * q).ceil() as usize).clamp(1, n) - 1],
+    })
 }
 
 #[cfg(test)]
@@ -188,7 +187,7 @@ mod tests {
         assert_eq!(j.get("lost").and_then(Json::as_u64), Some(1));
         assert_eq!(RxStats::default().latency_us(0.99), 0.0);
         // 1 came one arrival after 2, the first packet above it.
-        assert_eq!((r.extent(0.5), r.extent(1.0)), (1, 1));
+        assert_eq!(r.extents(&[0.5, 1.0]), [1, 1]);
         // A window ending at 100 ns: what arrives later counts as received, not in the window.
         let mut w = RxStats {
             window_end_ns: Some(100),

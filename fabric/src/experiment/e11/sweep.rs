@@ -346,15 +346,15 @@ impl Experiment for SimSweep {
                 let s = self.setup_of(w, load);
                 let n = super::sim::sim_flows(&s).map_err(anyhow::Error::msg)?.len();
                 let edges = super::decile_edges(&Cdf::named(w).map_err(anyhow::Error::msg)?);
-                let mut table = if self.reps > 1 {
-                    table_over_reps(&here)
+                let (mut table, deciles) = if self.reps > 1 {
+                    (table_over_reps(&here), deciles_over_reps(&here, &edges))
                 } else {
-                    super::table(&here.iter().map(|(_, r)| r.clone()).collect::<Vec<_>>())
+                    let one: Vec<Row> = here.into_iter().map(|(_, r)| r).collect();
+                    (super::table(&one), super::deciles_table(&one, &edges))
                 };
                 let _ = write!(
                     table,
-                    "\nThe p95 slowdown per decile of {w}'s flow sizes (PINT's Fig. 7):\n\n{}",
-                    deciles_over_reps(&here, &edges)
+                    "\nThe p95 slowdown per decile of {w}'s flow sizes (PINT's Fig. 7):\n\n{deciles}"
                 );
                 let _ = write!(md, "\n{}\n\n{table}", super::sim::sim_heading(&s, n));
             }
@@ -421,13 +421,9 @@ fn by_scheme(rows: &[(u32, Row)]) -> Vec<(&str, Vec<&Row>)> {
 }
 
 /// The p95 slowdown per decile of flow size ([`super::decile_edges`]), per scheme: the median
-/// over the repetitions [95% bootstrap interval], or the one rep's value and flows.
+/// over the repetitions [95% bootstrap interval].
 fn deciles_over_reps(rows: &[(u32, Row)], edges: &[f64]) -> String {
     use crate::experiment::e10::median_cell;
-    if rows.iter().all(|(rep, _)| *rep == rows[0].0) {
-        let one: Vec<Row> = rows.iter().map(|(_, r)| r.clone()).collect();
-        return super::deciles_table(&one, edges);
-    }
     let mut md = String::from("| scheme |");
     for k in 0..=edges.len() {
         let _ = write!(md, " {} |", super::decile_label(edges, k));
