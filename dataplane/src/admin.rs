@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! set_queue_depth <packets> [<port>]      set_queue_rate <pps> [<port>]
+//! set_queue_bytes <bytes> [<port>]        (a queue's byte limit; 4 MiB by default)
 //! set_port_rate <bits/s> [<port>]         set_port_delay <us> [<port>]
 //! set_ecn_threshold <packets> [<port>]    show_ports | show_drops | show_queues <port>
 //! show_fidelity                           (link lateness, input drops, worker loop times)

@@ -9,21 +9,29 @@ use topo::{LinkProps, leaf_spine};
 const BUFFER: u32 = 64;
 
 fn fabric() -> topo::Topology {
+    fabric_with(BUFFER)
+}
+
+fn fabric_with(buffer: u32) -> topo::Topology {
     let host = LinkProps {
         rate_bps: 100_000_000,
         delay_us: 10,
-        buffer: BUFFER,
+        buffer,
     };
     // 2 leaves x 2 spines, 2 hosts per leaf, no oversubscription: uplinks at 100 Mb/s.
     leaf_spine(2, 2, 2, 1.0, host)
 }
 
 fn run(duration_ms: u64, seed: u64, flows: &[&str]) -> Json {
+    run_on(&fabric(), duration_ms, seed, flows)
+}
+
+fn run_on(t: &topo::Topology, duration_ms: u64, seed: u64, flows: &[&str]) -> Json {
     let mut opts = Options::new(duration_ms * 1_000_000, seed);
     for (i, f) in flows.iter().enumerate() {
         opts.flows.push(FlowSpec::parse(f, i).unwrap());
     }
-    Sim::new(&fabric(), opts).unwrap().run()
+    Sim::new(t, opts).unwrap().run()
 }
 
 fn at<'a>(j: &'a Json, path: &[&str]) -> &'a Json {
@@ -71,6 +79,26 @@ fn overloaded_downlink_fills_its_queue_tail_drops_and_loses_the_excess() {
     );
     // Nothing else in the fabric dropped anything.
     assert_eq!(num(&r, &["switches", "leaf1", "ports", "3", "drops"]), 0);
+}
+
+#[test]
+fn a_buffer_deeper_than_the_default_byte_limit_holds_its_packets() {
+    // 5,000 full frames are 7.5 MB, above a queue's default 4 MiB (2,796 such frames): the
+    // plan raises the byte limit with the depth, so the queue fills to its packet limit.
+    assert_eq!(
+        topo::plan::TM_DEFAULT_QUEUE_BYTES,
+        pipeline::tm::PortConfig::default().max_bytes
+    );
+    let deep = 5_000;
+    let flows = ["h4>h3 rate=75M size=1500", "h1>h3 rate=75M size=1500"];
+    let r = run_on(&fabric_with(deep), 2_000, 1, &flows);
+    let port = ["switches", "leaf2", "ports", "1"];
+    assert_eq!(
+        num(&r, &[&port[..], &["max_enq_qdepth"]].concat()),
+        u64::from(deep) - 1,
+        "the queue reaches its packet limit, not 4 MiB"
+    );
+    assert!(num(&r, &[&port[..], &["drops"]].concat()) > 0);
 }
 
 #[test]

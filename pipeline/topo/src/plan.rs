@@ -93,12 +93,25 @@ pub fn routed(t: &Topology, only: &[&Switch]) -> BTreeMap<String, SwitchPlan> {
     all
 }
 
-/// The traffic-manager settings of switch `name`'s ports, from their links.
+/// A traffic-manager queue's byte limit unless raised (`pipeline`'s `PortConfig::default`).
+pub const TM_DEFAULT_QUEUE_BYTES: u64 = 4 << 20;
+
+/// The bytes a link's buffer allows per packet: above any frame the fabric carries (a 1,514-byte
+/// frame and the programs' shims), so a link's buffer in packets is never cut short by bytes.
+pub const BUFFER_BYTES_PER_PACKET: u64 = 2048;
+
+/// The traffic-manager settings of switch `name`'s ports, from their links. A buffer deeper than
+/// the queue's default byte limit allows (2,048 packets of [`BUFFER_BYTES_PER_PACKET`]) raises
+/// that limit too, so deep buffers (0.2 s of a 1 Gb/s link is 16,667 packets) hold what they say.
 pub fn tm_lines(t: &Topology, name: &str) -> Vec<String> {
     let mut out = Vec::new();
     for (p, (_, props)) in t.ports().get(name).into_iter().flatten() {
         out.push(format!("set_port_rate {} {p}", props.rate_bps));
         out.push(format!("set_queue_depth {} {p}", props.buffer));
+        let bytes = u64::from(props.buffer) * BUFFER_BYTES_PER_PACKET;
+        if bytes > TM_DEFAULT_QUEUE_BYTES {
+            out.push(format!("set_queue_bytes {bytes} {p}"));
+        }
         if props.delay_us > 0 {
             out.push(format!("set_port_delay {} {p}", props.delay_us));
         }

@@ -9,6 +9,7 @@ use crate::metadata::PortId;
 ///
 /// ```text
 /// set_queue_depth <packets> [<port>]      set_queue_rate <pps> [<port>]
+/// set_queue_bytes <bytes> [<port>]
 /// set_port_rate <bits/s> [<port>]         set_port_delay <us> [<port>]
 /// set_ecn_threshold <packets> [<port>]   set_pfc on|off [<port>]
 /// set_pfc_xoff <packets> [<port>]       set_pfc_xon <packets> [<port>]
@@ -20,6 +21,8 @@ use crate::metadata::PortId;
 pub enum Setting {
     /// Queue depth limit, packets.
     QueueDepth(u32),
+    /// Queue depth limit, bytes (a queue holds at most 4 MiB unless raised).
+    QueueBytes(u64),
     /// Shaping in packets/s (burst: one packet).
     QueueRate(u64),
     /// Shaping in bits/s (burst: one full-size frame); also the link speed for PFC quanta.
@@ -50,6 +53,7 @@ impl Setting {
         }
         let setting = match verb {
             "set_queue_depth" => arg(args, 0, "depth").map(Setting::QueueDepth),
+            "set_queue_bytes" => arg(args, 0, "depth (bytes)").map(Setting::QueueBytes),
             "set_queue_rate" => arg(args, 0, "rate").map(Setting::QueueRate),
             "set_port_rate" => arg(args, 0, "rate").map(Setting::PortRate),
             "set_port_delay" => arg::<u64>(args, 0, "delay (us)").and_then(|us| {
@@ -81,6 +85,7 @@ impl Setting {
     pub fn apply(self, c: &mut PortConfig) {
         match self {
             Setting::QueueDepth(n) => c.max_packets = n,
+            Setting::QueueBytes(n) => c.max_bytes = n,
             Setting::QueueRate(n) => {
                 c.shaping = if n == 0 {
                     Shaping::None
