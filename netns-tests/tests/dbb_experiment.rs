@@ -58,6 +58,13 @@ fn check(r: &serde_json::Value, links: usize) {
             "{}: share {share:.3}, N_ij/N {want:.3}",
             l["link"]
         );
+        // Every forward link carried packets, so its queueing delay is recorded (issue 33).
+        let q = &l["qdelay_us"];
+        assert!(
+            f(q, "p50") <= f(q, "p99") && f(q, "p99") <= f(q, "max"),
+            "{}: queueing delay {q}",
+            l["link"]
+        );
     }
     // Goodput over the window against the offered load (half the capacity).
     let offered = f(r, "offered_bps");

@@ -590,6 +590,7 @@ pub fn run_point(
     }
     let measured = watch.finish(&f, Some(&dir.join("fidelity.txt")))?;
     let tx1 = port_tx_packets(&f)?;
+    let qdelay = super::counters::port_qdelays(&f)?;
     let snd1 = sum_counters(&f, &senders);
     let rcv1 = sum_counters(&f, &receivers);
     let (mut tm_drops, mut program_drops) = (0u64, 0u64);
@@ -645,8 +646,12 @@ pub fn run_point(
                     .unwrap_or(0)
                     .saturating_sub(a.get(&key).copied().unwrap_or(0))
             };
-            json!({"link": id, "stage": stage, "expected_share": share,
-                "packets": d(&tx0, &tx1), "window_packets": d(&tx_a, &tx_b)})
+            let mut l = json!({"link": id, "stage": stage, "expected_share": share,
+                "packets": d(&tx0, &tx1), "window_packets": d(&tx_a, &tx_b)});
+            if let Some(q) = qdelay.get(&key) {
+                l["qdelay_us"] = json!({"p50": q.p50_us, "p99": q.p99_us, "max": q.max_us});
+            }
+            l
         })
         .collect();
     let mut paced_rows = Vec::new();

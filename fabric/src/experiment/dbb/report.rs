@@ -49,7 +49,7 @@ fn median(v: Vec<f64>) -> f64 {
 }
 
 /// The columns of [`summarise`], in order.
-pub const COLUMNS: [&str; 20] = [
+pub const COLUMNS: [&str; 21] = [
     "capacity_mbps",
     "offered_mbps",
     "goodput_mbps",
@@ -70,6 +70,7 @@ pub const COLUMNS: [&str; 20] = [
     "tm_drops",
     "reordering_median",
     "reordering_max",
+    "qdelay_p99_max_us",
 ];
 
 /// Each forward link's share of the packets its stage sent over the run, with its stage and
@@ -114,7 +115,9 @@ pub fn link_shares(r: &Value) -> Vec<(String, usize, f64, f64)> {
 /// - the largest |share - N_ij / N| of a forward link, and the switches' TM drops;
 /// - how far packets were reordered, as each sender's kernel measured it: `tcpi_reordering`,
 ///   the distance in segments between a SACKed segment and the hole below it that Linux took as
-///   reordering (3 if it saw none; up to `tcp_max_reordering`), median and largest over flows.
+///   reordering (3 if it saw none; up to `tcp_max_reordering`), median and largest over flows;
+/// - the queueing delay behind the reordering: the largest p99 over the forward links of what
+///   left them (`show_ports`, the whole run; NaN in reports recorded before it was).
 pub fn summarise(r: &Value) -> Vec<f64> {
     let flows = r["flows"].as_array().cloned().unwrap_or_default();
     let win = r["window"].as_array().cloned().unwrap_or_default();
@@ -172,6 +175,12 @@ pub fn summarise(r: &Value) -> Vec<f64> {
             .iter()
             .map(|f| num(f, "reordering"))
             .fold(0.0, f64::max),
+        r["links"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|l| l["qdelay_us"]["p99"].as_f64())
+            .fold(f64::NAN, f64::max),
     ]
 }
 
@@ -269,6 +278,7 @@ pub fn tables(rows: &[Row]) -> String {
         ("SACK reorder", 12),
         ("reordering median", 18),
         ("reordering max", 19),
+        ("worst link p99 queueing µs", 20),
         ("spurious RTOs", 13),
         ("max share dev", 16),
         ("TM drops", 17),
@@ -347,8 +357,10 @@ mod tests {
                  "rcv_segs": 0.0, "reord_seen": 0.0, "reordering": 3.0}
             ],
             "links": [
-                {"link": "s1:1", "stage": 1, "expected_share": 0.2, "packets": 30},
-                {"link": "s1:2", "stage": 1, "expected_share": 0.8, "packets": 70},
+                {"link": "s1:1", "stage": 1, "expected_share": 0.2, "packets": 30,
+                 "qdelay_us": {"p50": 2.0, "p99": 250.5, "max": 900.0}},
+                {"link": "s1:2", "stage": 1, "expected_share": 0.8, "packets": 70,
+                 "qdelay_us": {"p50": 1.0, "p99": 12.0, "max": 80.0}},
                 {"link": "s2:2", "stage": 2, "expected_share": 1.0, "packets": 5}
             ],
             "sender_counters": {"Tcp.RetransSegs": 5, "Tcp.OutSegs": 500,
@@ -376,8 +388,12 @@ mod tests {
             (get("reordering_median"), get("reordering_max")),
             (7.5, 12.0)
         );
-        // An empty report gives numbers, not a panic.
-        assert_eq!(summarise(&json!({})).len(), COLUMNS.len());
+        // The worst link's p99 queueing delay; a link with none recorded is passed over.
+        assert_eq!(get("qdelay_p99_max_us"), 250.5);
+        // An empty report gives numbers, not a panic; a report without queueing delays, NaN.
+        let empty = summarise(&json!({}));
+        assert_eq!(empty.len(), COLUMNS.len());
+        assert!(empty[COLUMNS.len() - 1].is_nan());
     }
 
     #[test]
