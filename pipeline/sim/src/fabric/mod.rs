@@ -15,8 +15,7 @@
 //! seeded offset within its period. When the run's duration ends the sources and the generators
 //! stop and the fabric drains (at most one second of virtual time), so `lost` counts only drops.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
@@ -39,6 +38,7 @@ mod hosts;
 mod hpcc;
 mod links;
 mod pint;
+mod queue;
 mod report;
 mod tcp;
 
@@ -111,30 +111,6 @@ enum Event {
     TcpTimer { flow: usize, end: usize },
     /// The link of switch `sw`'s `port` goes down or comes up.
     Link { sw: usize, port: PortId, up: bool },
-}
-
-#[derive(Debug)]
-struct Scheduled {
-    at: u64,
-    seq: u64,
-    event: Event,
-}
-
-impl PartialEq for Scheduled {
-    fn eq(&self, o: &Self) -> bool {
-        (self.at, self.seq) == (o.at, o.seq)
-    }
-}
-impl Eq for Scheduled {}
-impl PartialOrd for Scheduled {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Scheduled {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.at, self.seq).cmp(&(o.at, o.seq))
-    }
 }
 
 /// Counters of one switch port.
@@ -310,8 +286,7 @@ pub struct Sim {
     switches: Vec<SimSwitch>,
     hosts: Vec<Host>,
     flows: Vec<FlowState>,
-    events: BinaryHeap<Reverse<Scheduled>>,
-    seq: u64,
+    events: queue::EventQueue<Event>,
     now: u64,
     bufs: VecBuffers,
     opts: Options,
@@ -502,8 +477,7 @@ impl Sim {
             switches,
             hosts,
             flows: Vec::new(),
-            events: BinaryHeap::new(),
-            seq: 0,
+            events: queue::EventQueue::default(),
             now: 0,
             bufs: VecBuffers::default(),
             opts: opts.clone(),
@@ -664,24 +638,18 @@ impl Sim {
     fn schedule(&mut self, at: u64, event: Event) {
         // Time never runs backwards: a source that was blocked asks for the send times it
         // missed, which are now.
-        let at = at.max(self.now);
-        self.seq += 1;
-        self.events.push(Reverse(Scheduled {
-            at,
-            seq: self.seq,
-            event,
-        }));
+        self.events.push(at.max(self.now), event);
     }
 
     /// Runs to the end of the duration and the drain; returns the report.
     pub fn run(&mut self) -> Json {
         let end = self.opts.duration_ns.saturating_add(self.opts.drain_ns);
-        while let Some(Reverse(ev)) = self.events.pop() {
-            if ev.at > end {
+        while let Some((at, event)) = self.events.pop() {
+            if at > end {
                 break;
             }
-            self.now = ev.at;
-            match ev.event {
+            self.now = at;
+            match event {
                 Event::ToSwitch { sw, port, frame } => self.arrive_at_switch(sw, port, frame),
                 Event::ToHost { host, frame } => self.arrive_at_host(host, frame),
                 Event::SwitchTurn { sw } => {
