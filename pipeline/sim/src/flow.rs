@@ -28,7 +28,13 @@
 //! answer); its FCT runs from the client's SYN to the answer's arrival. `size=` is the link MTU
 //! (default 1500: an MSS of 1460, 1448 with timestamps), `ecn=on|off` negotiates ECN (on by
 //! default for dctcp only), `rto_min_ms=` sets the minimum RTO (200 ms), `ip=6` runs it over the
-//! hosts' IPv6 addresses (the MSS 20 bytes smaller). `rate=` does not apply.
+//! hosts' IPv6 addresses (the MSS 20 bytes smaller). `rate=` in bits/s caps the connection's
+//! sending rate as `SO_MAX_PACING_RATE` does (Linux paces a socket that sets it, [I]: at the
+//! cap alone, not at the kernel's `cwnd / srtt` multiple). Without `bytes=`, `rate=` and
+//! `stop_ms=` make it `pisa-traffic`'s paced flow: the application keeps the socket's buffer
+//! full until `stop_ms` (a blocking writer), then writes no more; the server answers once it
+//! has every byte written, and `received_at` samples ([`crate::fabric::Options::samples_ns`])
+//! count what it received by then.
 //!
 //! `cc=hpcc-pint` and `cc=hpcc-int` (UDP; `rate=` optional, the NIC's line rate is the cap) make
 //! the flow a window-based HPCC sender ([`::hosts::hpcc::Hpcc`]) of a finite flow of `bytes=`
@@ -299,9 +305,15 @@ impl FlowSpec {
         } = &mut f.cc
         {
             *ipv6 = ip6.unwrap_or(false);
-            if f.bytes.is_none() || rate.is_some() || udp_given {
+            let paced = matches!(rate, Some(Rate::Bps(b)) if b > 0);
+            if udp_given
+                || matches!(rate, Some(Rate::Pps(_)))
+                || (f.bytes.is_none() && !(paced && f.stop_ns.is_some()))
+            {
                 return Err(
-                    "cc=reno|cubic|dctcp: a TCP flow of bytes= (no rate=, no proto=udp)".into(),
+                    "cc=reno|cubic|dctcp: a TCP flow of bytes=, or of rate= (bits/s) and \
+                     stop_ms= (no proto=udp)"
+                        .into(),
                 );
             }
             f.proto = Proto::Tcp;
@@ -310,8 +322,8 @@ impl FlowSpec {
             if !size_given {
                 f.size = 1500;
             }
-            // The connection paces itself; no rate caps it.
-            rate = Some(Rate::Bps(u64::MAX));
+            // The connection paces itself; a rate only caps it.
+            rate = rate.or(Some(Rate::Bps(u64::MAX)));
         } else if ecn.is_some() || rto_min_ns.is_some() || ip6.is_some() {
             return Err("ecn=, rto_min_ms= and ip= belong to cc=reno, cubic and dctcp".into());
         } else if let Cc::Hpcc { .. } = f.cc {
@@ -673,9 +685,26 @@ mod tests {
             "a>b cc=hpcc-pint",
             "a>b bytes=1000 cc=hpcc-int proto=tcp",
             "a>b rate=1M bytes=1000",
+            "a>b cc=cubic rate=10M",
+            "a>b cc=cubic rate=100pps stop_ms=10",
+            "a>b cc=cubic stop_ms=10",
         ] {
             assert!(FlowSpec::parse(bad, 0).is_err(), "{bad}");
         }
+        // TCP: sized, sized with a pacing cap, and paced until a stop.
+        let tcp = |s: &str| FlowSpec::parse(s, 0).map(|f| (f.rate, f.bytes, f.stop_ns));
+        assert_eq!(
+            tcp("a>b cc=cubic bytes=10"),
+            Ok((Rate::Bps(u64::MAX), Some(10), None))
+        );
+        assert_eq!(
+            tcp("a>b cc=cubic bytes=10 rate=5M"),
+            Ok((Rate::Bps(5_000_000), Some(10), None))
+        );
+        assert_eq!(
+            tcp("a>b cc=reno rate=5M stop_ms=100"),
+            Ok((Rate::Bps(5_000_000), None, Some(100_000_000)))
+        );
     }
 
     #[test]

@@ -102,6 +102,45 @@ fn a_buffer_deeper_than_the_default_byte_limit_holds_its_packets() {
 }
 
 #[test]
+fn a_paced_tcp_flow_keeps_to_its_rate_until_it_stops_and_is_sampled() {
+    // 20 Mb/s on 100 Mb/s links for 1 s (pisa-traffic's paced flow), received bytes sampled at
+    // 0.5 and 0.9 s; a second, unpaced flow on the same pair of leaves takes the rest.
+    let mut opts = Options::new(1_000_000_000, 1);
+    opts.samples_ns = vec![500_000_000, 900_000_000];
+    for (i, f) in [
+        "h1>h3 cc=cubic rate=20M stop_ms=1000",
+        "h2>h4 cc=cubic bytes=5000000",
+    ]
+    .iter()
+    .enumerate()
+    {
+        opts.flows.push(FlowSpec::parse(f, i).unwrap());
+    }
+    let r = Sim::new(&fabric(), opts).unwrap().run();
+    let t = tcp(&r, 0);
+    let at: Vec<u64> = match at(t, &["received_at"]) {
+        Json::A(v) => v.iter().map(|x| x.as_u64().unwrap()).collect(),
+        _ => panic!(),
+    };
+    // 0.4 s between the samples at 20 Mb/s: 1 MB, less the headers (1448 of 1514 bytes).
+    let rate = (at[1] - at[0]) as f64 * 8.0 / 0.4;
+    let payload = 20e6 * 1448.0 / 1514.0;
+    assert!(
+        (rate - payload).abs() < 0.02 * payload,
+        "{rate:.0} b/s between the samples"
+    );
+    // It stopped writing at 1 s: sized by what it wrote, and answered.
+    let bytes = num(t, &["bytes"]);
+    assert!(bytes as f64 * 8.0 > 0.95 * payload, "{bytes} bytes");
+    assert_eq!(num(t, &["completed"]), 1);
+    assert_eq!(num(t, &["received"]), bytes + 18);
+    assert_eq!(num(t, &["pace_bps"]), 20_000_000);
+    // The unpaced flow went faster than the cap.
+    let fct = num(tcp(&r, 1), &["fct_ns"]) as f64 / 1e9;
+    assert!(5e6 * 8.0 / fct > 40e6, "the unpaced flow took {fct} s");
+}
+
+#[test]
 fn one_seed_gives_identical_output_and_another_seed_differs() {
     let flows = [
         "h1>h3 rate=60M pattern=poisson",

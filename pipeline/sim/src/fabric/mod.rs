@@ -67,6 +67,9 @@ pub struct Options {
     pub store_and_forward: bool,
     /// Links that go down or come back up during the run.
     pub link_events: Vec<LinkEvent>,
+    /// Times at which every TCP flow's received bytes are sampled (`received_at` in its
+    /// report), ns: a measurement window's edges.
+    pub samples_ns: Vec<u64>,
 }
 
 impl Options {
@@ -80,6 +83,7 @@ impl Options {
             hop_latency_ns: 0,
             store_and_forward: false,
             link_events: Vec::new(),
+            samples_ns: Vec::new(),
         }
     }
 }
@@ -111,6 +115,8 @@ enum Event {
     TcpTimer { flow: usize, end: usize },
     /// The link of switch `sw`'s `port` goes down or comes up.
     Link { sw: usize, port: PortId, up: bool },
+    /// Every TCP flow's received bytes are sampled.
+    Sample,
 }
 
 /// Counters of one switch port.
@@ -570,6 +576,9 @@ impl Sim {
                 tcp,
             });
         }
+        for &at in &opts.samples_ns {
+            sim.schedule(at, Event::Sample);
+        }
         Ok(sim)
     }
 
@@ -668,6 +677,7 @@ impl Sim {
                 Event::Generate { sw, app } => self.generate(sw, app),
                 Event::TcpTimer { flow, end } => self.tcp_timeout(flow, end),
                 Event::Link { sw, port, up } => self.set_link(sw, port, up),
+                Event::Sample => self.tcp_sample(),
                 Event::AgentTick { sw } => {
                     let s = &mut self.switches[sw];
                     if s.tick_at == Some(self.now) {

@@ -76,6 +76,10 @@ mod tests {
             rest,
             [(5, "z"), (10, "a2"), (10, "a3"), (20, "b"), (30, "c")]
         );
-        assert_eq!(q.slots.len(), 5, "six events went in, at most five waited at once");
+        assert_eq!(
+            q.slots.len(),
+            5,
+            "six events went in, at most five waited at once"
+        );
     }
 }

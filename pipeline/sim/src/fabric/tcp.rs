@@ -11,6 +11,11 @@
 //! Small Queues do, a connection keeps at most about 1 ms of its pacing rate in
 //! its host's queue ([`Conn::queue_limit`]): data waits in the socket until its frames leave,
 //! so a new flow's SYN does not queue behind a whole window of another flow's segments.
+//!
+//! A flow with a rate is paced at it (`SO_MAX_PACING_RATE`): its client sends a frame no sooner
+//! than the previous one's bits at that rate after it. A paced flow without a size writes until
+//! its stop time, keeping [`SNDBUF`] bytes unacknowledged in its socket as a blocking writer
+//! does, and is then sized by what it wrote.
 
 use super::*;
 use crate::tcp::wire::{self, Ends};
@@ -20,6 +25,12 @@ use crate::tcp::{Config, Conn};
 const HEADER: u64 = 18;
 /// The server's answer.
 const ANSWER: u64 = 16;
+/// What a paced flow's writer keeps unacknowledged in its socket until its stop time, bytes
+/// (Linux's `tcp_wmem` default, 16 KiB, autotunes up to 4 MiB; [I] a middle value: the
+/// backlog behind the pacing cap, sent after the stop).
+pub(super) const SNDBUF: u64 = 1 << 20;
+/// A paced flow's size until its writer stops.
+const UNSIZED: u64 = u64::MAX / 4;
 
 /// The two ends of a TCP flow.
 #[derive(Debug)]
@@ -43,6 +54,20 @@ pub(super) struct TcpFlow {
     queued: [u64; 2],
     /// Whether each end held data back for TCP Small Queues at its last turn.
     throttled: [bool; 2],
+    /// The client's pacing cap, bits/s.
+    pace_bps: Option<u64>,
+    /// The client's next frame leaves no sooner than this, ns.
+    pace_next: u64,
+    /// When the pending pacing event is due.
+    pace_event: Option<u64>,
+    /// A paced flow's writer stops at this time (then `size` is what it wrote).
+    write_until: Option<u64>,
+    /// Application bytes the client has written, its header included.
+    written: u64,
+    /// When the server received its first and its last new byte, ns.
+    rx_span: Option<(u64, u64)>,
+    /// The server's received bytes at each of [`Options::samples_ns`] passed so far.
+    samples: Vec<u64>,
 }
 
 impl Sim {
@@ -98,9 +123,18 @@ impl Sim {
             .insert((dst, a_ip, spec.dport, spec.sport), (k, 1));
         // Initial sequence numbers from the run's seed and the flow, as a host's are random.
         let x = self.opts.seed ^ (k as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let pace_bps = match spec.rate {
+            flow::Rate::Bps(b) if b > 0 && b < u64::MAX => Some(b),
+            _ => None,
+        };
+        let write_until = if spec.bytes.is_none() {
+            spec.stop_ns
+        } else {
+            None
+        };
         Some(Box::new(TcpFlow {
             cfg,
-            size: spec.bytes.unwrap_or(0),
+            size: spec.bytes.unwrap_or(UNSIZED),
             start_ns: spec.start_ns,
             conns: [None, None],
             hosts: [src, dst],
@@ -113,6 +147,13 @@ impl Sim {
             done_ns: None,
             queued: [0, 0],
             throttled: [false, false],
+            pace_bps,
+            pace_next: 0,
+            pace_event: None,
+            write_until,
+            written: 0,
+            rx_span: None,
+            samples: Vec::new(),
         }))
     }
 
@@ -127,11 +168,35 @@ impl Sim {
                 return;
             }
             let mut c = Conn::client(t.cfg.clone(), t.iss[0]);
-            c.write(HEADER + t.size);
+            if t.write_until.is_none() {
+                c.write(HEADER + t.size);
+                t.written = HEADER + t.size;
+            }
             t.conns[0] = Some(c);
+            if let Some(stop) = t.write_until {
+                // The writer sizes the flow at its stop time.
+                self.schedule(stop.max(now), Event::Send { flow: k });
+            }
         }
+        let Some(t) = self.flows[k].tcp.as_deref_mut() else {
+            return;
+        };
+        if t.pace_event == Some(now) {
+            t.pace_event = None;
+        }
+        t.write(now);
         self.tcp_pump(k, 0);
         self.tcp_pump(k, 1);
+    }
+
+    /// Every TCP flow's received bytes now (an [`Options::samples_ns`] time).
+    pub(super) fn tcp_sample(&mut self) {
+        for f in &mut self.flows {
+            if let Some(t) = f.tcp.as_deref_mut() {
+                let got = t.conns[1].as_ref().map_or(0, Conn::received);
+                t.samples.push(got);
+            }
+        }
     }
 
     /// End `end` of flow `k` sends while its host's queue has room, then sets its timer.
@@ -161,10 +226,23 @@ impl Sim {
             if h.blocked.first() == Some(&k) {
                 h.blocked.remove(0);
             }
+            // The pacing cap: the client's next frame waits for its time.
+            if end == 0 && t.pace_bps.is_some() && now < t.pace_next {
+                if t.pace_event.is_none_or(|at| at > t.pace_next) {
+                    t.pace_event = Some(t.pace_next);
+                    let at = t.pace_next;
+                    self.schedule(at, Event::Send { flow: k });
+                }
+                break;
+            }
             let Some(seg) = c.poll_transmit(now) else {
                 break;
             };
             wire::encode(&mut scratch, &t.ends[end], t.tos, &seg);
+            if let (0, Some(bps)) = (end, t.pace_bps) {
+                let ns = (scratch.len() as u128 * 8 * 1_000_000_000).div_ceil(u128::from(bps));
+                t.pace_next = t.pace_next.max(now) + u64::try_from(ns).unwrap_or(u64::MAX / 4);
+            }
             t.queued[end] += scratch.len() as u64;
             if end == 0 {
                 self.flows[k].sent += 1;
@@ -268,7 +346,12 @@ impl Sim {
                 slot.insert(Conn::server(t.cfg.clone(), t.iss[1], &seg))
             }
         };
+        let before = conn.received();
         conn.on_segment(&seg, ce, now);
+        if end == 1 && conn.received() > before {
+            let first = t.rx_span.map_or(now, |(f, _)| f);
+            t.rx_span = Some((first, now));
+        }
         // The applications: the server answers once it has every byte and closes after the
         // client; the client's flow is done when the answer arrives, and it closes.
         if end == 1 {
@@ -285,18 +368,50 @@ impl Sim {
             t.closed[0] = true;
             conn.close();
         }
+        if end == 0 {
+            // An ACK made room in the writer's socket.
+            t.write(now);
+        }
         self.tcp_pump(k, end);
         true
     }
 }
 
 impl TcpFlow {
+    /// A paced flow's writer: before its stop time it tops the socket up to [`SNDBUF`] bytes
+    /// unacknowledged; at or after it, the flow's size is what it wrote.
+    fn write(&mut self, now: u64) {
+        let (Some(until), Some(c)) = (self.write_until, self.conns[0].as_mut()) else {
+            return;
+        };
+        if self.size != UNSIZED {
+            return;
+        }
+        if now >= until {
+            // The server answers once it has all of it; the client closes on the answer.
+            self.size = self.written.saturating_sub(HEADER);
+            return;
+        }
+        let want = c.acked() + SNDBUF;
+        if want > self.written {
+            c.write(want - self.written);
+            self.written = want;
+        }
+    }
+
     /// The flow's part of the report.
     pub(super) fn report(&self) -> Json {
         let mut j = Json::object()
             .with("cc", format!("{:?}", self.cfg.cc).to_lowercase().as_str())
             .with("ecn", u64::from(self.cfg.ecn))
-            .with("bytes", self.size)
+            .with(
+                "bytes",
+                if self.size == UNSIZED {
+                    self.written.saturating_sub(HEADER)
+                } else {
+                    self.size
+                },
+            )
             .with("completed", u64::from(self.done_ns.is_some()));
         if let Some(done) = self.done_ns {
             j = j.with("fct_ns", done.saturating_sub(self.start_ns));
@@ -319,7 +434,19 @@ impl TcpFlow {
                 .with("cwnd", u64::from(c.cwnd()));
         }
         if let Some(c) = &self.conns[1] {
-            j = j.with("rcv_ooopack", c.stats().rcv_ooopack);
+            j = j
+                .with("rcv_ooopack", c.stats().rcv_ooopack)
+                .with("received", c.received());
+        }
+        if let Some(bps) = self.pace_bps {
+            j = j.with("pace_bps", bps);
+        }
+        if let Some((first, last)) = self.rx_span {
+            j = j.with("first_rx_ns", first).with("last_rx_ns", last);
+        }
+        if !self.samples.is_empty() {
+            let v: Vec<Json> = self.samples.iter().map(|&b| Json::from(b)).collect();
+            j = j.with("received_at", v);
         }
         j
     }
