@@ -51,8 +51,9 @@ pub(super) struct DbbArgs {
     /// How switches are linked to each other.
     #[arg(long, default_value = "shm")]
     links: pisa_fabric::fabric::Links,
-    /// Where: netns (kernel TCP, the scenarios) or sim (E9 only: pisa-sim, two UDP flows at
-    /// --loads of Fig. 5's max-flow, deterministic).
+    /// Where: netns (kernel TCP, the scenarios), sim-tcp (the same scenarios in pisa-sim with
+    /// its TCP hosts, virtual time, rep r seeded --seed + r), or sim (E9 only: pisa-sim, two
+    /// UDP flows at --loads of Fig. 5's max-flow, deterministic).
     #[arg(long, default_value = "netns")]
     r#where: String,
     /// sim: loads, fractions of the max-flow.
@@ -75,7 +76,7 @@ pub(super) struct DbbArgs {
 pub(super) fn dbb_experiment(a: &DbbArgs, cancel: Arc<AtomicBool>) -> anyhow::Result<()> {
     let w = a.experiment;
     match (a.r#where.as_str(), w) {
-        ("netns", _) => {}
+        ("netns" | "sim-tcp", _) => {}
         ("sim", Which::E9) => {
             let mut s = SimSweep {
                 schemes: a.schemes.clone(),
@@ -88,7 +89,7 @@ pub(super) fn dbb_experiment(a: &DbbArgs, cancel: Arc<AtomicBool>) -> anyhow::Re
             return print_table(&s.table_path());
         }
         ("sim", Which::E8) => anyhow::bail!("--where sim: E9 only"),
-        (other, _) => anyhow::bail!("--where {other}: netns or sim"),
+        (other, _) => anyhow::bail!("--where {other}: netns, sim-tcp or sim"),
     }
     let rate_bps = topo::parse_rate(a.rate.as_deref().unwrap_or(match w {
         Which::E8 => "25M",
@@ -116,6 +117,7 @@ pub(super) fn dbb_experiment(a: &DbbArgs, cancel: Arc<AtomicBool>) -> anyhow::Re
         sysctl: a.sysctl.clone(),
         links: a.links,
         out: a.out.clone(),
+        sim_seed: (a.r#where == "sim-tcp").then_some(a.seed),
     })?;
     let mut ctx = sweep::Ctx::new(&a.name, cancel);
     ctx.links = a.links;

@@ -36,6 +36,7 @@ use crate::{Netns, Process, workspace_bin};
 
 pub mod report;
 pub mod sim;
+pub mod sim_tcp;
 pub mod sweep;
 
 /// Which experiment.

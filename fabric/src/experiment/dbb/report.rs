@@ -143,6 +143,14 @@ pub fn summarise(r: &Value) -> Vec<f64> {
         .iter()
         .map(|(_, _, e, s)| (s - e).abs())
         .fold(0.0, f64::max);
+    // What pisa-sim's hosts do not count: NaN, a "-" in the tables, rather than a zero.
+    let kernel = |x: f64| {
+        if r["where"] == json!("sim") {
+            f64::NAN
+        } else {
+            x
+        }
+    };
     vec![
         num(r, "capacity_bps") / 1e6,
         offered / 1e6,
@@ -163,11 +171,11 @@ pub fn summarise(r: &Value) -> Vec<f64> {
         100.0 * sum("rcv_ooopack") / sum("rcv_segs").max(1.0),
         sum("rcv_ooopack"),
         100.0 * num(snd, "Tcp.RetransSegs") / num(snd, "Tcp.OutSegs").max(1.0),
-        num(snd, "TcpExt.TCPDSACKRecv"),
-        num(snd, "TcpExt.TCPSACKReorder"),
-        num(snd, "TcpExt.TCPSpuriousRTOs"),
+        kernel(num(snd, "TcpExt.TCPDSACKRecv")),
+        kernel(num(snd, "TcpExt.TCPSACKReorder")),
+        kernel(num(snd, "TcpExt.TCPSpuriousRTOs")),
         sum("reord_seen"),
-        num(rcv, "TcpExt.TCPOFOQueue"),
+        kernel(num(rcv, "TcpExt.TCPOFOQueue")),
         dev,
         num(r, "tm_drops"),
         median(flows.iter().map(|f| num(f, "reordering")).collect()),
@@ -390,6 +398,13 @@ mod tests {
         );
         // The worst link's p99 queueing delay; a link with none recorded is passed over.
         assert_eq!(get("qdelay_p99_max_us"), 250.5);
+        // A simulated report: the kernel's counters the simulator lacks are NaN, not 0.
+        let mut sim = report();
+        sim["where"] = json!("sim");
+        let v = summarise(&sim);
+        let get = |k: &str| v[COLUMNS.iter().position(|c| *c == k).unwrap()];
+        assert!(get("dsack_recv").is_nan() && get("spurious_rtos").is_nan());
+        assert_eq!(get("retrans_pct"), 1.0);
         // An empty report gives numbers, not a panic; a report without queueing delays, NaN.
         let empty = summarise(&json!({}));
         assert_eq!(empty.len(), COLUMNS.len());

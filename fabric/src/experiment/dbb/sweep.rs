@@ -1,5 +1,6 @@
 //! `pisa-fabric dbb` on the sweep driver ([`crate::sweep`]): every (rep, scenario, scheme) of E8
-//! or E9 in namespaces, one fresh fabric each. Points run rep-major, so that slow drift of the
+//! or E9 in namespaces, one fresh fabric each, or in `pisa-sim` with its TCP hosts
+//! ([`super::sim_tcp`], `--where sim-tcp`). Points run rep-major, so that slow drift of the
 //! machine's load spreads over the schemes. Tables: `OUT/e8.md` (or `e9.md`) and `OUT/e8.csv`.
 
 use std::fmt::Write as _;
@@ -42,6 +43,9 @@ pub struct Settings {
     pub links: crate::fabric::Links,
     /// Output directory.
     pub out: PathBuf,
+    /// In `pisa-sim` with its TCP hosts, rep `r` seeded `seed + r` ([`super::sim_tcp`]);
+    /// `None`: in namespaces.
+    pub sim_seed: Option<u64>,
 }
 
 /// One point.
@@ -108,8 +112,13 @@ impl Sweep {
                 _ => bail!("--sysctl {kv}: KEY=VALUE, e.g. net.ipv4.tcp_reordering=127"),
             }
         }
-        // tcp_reordering, like any other host sysctl, comes with --sysctl.
-        let (transport, dctcp) = effective_transport(&s.transport);
+        // tcp_reordering, like any other host sysctl, comes with --sysctl. The simulator's
+        // hosts need no kernel module.
+        let (transport, dctcp) = if s.sim_seed.is_some() {
+            (s.transport.clone(), None)
+        } else {
+            effective_transport(&s.transport)
+        };
         Ok(Sweep {
             base: super::topology(w, s.rate_bps, host_bps, s.buffer),
             capacity,
@@ -166,7 +175,7 @@ impl Experiment for Sweep {
     /// The record of the sweeps before the driver, unchanged, so that they resume.
     fn record(&self) -> String {
         let t = &self.hosts.transport;
-        format!(
+        let mut r = format!(
             "{} rate={} host={} buffer={} step={} links={:?} cc={} ecn={} sysctl={:?}\n",
             self.s.which.name(),
             self.s.rate_bps,
@@ -177,7 +186,11 @@ impl Experiment for Sweep {
             t.cc,
             t.ecn,
             self.s.sysctl
-        )
+        );
+        if let Some(seed) = self.s.sim_seed {
+            r += &format!("where=sim-tcp seed={seed}\n");
+        }
+        r
     }
     fn describe(&self) -> Option<String> {
         Some(format!(
@@ -188,12 +201,42 @@ impl Experiment for Sweep {
             self.hosts.transport.ecn
         ))
     }
+    /// Simulated points touch no fabric: one per core.
+    fn parallel(&self) -> usize {
+        match self.s.sim_seed {
+            Some(_) => std::thread::available_parallelism().map_or(1, usize::from),
+            None => 1,
+        }
+    }
     fn measure(&self, p: &Point, dir: &Path, ctx: &Ctx) -> Result<String> {
         let mut t = self.base.clone();
         for sw in &mut t.switches {
             sw.program = p.scheme.clone();
         }
         let flows = super::flows(&p.scenario, self.capacity, self.s.step);
+        if let Some(seed) = self.s.sim_seed {
+            let t_ = &self.hosts.transport;
+            let r = super::sim_tcp::run(
+                self.s.which,
+                &t,
+                &flows,
+                (&t_.cc, t_.ecn),
+                seed + u64::from(p.rep),
+            )?;
+            super::sim_tcp::write(dir, &r)?;
+            let r = r.0;
+            let v = report::summarise(&r);
+            return Ok(format!(
+                "goodput {:.1} of {:.1} Mb/s offered, OOO {:.2}%, max share dev {:.3} \
+                 (pisa-sim: {:.2} s of wall time per simulated second)",
+                v[2],
+                v[1],
+                v[8],
+                v[16],
+                r["sim"]["wall_s"].as_f64().unwrap_or(0.0)
+                    / r["sim"]["simulated_s"].as_f64().unwrap_or(1.0).max(1e-9)
+            ));
+        }
         let opts = ctx.options(&dir.join("run"));
         let up = |t: &Topology, o: &crate::fabric::Options| ctx.up(t, o);
         let r = super::run_point(self.s.which, &t, &flows, &self.hosts, &opts, dir, &up)?;
@@ -213,10 +256,15 @@ impl Experiment for Sweep {
         let w = self.s.which;
         let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
         let mut md = format!(
-            "`{}`\n\n{}: stage capacity {:.1} Mb/s ({}), hosts {:.1} Mb/s, buffers {} packets, \
+            "`{}`\n\n{}{}: stage capacity {:.1} Mb/s ({}), hosts {:.1} Mb/s, buffers {} packets, \
              step {} s (the paper's 10 s), cc {} ecn {}, {} reps; load average at the end: {}\n\n",
             command_line(),
             w.name(),
+            if self.s.sim_seed.is_some() {
+                " in pisa-sim with its TCP hosts (virtual time; - where it measures nothing)"
+            } else {
+                ""
+            },
             self.capacity as f64 / 1e6,
             match w {
                 Which::E8 => format!(
@@ -236,7 +284,7 @@ impl Experiment for Sweep {
             self.s.reps,
             load.trim()
         );
-        if let Some((_, dir)) = done.first() {
+        if let (Some((_, dir)), None) = (done.first(), self.s.sim_seed) {
             let v: serde_json::Value = read_json(&dir.join("report.json"))?;
             let _ = writeln!(md, "Kernel settings (sender namespace): {}\n", v["sysctl"]);
         }
