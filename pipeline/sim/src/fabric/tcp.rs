@@ -12,8 +12,8 @@
 //! its host's queue ([`Conn::queue_limit`]): data waits in the socket until its frames leave,
 //! so a new flow's SYN does not queue behind a whole window of another flow's segments.
 //!
-//! A flow with a rate is paced at it (`SO_MAX_PACING_RATE`): its client sends a frame no sooner
-//! than the previous one's bits at that rate after it. A paced flow without a size writes until
+//! A flow with a rate is paced at it (`SO_MAX_PACING_RATE`): its client sends a segment no
+//! sooner than the previous one's payload at that rate after it, as Linux times it. A paced flow without a size writes until
 //! its stop time, keeping [`SNDBUF`] bytes unacknowledged in its socket as a blocking writer
 //! does, and is then sized by what it wrote.
 
@@ -240,7 +240,9 @@ impl Sim {
             };
             wire::encode(&mut scratch, &t.ends[end], t.tos, &seg);
             if let (0, Some(bps)) = (end, t.pace_bps) {
-                let ns = (scratch.len() as u128 * 8 * 1_000_000_000).div_ceil(u128::from(bps));
+                // Linux times the next send by the segment's payload (`skb->len` of the write
+                // queue's buffer, `tcp_update_skb_after_send`), so a cap of R carries R of data.
+                let ns = (u128::from(seg.len) * 8 * 1_000_000_000).div_ceil(u128::from(bps));
                 t.pace_next = t.pace_next.max(now) + u64::try_from(ns).unwrap_or(u64::MAX / 4);
             }
             t.queued[end] += scratch.len() as u64;

@@ -23,7 +23,8 @@
 //! receive-buffer autotuning (the window is the whole buffer from the start), the adaptive
 //! delayed-ACK timeout (fixed at its 40 ms minimum), restart after idle and application-limited
 //! window validation, Linux's RTT variance estimator (`mdev_max`; plain RFC 6298 here), CUBIC's
-//! time in jiffies, pacing, TSO/GSO (every segment is one MSS or less), a FIN riding on the last
+//! time in jiffies, pacing at the kernel's own rate (a flow's `rate=` cap is modelled, in
+//! `fabric/tcp.rs`), TSO/GSO (every segment is one MSS or less), a FIN riding on the last
 //! data segment, NewReno's partial ACKs without SACK (SACK is always offered), re-entering
 //! quick-ACK mode when Not-ECT follows ECT, and the zero-window probe's one-byte segments (a
 //! window that holds data back with nothing in flight sends the next segment when the RTO
