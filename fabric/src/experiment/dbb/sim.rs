@@ -135,7 +135,8 @@ pub fn fig5_links(t: &Topology) -> Result<(u64, Vec<LinkShare>), String> {
     Ok((capacity, out))
 }
 
-fn u(v: &Value, path: &[&str]) -> u64 {
+/// The unsigned number at `path` in a `pisa-sim` report (0 where there is none).
+pub(super) fn u(v: &Value, path: &[&str]) -> u64 {
     path.iter()
         .fold(v, |v, k| &v[*k])
         .as_u64()

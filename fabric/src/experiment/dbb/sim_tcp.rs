@@ -20,6 +20,7 @@ use sim::fabric::{Options, Sim};
 use sim::flow::FlowSpec;
 use topo::Topology;
 
+use super::sim::u;
 use super::{Paced, Which, expected_shares, pairs, window};
 
 /// The simulated report of the paced `flows` on `t` (every switch already running the
@@ -74,13 +75,6 @@ pub fn run(
     let mut out = to_namespace_shape(w, &r, flows, capacity, &expected, (win_a, win_b));
     out["sim"] = speed;
     Ok((out, r))
-}
-
-fn u(v: &Value, path: &[&str]) -> u64 {
-    path.iter()
-        .fold(v, |v, k| &v[*k])
-        .as_u64()
-        .unwrap_or_default()
 }
 
 /// `pisa-sim`'s report `r` as the namespace runner's.
