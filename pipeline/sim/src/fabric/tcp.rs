@@ -431,6 +431,8 @@ impl TcpFlow {
                 .with("cwr", s.cwr)
                 .with("delivered_ce", s.delivered_ce)
                 .with("reord_seen", s.reord_seen)
+                .with("dsacks", s.dsacks)
+                .with("undos", s.undos)
                 .with("reordering", u64::from(c.reordering()))
                 .with("srtt_ns", c.srtt().unwrap_or(0))
                 .with("cwnd", u64::from(c.cwnd()));

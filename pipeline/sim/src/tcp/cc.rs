@@ -377,6 +377,18 @@ impl Cc {
         }
     }
 
+    /// A reduction shown spurious is undone (`tcp_undo_cwnd_reduction` with the algorithms'
+    /// `undo_cwnd`: the larger of the window now and before it; the threshold back if it was
+    /// higher).
+    pub fn undo(&mut self, cwnd: u32, ssthresh: Option<u32>) {
+        self.cwnd = self.cwnd.max(cwnd);
+        if let Some(s) = ssthresh
+            && s > self.ssthresh
+        {
+            self.ssthresh = s;
+        }
+    }
+
     /// The end of a reduction: the window settles at the threshold (Linux's
     /// `tcp_end_cwnd_reduction`).
     pub fn end_reduction(&mut self) {

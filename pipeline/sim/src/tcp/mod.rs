@@ -18,8 +18,10 @@
 //! on reordering); the receiver's window and Linux's rule for taking a window update from an
 //! ACK; no Nagle (the experiment's sockets set `TCP_NODELAY`).
 //!
-//! **Not modelled**, each a known difference from Linux: RACK's reordering window widened by
-//! D-SACKs (D-SACKs are ignored), undo of spurious reductions (Eifel, D-SACK), F-RTO,
+//! D-SACKs undo the reductions they show spurious and widen RACK's window (`conn/undo.rs`).
+//!
+//! **Not modelled**, each a known difference from Linux: undo after a timeout (F-RTO) or of a
+//! partial recovery,
 //! receive-buffer autotuning (the window is the whole buffer from the start), the adaptive
 //! delayed-ACK timeout (fixed at its 40 ms minimum), restart after idle and application-limited
 //! window validation, Linux's RTT variance estimator (`mdev_max`; plain RFC 6298 here), CUBIC's

@@ -67,6 +67,8 @@ struct Net {
     order: u64,
     data_sent: [u64; 2],
     drop: DropFn,
+    /// Client data segments (by index) that arrive this much later, ns (another path).
+    hold: Vec<(u64, u64)>,
     /// (time, client cwnd) after every event.
     cwnd_log: Vec<(u64, u32)>,
     /// Client data segments: (time, seq).
@@ -89,6 +91,7 @@ impl Net {
             order: 0,
             data_sent: [0; 2],
             drop: Box::new(|_, _, _, _| false),
+            hold: Vec::new(),
             cwnd_log: Vec::new(),
             sent_log: Vec::new(),
         }
@@ -116,7 +119,13 @@ impl Net {
                     if (self.drop)(&seg, dir, n, self.now) {
                         continue;
                     }
-                    if let Some((at, ce)) = self.pipes[dir].send(&seg, self.now) {
+                    if let Some((mut at, ce)) = self.pipes[dir].send(&seg, self.now) {
+                        if let Some(&(_, extra)) = self.hold.iter().find(|h| h.0 == n)
+                            && dir == 0
+                            && seg.len > 0
+                        {
+                            at += extra;
+                        }
                         self.order += 1;
                         self.in_flight.insert(self.order, (1 - dir, seg, ce));
                         self.events.push(Reverse((at, self.order)));
@@ -264,6 +273,49 @@ fn a_lost_segment_is_repaired_by_fast_retransmit_on_sack_evidence() {
         "{} {at_loss}",
         n.c.ssthresh()
     );
+}
+
+#[test]
+fn a_reduction_that_a_dsack_shows_spurious_is_undone_and_racks_window_widens() {
+    // 10 Gb/s, 50 µs each way. Segment 200 takes a path 400 µs longer: RACK deems it lost and
+    // it is sent again; the original arrives second and the receiver reports it with a D-SACK.
+    let run = |hold: Vec<(u64, u64)>| {
+        let mut n = Net::new(cfg(Kind::Reno), 10 * G, 50_000, 1000);
+        n.hold = hold;
+        n.transfer(2_000_000, 10 * G).expect("finished");
+        n
+    };
+    let plain = run(Vec::new()).c;
+    let n = run(vec![(200, 400_000)]);
+    let st = n.c.stats();
+    assert_eq!((st.retransmits, st.recoveries, st.timeouts), (1, 1, 0));
+    assert_eq!((st.dsacks, st.undos), (1, 1), "{st:?}");
+    // Undone: the threshold is back where it was (slow start's), not half the window.
+    assert_eq!(n.c.ssthresh(), plain.ssthresh());
+    // No reordering had been seen, so the D-SACK does not widen RACK's window.
+    assert_eq!(n.c.reo_wnd_steps(), 1);
+    // Segment 20 late by two segments' time first: reordering seen without a retransmission
+    // (fewer than three SACKed, a quarter RTT's window); then the D-SACK widens the window.
+    let n = run(vec![(20, 2_500), (200, 400_000)]);
+    let st = n.c.stats();
+    assert!(st.reord_seen >= 1, "{st:?}");
+    assert_eq!((st.retransmits, st.dsacks, st.undos), (1, 1, 1), "{st:?}");
+    assert_eq!(
+        n.c.reo_wnd_steps(),
+        2,
+        "RACK's window is two quarters of the minimum RTT"
+    );
+    // A real loss is not undone: no D-SACK comes back for it.
+    let mut lossy = Net::new(cfg(Kind::Reno), 10 * G, 50_000, 1000);
+    let mut dropped = false;
+    lossy.drop = Box::new(move |s, dir, k, _| {
+        let lose = dir == 0 && s.len > 0 && k == 200 && !dropped;
+        dropped |= lose;
+        lose
+    });
+    lossy.transfer(2_000_000, 10 * G).expect("finished");
+    assert_eq!((lossy.c.stats().dsacks, lossy.c.stats().undos), (0, 0));
+    assert!(lossy.c.ssthresh() < plain.ssthresh());
 }
 
 /// Segment 40 and its first retransmission are lost: RACK finds the lost retransmission once

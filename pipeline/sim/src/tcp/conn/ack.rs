@@ -33,15 +33,33 @@ impl Conn {
             return;
         }
         let data_ack = ack.min(self.written);
+        let prior_una = self.una;
         let mut sacks = [(0u64, 0u64); MAX_SACK_BLOCKS];
         let mut n = 0;
         if self.sack_ok {
+            // A D-SACK (RFC 2883 §4): the first block, below the cumulative ACK or inside the
+            // second block.
+            let blocks = seg.sack_blocks();
+            let rel = |&(l, r): &(u32, u32)| {
+                Some((self.rel_snd(l, self.una)?, self.rel_snd(r, self.una)?))
+            };
+            if let Some((l, r)) = blocks.first().and_then(rel)
+                && l < r
+                && (r <= ack
+                    || blocks
+                        .get(1)
+                        .and_then(rel)
+                        .is_some_and(|(l1, r1)| l >= l1 && r <= r1))
+            {
+                self.undo_on_dsack(l, r);
+            }
+            self.undo_update_reo_wnd(prior_una);
             for &(l, r) in seg.sack_blocks() {
                 let (Some(l), Some(r)) = (self.rel_snd(l, self.una), self.rel_snd(r, self.una))
                 else {
                     continue;
                 };
-                // D-SACKs (below the cumulative point) and nonsense are ignored.
+                // D-SACKs (counted above) and nonsense are not SACK evidence.
                 if r <= data_ack || l >= r || r > self.nxt {
                     continue;
                 }
@@ -92,11 +110,26 @@ impl Conn {
             Ca::Recovery | Ca::Loss => self.una >= self.high_seq,
         };
         if leave && advanced {
-            if self.reducing() {
-                self.cc.end_reduction();
+            // Linux's tcp_try_undo_recovery: every retransmission D-SACKed, or the original
+            // acknowledged (Eifel), undoes the reduction.
+            if self.ca == Ca::Recovery && (self.undo_all_dsacked() || self.undo_packet_delayed(seg))
+            {
+                self.undo_reduction();
+            } else {
+                if self.reducing() {
+                    self.cc.end_reduction();
+                }
+                if self.ca == Ca::Recovery {
+                    self.undo_recovery_ended();
+                }
+                self.ca = Ca::Open;
+                self.dupacks = 0;
             }
-            self.ca = Ca::Open;
-            self.dupacks = 0;
+        }
+        // Linux's tcp_try_undo_dsack, in recovery or once open again: late D-SACKs for every
+        // retransmission of the last recovery undo it.
+        if matches!(self.ca, Ca::Open | Ca::Recovery) && self.undo_all_dsacked() {
+            self.undo_reduction();
         }
         // ECE: one reduction per window (RFC 3168 §6.1.2).
         if ece && self.ca == Ca::Open {
@@ -122,9 +155,11 @@ impl Conn {
         };
         if lost_head && matches!(self.ca, Ca::Open | Ca::Cwr) {
             if self.ca == Ca::Open {
+                self.undo_begin_open();
                 self.start_reduction(true);
             } else {
                 // Already reducing for an ECE: that reduction (and its high_seq) goes on.
+                self.undo_begin(self.prior_cwnd, None);
                 self.cc.enter_recovery_reducing();
             }
             self.ca = Ca::Recovery;
@@ -151,11 +186,17 @@ impl Conn {
         }
     }
 
+    /// A recovery from the open state may undo to the window now and the threshold Linux's
+    /// `tcp_current_ssthresh` gives (at least three quarters of the window).
+    fn undo_begin_open(&mut self) {
+        let (cwnd, ssthresh) = (self.cc.cwnd, self.cc.ssthresh);
+        self.undo_begin(cwnd, Some(ssthresh.max(cwnd / 2 + cwnd / 4)));
+    }
+
     /// RACK's reordering window (Linux's `tcp_rack_reo_wnd`): none while no reordering has
     /// been seen and the connection is recovering or holds `reordering` SACKed segments (so
     /// RACK is at least as quick as the duplicate-ACK threshold); else a quarter of the minimum
-    /// RTT, at most the smoothed RTT. (Linux widens it after D-SACKs; our senders ignore
-    /// D-SACKs.)
+    /// RTT times the steps D-SACKs have added (`undo.rs`), at most the smoothed RTT.
     pub(super) fn rack_reo_wnd(&self) -> u64 {
         if self.sb.reord_seen == 0
             && (matches!(self.ca, Ca::Recovery | Ca::Loss)
@@ -164,7 +205,7 @@ impl Conn {
             return 0;
         }
         let quarter = self.rtt.min_rtt().unwrap_or(0) / 4;
-        quarter.min(self.rtt.srtt().unwrap_or(u64::MAX))
+        (quarter * u64::from(self.undo.reo_steps)).min(self.rtt.srtt().unwrap_or(u64::MAX))
     }
 
     /// RACK's loss detection (Linux's `tcp_rack_mark_lost`); arms the reordering timer for
@@ -186,8 +227,14 @@ impl Conn {
             return;
         }
         match self.ca {
-            Ca::Open => self.start_reduction(true),
-            Ca::Cwr => self.cc.enter_recovery_reducing(),
+            Ca::Open => {
+                self.undo_begin_open();
+                self.start_reduction(true);
+            }
+            Ca::Cwr => {
+                self.undo_begin(self.prior_cwnd, None);
+                self.cc.enter_recovery_reducing();
+            }
             Ca::Recovery | Ca::Loss => return,
         }
         self.ca = Ca::Recovery;

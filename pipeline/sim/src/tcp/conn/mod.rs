@@ -22,6 +22,7 @@ use super::seq;
 
 mod ack;
 mod output;
+mod undo;
 
 /// A connection's settings (Linux's defaults where it has one).
 #[derive(Clone, Debug, PartialEq)]
@@ -135,6 +136,10 @@ pub struct Stats {
     pub reord_seen: u64,
     /// Out-of-order data segments received (`tcpi_rcv_ooopack`).
     pub rcv_ooopack: u64,
+    /// D-SACKs received (`TcpExt.TCPDSACKRecv`).
+    pub dsacks: u64,
+    /// Reductions undone as spurious (`TCPDSACKUndo` and the recovery undos).
+    pub undos: u64,
 }
 
 /// One endpoint.
@@ -193,6 +198,8 @@ pub struct Conn {
     /// Data may go to the host's queue now (TCP Small Queues, decided by the host).
     data_allowed: bool,
     ts_recent: u32,
+    /// D-SACKs: undoing spurious reductions, RACK's window steps.
+    undo: undo::Undo,
     stats: Stats,
 }
 
@@ -261,6 +268,7 @@ impl Conn {
             peer_fin_at: None,
             data_allowed: true,
             ts_recent: 0,
+            undo: undo::Undo::default(),
             stats: Stats::default(),
             cfg,
         }
@@ -343,6 +351,11 @@ impl Conn {
             reord_seen: self.sb.reord_seen,
             ..self.stats
         }
+    }
+
+    /// RACK's reordering window in quarters of the minimum RTT (1 until D-SACKs widen it).
+    pub fn reo_wnd_steps(&self) -> u32 {
+        self.undo.reo_steps
     }
 
     /// The loss threshold in segments, as reordering has raised it.

@@ -92,6 +92,7 @@ impl Conn {
             return;
         }
         self.stats.timeouts += 1;
+        self.undo_forget();
         // Linux's tcp_enter_loss: a new threshold unless this timeout continues a recovery or
         // a loss episode still under way.
         let recompute = self.ca == Ca::Open
@@ -194,6 +195,8 @@ impl Conn {
         self.stats.data_segs_out += 1;
         if retransmission {
             self.stats.retransmits += 1;
+            let tsval = self.tsval(now);
+            self.undo_on_retransmit(tsval);
         }
         if self.reducing() {
             self.prr_out += 1;
@@ -301,7 +304,11 @@ impl Conn {
                 Some(self.new_data(now))
             } else if let Some(i) = self.sb.last() {
                 self.probe_retrans = true;
-                Some(self.retransmit(i, now))
+                // A probe is timer-driven, not a recovery's: no undo counts it.
+                let undo = std::mem::take(&mut self.undo);
+                let seg = self.retransmit(i, now);
+                self.undo = undo;
+                Some(seg)
             } else if self.nxt < self.written {
                 // A persist probe: the window is closed and nothing is in flight.
                 self.probe_retrans = false;
