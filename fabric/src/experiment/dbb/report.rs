@@ -171,7 +171,7 @@ pub fn summarise(r: &Value) -> Vec<f64> {
         100.0 * sum("rcv_ooopack") / sum("rcv_segs").max(1.0),
         sum("rcv_ooopack"),
         100.0 * num(snd, "Tcp.RetransSegs") / num(snd, "Tcp.OutSegs").max(1.0),
-        kernel(num(snd, "TcpExt.TCPDSACKRecv")),
+        num(snd, "TcpExt.TCPDSACKRecv"),
         kernel(num(snd, "TcpExt.TCPSACKReorder")),
         kernel(num(snd, "TcpExt.TCPSpuriousRTOs")),
         sum("reord_seen"),
@@ -403,7 +403,7 @@ mod tests {
         sim["where"] = json!("sim");
         let v = summarise(&sim);
         let get = |k: &str| v[COLUMNS.iter().position(|c| *c == k).unwrap()];
-        assert!(get("dsack_recv").is_nan() && get("spurious_rtos").is_nan());
+        assert!(get("sack_reorder").is_nan() && get("spurious_rtos").is_nan());
         assert_eq!(get("retrans_pct"), 1.0);
         // An empty report gives numbers, not a panic; a report without queueing delays, NaN.
         let empty = summarise(&json!({}));

@@ -5,9 +5,9 @@
 //! same; what the simulator does not model is absent and its columns read "-".
 //!
 //! Differences from the namespace run, by construction:
-//! - every host's TCP is the simulator's (docs/sim.md, "TCP hosts"): RACK, SACK, delayed ACKs,
-//!   no DSACK, so DSACKs, SACK reordering, spurious RTOs and the receivers' OFO queue are not
-//!   measured; `tcp_reordering` and other `--sysctl` settings do not apply;
+//! - every host's TCP is the simulator's (docs/sim.md, "TCP hosts"): RACK, SACK, D-SACK undo,
+//!   delayed ACKs; SACK reordering events, spurious RTOs and the receivers' OFO queue are not
+//!   counted; `tcp_reordering` and other `--sysctl` settings do not apply;
 //! - a paced flow's cap is its only pacing ([`sim::flow`]: `rate=`);
 //! - the receivers' data segments are the senders' data segments out (what was lost is
 //!   counted once more than in the kernel's `rcv_segs`).
@@ -150,7 +150,8 @@ fn to_namespace_shape(
         "window": window,
         "flows": rows,
         "links": links,
-        "sender_counters": {"Tcp.RetransSegs": sum("retransmits"), "Tcp.OutSegs": sum("segs_out")},
+        "sender_counters": {"Tcp.RetransSegs": sum("retransmits"), "Tcp.OutSegs": sum("segs_out"),
+            "TcpExt.TCPDSACKRecv": sum("dsacks")},
         "receiver_counters": {},
         "tm_drops": tm_drops,
     })
@@ -191,8 +192,8 @@ mod tests {
         // DBB's shared counters spread each stage's packets as N_ij / N within a few packets.
         assert!(get("max_share_dev") < 0.01, "{}", get("max_share_dev"));
         assert!(get("qdelay_p99_max_us").is_finite());
-        // The kernel's counters the simulator lacks are "-", not 0.
-        assert!(get("dsack_recv").is_nan());
+        // The kernel's counters the simulator lacks are "-", not 0; D-SACKs it counts.
+        assert!(get("spurious_rtos").is_nan() && get("dsack_recv").is_finite());
         // One seed, one report.
         let (again, _) = run(Which::E8, &t, &flows, ("cubic", 0), 1).unwrap();
         let strip = |mut r: Value| {
