@@ -672,22 +672,36 @@ pub fn run_point(
             paced_rows.len()
         );
     }
-    Ok(json!({
+    let mut r = report_head(w, capacity, flows, (win_a, win_b));
+    for (k, v) in [
+        ("window", json!(win)),
+        ("flows", json!(paced_rows)),
+        ("links", json!(links)),
+        ("sender_counters", diff(&snd0, &snd1)),
+        ("receiver_counters", diff(&rcv0, &rcv1)),
+        ("sysctl", json!(settings)),
+        ("tm_drops", json!(tm_drops)),
+        ("program_drops", json!(program_drops)),
+        (
+            "transport",
+            json!({"cc": transport.cc, "ecn": transport.ecn}),
+        ),
+        ("fidelity", super::fidelity::to_json(&measured)),
+    ] {
+        r[k] = v;
+    }
+    Ok(r)
+}
+
+/// What every point's report begins with, in namespaces and in `pisa-sim` alike: the
+/// experiment, the stage capacity, the offer and the all-active window, s.
+pub(super) fn report_head(w: Which, capacity: u64, flows: &[Paced], (a, b): (u64, u64)) -> Value {
+    json!({
         "experiment": w.name(),
         "capacity_bps": capacity,
         "offered_bps": flows.iter().map(|p| p.rate_bps).sum::<u64>(),
-        "window_s": [win_a as f64 / 1e9, win_b as f64 / 1e9],
-        "window": win,
-        "flows": paced_rows,
-        "links": links,
-        "sender_counters": diff(&snd0, &snd1),
-        "receiver_counters": diff(&rcv0, &rcv1),
-        "sysctl": settings,
-        "tm_drops": tm_drops,
-        "program_drops": program_drops,
-        "transport": {"cc": transport.cc, "ecn": transport.ecn},
-        "fidelity": super::fidelity::to_json(&measured),
-    }))
+        "window_s": [a as f64 / 1e9, b as f64 / 1e9],
+    })
 }
 
 #[cfg(test)]

@@ -141,20 +141,23 @@ fn to_namespace_shape(
         .flat_map(|s| s["ports"].as_object().into_iter().flat_map(|m| m.values()))
         .map(|p| u(p, &["drops"]))
         .sum();
-    json!({
-        "experiment": w.name(),
-        "where": "sim",
-        "capacity_bps": capacity,
-        "offered_bps": flows.iter().map(|p| p.rate_bps).sum::<u64>(),
-        "window_s": [win_a as f64 / 1e9, win_b as f64 / 1e9],
-        "window": window,
-        "flows": rows,
-        "links": links,
-        "sender_counters": {"Tcp.RetransSegs": sum("retransmits"), "Tcp.OutSegs": sum("segs_out"),
-            "TcpExt.TCPDSACKRecv": sum("dsacks")},
-        "receiver_counters": {},
-        "tm_drops": tm_drops,
-    })
+    let mut out = super::report_head(w, capacity, flows, (win_a, win_b));
+    for (k, v) in [
+        ("where", json!("sim")),
+        ("window", json!(window)),
+        ("flows", json!(rows)),
+        ("links", json!(links)),
+        (
+            "sender_counters",
+            json!({"Tcp.RetransSegs": sum("retransmits"), "Tcp.OutSegs": sum("segs_out"),
+                "TcpExt.TCPDSACKRecv": sum("dsacks")}),
+        ),
+        ("receiver_counters", json!({})),
+        ("tm_drops", json!(tm_drops)),
+    ] {
+        out[k] = v;
+    }
+    out
 }
 
 /// Writes the point's report to `dir/report.json`, and `pisa-sim`'s to `dir/sim-report.json`.
