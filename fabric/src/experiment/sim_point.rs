@@ -123,6 +123,8 @@ pub(super) fn run_point_sim(
                 total_retrans: n32("retransmits"),
                 reord_seen: n32("reord_seen"),
                 reordering: n32("reordering"),
+                // D-SACKs received: Linux's tcpi_dsack_dups counts the segments they report.
+                dsack_dups: n32("dsacks"),
                 delivered_ce: n32("delivered_ce"),
                 rtt_us: u32::try_from(num(tcp, &["srtt_ns"]) / 1000).unwrap_or(u32::MAX),
                 ..TcpInfo::default()
