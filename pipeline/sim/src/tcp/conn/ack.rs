@@ -154,16 +154,7 @@ impl Conn {
             (false, 0)
         };
         if lost_head && matches!(self.ca, Ca::Open | Ca::Cwr) {
-            if self.ca == Ca::Open {
-                self.undo_begin_open();
-                self.start_reduction(true);
-            } else {
-                // Already reducing for an ECE: that reduction (and its high_seq) goes on.
-                self.undo_begin(self.prior_cwnd, None);
-                self.cc.enter_recovery_reducing();
-            }
-            self.ca = Ca::Recovery;
-            self.stats.recoveries += 1;
+            self.enter_recovery();
         }
         if self.reducing() {
             self.prr(d.segments, advanced && newly_lost == 0);
@@ -186,11 +177,21 @@ impl Conn {
         }
     }
 
-    /// A recovery from the open state may undo to the window now and the threshold Linux's
-    /// `tcp_current_ssthresh` gives (at least three quarters of the window).
-    fn undo_begin_open(&mut self) {
-        let (cwnd, ssthresh) = (self.cc.cwnd, self.cc.ssthresh);
-        self.undo_begin(cwnd, Some(ssthresh.max(cwnd / 2 + cwnd / 4)));
+    /// Fast recovery begins from the open or CWR state (Linux's `tcp_enter_recovery`), keeping
+    /// what an undo may restore: from the open state the window now and the threshold
+    /// `tcp_current_ssthresh` gives (at least three quarters of the window); from CWR the window
+    /// before the ECE reduction, which goes on with its high_seq.
+    fn enter_recovery(&mut self) {
+        if self.ca == Ca::Open {
+            let (cwnd, ssthresh) = (self.cc.cwnd, self.cc.ssthresh);
+            self.undo_begin(cwnd, Some(ssthresh.max(cwnd / 2 + cwnd / 4)));
+            self.start_reduction(true);
+        } else {
+            self.undo_begin(self.prior_cwnd, None);
+            self.cc.enter_recovery_reducing();
+        }
+        self.ca = Ca::Recovery;
+        self.stats.recoveries += 1;
     }
 
     /// RACK's reordering window (Linux's `tcp_rack_reo_wnd`): none while no reordering has
@@ -226,19 +227,10 @@ impl Conn {
         if self.rack_mark_lost(now) == 0 {
             return;
         }
-        match self.ca {
-            Ca::Open => {
-                self.undo_begin_open();
-                self.start_reduction(true);
-            }
-            Ca::Cwr => {
-                self.undo_begin(self.prior_cwnd, None);
-                self.cc.enter_recovery_reducing();
-            }
-            Ca::Recovery | Ca::Loss => return,
+        if matches!(self.ca, Ca::Recovery | Ca::Loss) {
+            return;
         }
-        self.ca = Ca::Recovery;
-        self.stats.recoveries += 1;
+        self.enter_recovery();
         self.prr(1, false);
     }
 

@@ -195,8 +195,6 @@ impl Conn {
         self.stats.data_segs_out += 1;
         if retransmission {
             self.stats.retransmits += 1;
-            let tsval = self.tsval(now);
-            self.undo_on_retransmit(tsval);
         }
         if self.reducing() {
             self.prr_out += 1;
@@ -304,11 +302,7 @@ impl Conn {
                 Some(self.new_data(now))
             } else if let Some(i) = self.sb.last() {
                 self.probe_retrans = true;
-                // A probe is timer-driven, not a recovery's: no undo counts it.
-                let undo = std::mem::take(&mut self.undo);
-                let seg = self.retransmit(i, now);
-                self.undo = undo;
-                Some(seg)
+                Some(self.retransmit(i, now))
             } else if self.nxt < self.written {
                 // A persist probe: the window is closed and nothing is in flight.
                 self.probe_retrans = false;
@@ -328,6 +322,10 @@ impl Conn {
             return None;
         }
         if let Some(i) = self.sb.next_lost() {
+            // A lost segment's retransmission counts toward the episode's undo; a probe's,
+            // timer-driven, does not.
+            let tsval = self.tsval(now);
+            self.undo_on_retransmit(tsval);
             return Some(self.retransmit(i, now));
         }
         if self.nxt < self.written {
