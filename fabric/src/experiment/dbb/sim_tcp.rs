@@ -12,8 +12,6 @@
 //! - the receivers' data segments are the senders' data segments out (what was lost is
 //!   counted once more than in the kernel's `rcv_segs`).
 
-use std::path::Path;
-
 use anyhow::{Result, anyhow, bail};
 use serde_json::{Value, json};
 use sim::fabric::{Options, Sim};
@@ -158,12 +156,6 @@ fn to_namespace_shape(
         out[k] = v;
     }
     out
-}
-
-/// Writes the point's report to `dir/report.json`, and `pisa-sim`'s to `dir/sim-report.json`.
-pub fn write(dir: &Path, (r, raw): &(Value, Value)) -> Result<()> {
-    crate::sweep::write_file(&dir.join("report.json"), serde_json::to_string_pretty(r)?)?;
-    crate::sweep::write_file(&dir.join("sim-report.json"), serde_json::to_string(raw)?)
 }
 
 #[cfg(test)]

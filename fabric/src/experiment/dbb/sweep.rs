@@ -214,39 +214,38 @@ impl Experiment for Sweep {
             sw.program = p.scheme.clone();
         }
         let flows = super::flows(&p.scenario, self.capacity, self.s.step);
-        if let Some(seed) = self.s.sim_seed {
-            let t_ = &self.hosts.transport;
-            let r = super::sim_tcp::run(
-                self.s.which,
-                &t,
-                &flows,
-                (&t_.cc, t_.ecn),
-                seed + u64::from(p.rep),
-            )?;
-            super::sim_tcp::write(dir, &r)?;
-            let r = r.0;
-            let v = report::summarise(&r);
-            return Ok(format!(
-                "goodput {:.1} of {:.1} Mb/s offered, OOO {:.2}%, max share dev {:.3} \
-                 (pisa-sim: {:.2} s of wall time per simulated second)",
-                v[2],
-                v[1],
-                v[8],
-                v[16],
-                r["sim"]["wall_s"].as_f64().unwrap_or(0.0)
-                    / r["sim"]["simulated_s"].as_f64().unwrap_or(1.0).max(1e-9)
-            ));
-        }
-        let opts = ctx.options(&dir.join("run"));
-        let up = |t: &Topology, o: &crate::fabric::Options| ctx.up(t, o);
-        let r = super::run_point(self.s.which, &t, &flows, &self.hosts, &opts, dir, &up)?;
-        let path = dir.join("report.json");
-        write_file(&path, serde_json::to_string_pretty(&r)?)?;
+        let r = match self.s.sim_seed {
+            Some(seed) => {
+                let tr = &self.hosts.transport;
+                let seed = seed + u64::from(p.rep);
+                let (r, raw) =
+                    super::sim_tcp::run(self.s.which, &t, &flows, (&tr.cc, tr.ecn), seed)?;
+                write_file(&dir.join("sim-report.json"), serde_json::to_string(&raw)?)?;
+                r
+            }
+            None => {
+                let opts = ctx.options(&dir.join("run"));
+                let up = |t: &Topology, o: &crate::fabric::Options| ctx.up(t, o);
+                super::run_point(self.s.which, &t, &flows, &self.hosts, &opts, dir, &up)?
+            }
+        };
+        write_file(&dir.join("report.json"), serde_json::to_string_pretty(&r)?)?;
         let v = report::summarise(&r);
-        Ok(format!(
+        let mut line = format!(
             "goodput {:.1} of {:.1} Mb/s offered, OOO {:.2}%, max share dev {:.3}",
             v[2], v[1], v[8], v[16]
-        ))
+        );
+        if let (Some(wall), Some(simulated)) = (
+            r["sim"]["wall_s"].as_f64(),
+            r["sim"]["simulated_s"].as_f64(),
+        ) {
+            let _ = write!(
+                line,
+                " (pisa-sim: {:.2} s of wall time per simulated second)",
+                wall / simulated.max(1e-9)
+            );
+        }
+        Ok(line)
     }
     fn tables(&self, done: &[(&Point, PathBuf)]) -> Result<()> {
         let rows = done
