@@ -105,53 +105,40 @@ pub(super) fn counter_rows(f: &Fabric, names: &[String], prefix: &str) -> anyhow
     Ok(text)
 }
 
-/// A port's queueing delay since its switch started, µs: what left it, p50, p99 and max
-/// (`show_ports`' `qdelay_*` columns).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct QueueDelay {
-    pub(crate) p50_us: f64,
-    pub(crate) p99_us: f64,
-    pub(crate) max_us: f64,
-}
-
-/// (switch, port) -> queueing delay, from every pisa-switch's admin socket (Linux routers have
-/// none). A port nothing has left yet is absent.
-pub(crate) fn port_qdelays(f: &Fabric) -> anyhow::Result<BTreeMap<(String, u16), QueueDelay>> {
+/// Every pisa-switch's `show_ports` (Linux routers have none): (switch, port) -> that port's
+/// numeric columns by name (`rx`, `tx`, `pfc_rx`, `pfc_tx`, `pfc_paused_us`, `qdelay_p50_us`,
+/// ...). A `-` (nothing measured yet) or a column an older build lacks is absent.
+pub(crate) fn show_ports(
+    f: &Fabric,
+) -> anyhow::Result<BTreeMap<(String, u16), BTreeMap<String, f64>>> {
     let mut out = BTreeMap::new();
     for s in f.topo.switches.iter().filter(|s| !is_kernel(&s.program)) {
         let sock = f.opts.dir.join(format!("{}.sock", s.name));
-        let lines = super::admin(&sock, "show_ports")?;
-        for (port, d) in parse_qdelays(&lines) {
-            out.insert((s.name.clone(), port), d);
+        for (port, cols) in parse_show_ports(&super::admin(&sock, "show_ports")?) {
+            out.insert((s.name.clone(), port), cols);
         }
     }
     Ok(out)
 }
 
-/// `show_ports`' lines (its header first) as port -> queueing delay, by column name.
-fn parse_qdelays(lines: &[String]) -> Vec<(u16, QueueDelay)> {
+/// `show_ports`' lines (its header first) as port -> numeric columns by the header's names.
+fn parse_show_ports(lines: &[String]) -> Vec<(u16, BTreeMap<String, f64>)> {
     let Some((head, rows)) = lines.split_first() else {
         return Vec::new();
     };
-    let col = |name: &str| head.split_whitespace().position(|c| c == name);
-    let (Some(port), Some(p50), Some(p99), Some(max)) = (
-        col("port"),
-        col("qdelay_p50_us"),
-        col("qdelay_p99_us"),
-        col("qdelay_max_us"),
-    ) else {
-        return Vec::new();
-    };
+    let names: Vec<&str> = head.split_whitespace().collect();
     rows.iter()
         .filter_map(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            let num = |i: usize| w.get(i)?.parse::<f64>().ok();
-            let d = QueueDelay {
-                p50_us: num(p50)?,
-                p99_us: num(p99)?,
-                max_us: num(max)?,
-            };
-            Some((w.get(port)?.parse().ok()?, d))
+            let mut port = None;
+            let mut cols = BTreeMap::new();
+            for (name, v) in names.iter().zip(l.split_whitespace()) {
+                if *name == "port" {
+                    port = v.parse().ok();
+                } else if let Ok(x) = v.parse::<f64>() {
+                    cols.insert(name.to_string(), x);
+                }
+            }
+            Some((port?, cols))
         })
         .collect()
 }
@@ -164,30 +151,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn queue_delays_are_read_by_column_name_and_idle_ports_are_absent() {
+    fn show_ports_is_read_by_column_name_and_unmeasured_cells_are_absent() {
         let lines: Vec<String> = [
             "port rx tx errors pfc_rx pfc_tx pfc_paused_us qdelay_p50_us qdelay_p99_us qdelay_max_us",
-            "1 10 12 0 0 0 0 3.5 40.25 81",
+            "1 10 12 0 0 3 7 3.5 40.25 81",
             "2 0 0 0 0 0 0 - - -",
+            "noise",
         ]
         .map(String::from)
         .to_vec();
-        let d = QueueDelay {
-            p50_us: 3.5,
-            p99_us: 40.25,
-            max_us: 81.0,
-        };
-        assert_eq!(parse_qdelays(&lines), vec![(1, d)]);
-        // A switch without the columns (an older build) gives nothing rather than wrong numbers.
-        assert!(
-            parse_qdelays(
-                &lines[..1]
-                    .iter()
-                    .map(|l| l.replace("qdelay", "q"))
-                    .collect::<Vec<_>>()
-            )
-            .is_empty()
+        let v = parse_show_ports(&lines);
+        assert_eq!(v.len(), 2);
+        let (port, one) = &v[0];
+        assert_eq!(*port, 1);
+        assert_eq!(
+            (
+                one["tx"],
+                one["pfc_tx"],
+                one["pfc_paused_us"],
+                one["qdelay_p99_us"]
+            ),
+            (12.0, 3.0, 7.0, 40.25)
         );
+        // Nothing has left port 2: its queueing delays are absent, not 0.
+        assert!(!v[1].1.contains_key("qdelay_p99_us"));
+        assert_eq!(v[1].1["rx"], 0.0);
     }
 
     #[test]

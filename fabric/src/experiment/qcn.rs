@@ -22,7 +22,7 @@ use std::time::Duration;
 use anyhow::{Context as _, anyhow};
 use serde_json::Value;
 
-use super::{admin, port_tx_bytes};
+use super::port_tx_bytes;
 use crate::fabric::Fabric;
 use crate::host::FRAME_OVERHEAD;
 use crate::workspace_bin;
@@ -100,39 +100,23 @@ pub(super) fn f64_at(v: &Value, path: &[&str]) -> Option<f64> {
 pub type Pfc = BTreeMap<(String, u16), (u64, u64)>;
 type Tx = BTreeMap<(String, u16), u64>;
 
-/// Every port's PFC frames, from every switch's admin socket.
+/// Every port's PFC frames, from every switch's admin socket (`show_ports`).
 pub fn pfc_frames(f: &Fabric) -> anyhow::Result<Pfc> {
-    let mut out = BTreeMap::new();
-    for s in &f.topo.switches {
-        let sock = f.opts.dir.join(format!("{}.sock", s.name));
-        // port rx tx errors pfc_rx pfc_tx pfc_paused_us
-        for l in admin(&sock, "show_ports")?.iter().skip(1) {
-            let v: Vec<u64> = l
-                .split_whitespace()
-                .filter_map(|x| x.parse().ok())
-                .collect();
-            if let [port, _, _, _, rx, tx, ..] = v[..] {
-                out.insert((s.name.clone(), u16::try_from(port).unwrap_or(0)), (rx, tx));
-            }
-        }
-    }
-    Ok(out)
+    Ok(super::counters::show_ports(f)?
+        .into_iter()
+        .map(|(k, c)| {
+            let n = |name: &str| c.get(name).copied().unwrap_or(0.0) as u64;
+            (k, (n("pfc_rx"), n("pfc_tx")))
+        })
+        .collect())
 }
 
 /// The time every switch port has spent paused by received PFC, summed, µs (`show_ports`).
 pub fn pfc_paused_us(f: &Fabric) -> anyhow::Result<u64> {
-    let mut sum = 0;
-    for s in &f.topo.switches {
-        let sock = f.opts.dir.join(format!("{}.sock", s.name));
-        for l in admin(&sock, "show_ports")?.iter().skip(1) {
-            sum += l
-                .split_whitespace()
-                .nth(6)
-                .and_then(|x| x.parse::<u64>().ok())
-                .unwrap_or(0);
-        }
-    }
-    Ok(sum)
+    Ok(super::counters::show_ports(f)?
+        .values()
+        .map(|c| c.get("pfc_paused_us").copied().unwrap_or(0.0) as u64)
+        .sum())
 }
 
 /// The switch port and link rate facing host `h`.

@@ -591,7 +591,7 @@ pub fn run_point(
     }
     let measured = watch.finish(&f, Some(&dir.join("fidelity.txt")))?;
     let tx1 = port_tx_packets(&f)?;
-    let qdelay = super::counters::port_qdelays(&f)?;
+    let ports = super::counters::show_ports(&f)?;
     let snd1 = sum_counters(&f, &senders);
     let rcv1 = sum_counters(&f, &receivers);
     let (mut tm_drops, mut program_drops) = (0u64, 0u64);
@@ -649,8 +649,11 @@ pub fn run_point(
             };
             let mut l = json!({"link": id, "stage": stage, "expected_share": share,
                 "packets": d(&tx0, &tx1), "window_packets": d(&tx_a, &tx_b)});
-            if let Some(q) = qdelay.get(&key) {
-                l["qdelay_us"] = json!({"p50": q.p50_us, "p99": q.p99_us, "max": q.max_us});
+            let q = |name: &str| ports.get(&key)?.get(name).copied();
+            if let (Some(p50), Some(p99), Some(max)) =
+                (q("qdelay_p50_us"), q("qdelay_p99_us"), q("qdelay_max_us"))
+            {
+                l["qdelay_us"] = json!({"p50": p50, "p99": p99, "max": max});
             }
             l
         })
