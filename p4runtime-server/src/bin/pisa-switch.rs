@@ -2,7 +2,9 @@
 //!
 //! ```text
 //! pisa-switch --program basic -i 1@veth1 -i 2@veth2 --entries commands.txt --pcap /tmp/cap
+//! pisa-switch router.json -i 1@veth1 -i 2@veth2 --entries commands.txt
 //! ```
+//! The second form runs a P4 program compiled by p4c for BMv2 (`--target bmv2 --arch v1model`).
 //! Runs until SIGINT or SIGTERM, then stops the workers, flushes captures and prints counters.
 
 use std::path::PathBuf;
@@ -18,6 +20,7 @@ use dataplane::tm::{PortConfig, Shaping, SharedBuffer};
 use p4runtime_server::arbitration::Election;
 use p4runtime_server::server::{DeviceIo, ServerConfig, Service, Tls, serve_with};
 use pipeline::metadata::PortId;
+use pipeline::program::Program;
 use pipeline::runtime::{Config, Pipeline};
 
 /// How the P4Runtime primary is elected.
@@ -50,7 +53,11 @@ enum XdpModeArg {
 #[derive(Parser, Debug)]
 #[command(version, about = "A PISA software switch (one process = one switch)")]
 struct Args {
-    /// The program to run.
+    /// A P4 program as p4c compiles it for BMv2 (`--target bmv2 --arch v1model`): its JSON is
+    /// loaded and run in place of a hard-wired `--program` (docs/bmv2.md).
+    #[arg(value_name = "JSON")]
+    json: Option<PathBuf>,
+    /// The hard-wired program to run (without a JSON program).
     #[arg(long, default_value = "basic")]
     program: String,
     /// A port: NUMBER@INTERFACE (repeatable), e.g. -i 1@veth1; or NUMBER@shm:FILE:a|b, one end
@@ -208,25 +215,37 @@ fn main() {
     }
 }
 
-fn run(args: Args) -> anyhow::Result<()> {
-    let program = programs::by_name(&args.program).ok_or_else(|| {
+/// The program to run and its name: a BMv2 JSON program, or one of the registry's.
+fn program(args: &Args) -> anyhow::Result<(Arc<dyn Program>, String)> {
+    if let Some(path) = &args.json {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let name = path
+            .file_stem()
+            .map_or("program".into(), |s| s.to_string_lossy().into_owned());
+        let p = bmv2::load(&text, &name).with_context(|| format!("loading {}", path.display()))?;
+        return Ok((Arc::new(p), name));
+    }
+    let p = programs::by_name(&args.program).ok_or_else(|| {
         anyhow!(
             "no program {} (have: {})",
             args.program,
             programs::names().collect::<Vec<_>>().join(", ")
         )
     })?;
+    Ok((p, args.program.clone()))
+}
+
+fn run(args: Args) -> anyhow::Result<()> {
+    let (program, name) = program(&args)?;
     if args.resources {
         let layout = program.layout().ok_or_else(|| {
-            anyhow!(
-                "program {} declares no table dependency graph for an estimate",
-                args.program
-            )
+            anyhow!("program {name} declares no table dependency graph for an estimate")
         })?;
         let e = pipeline::resources::estimate(program.schema(), &layout)
             .map_err(anyhow::Error::msg)
-            .with_context(|| format!("estimating {}'s resources", args.program))?;
-        print!("{}", pipeline::resources::report(&args.program, &e));
+            .with_context(|| format!("estimating {name}'s resources"))?;
+        print!("{}", pipeline::resources::report(&name, &e));
         return Ok(());
     }
     let workers = args
@@ -357,12 +376,13 @@ fn run(args: Args) -> anyhow::Result<()> {
         Some(running)
     };
     // The program's agent, on its own thread, unless told otherwise.
-    let agent = match programs::lookup(&args.program).and_then(|e| e.agent) {
+    let registry = args.json.is_none().then(|| programs::lookup(&args.program));
+    let agent = match registry.flatten().and_then(|e| e.agent) {
         Some(build) if !args.no_agent => {
             let a =
                 dataplane::agent::AgentThread::spawn(&sw, build(sw.pipeline().program.schema()))
                     .context("agent")?;
-            tracing::info!("{}'s agent running", args.program);
+            tracing::info!("{name}'s agent running");
             Some(a)
         }
         _ => None,
@@ -372,8 +392,7 @@ fn run(args: Args) -> anyhow::Result<()> {
             .with_context(|| format!("admin socket {}", path.display()))?;
     }
     tracing::info!(
-        "{} running on {} port(s) with {workers} worker(s)",
-        args.program,
+        "{name} running on {} port(s) with {workers} worker(s)",
         args.interfaces.len()
     );
     let sig = dataplane::signals::wait_for_termination();

@@ -64,6 +64,23 @@ impl<'a> Frame<'a> {
         Some(&mut self.buf[self.start..self.start + n])
     }
 
+    /// Spare bytes after the frame.
+    #[inline]
+    pub fn tailroom(&self) -> usize {
+        self.buf.len() - self.end
+    }
+
+    /// Grows the frame by `n` bytes at the end; returns them, or `None` without enough room
+    /// after it.
+    pub fn push_back(&mut self, n: usize) -> Option<&mut [u8]> {
+        if n > self.tailroom() {
+            return None;
+        }
+        let old = self.end;
+        self.end += n;
+        Some(&mut self.buf[old..self.end])
+    }
+
     /// Removes `n` bytes from the front; false (and no change) if the frame is shorter.
     pub fn pop_front(&mut self, n: usize) -> bool {
         if n > self.len() {

@@ -1,0 +1,605 @@
+//! Actions: the primitives of BMv2's core and of simple_switch (the v1model), compiled with
+//! resolved references, and run on one packet.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+
+use pipeline::externs::{HashAlgorithm, HashFn};
+use pipeline::program::Ctx;
+use pipeline::schema::{CounterIx, MeterIx, RegisterIx};
+use serde_json::Value;
+
+use crate::bits::{self, BitWriter};
+use crate::error::{Result, invalid, unsupported};
+use crate::expr::{Bin, Env, Expr, Scope};
+use crate::json;
+use crate::layout::{DROP_PORT, Layout, Phv, StdFields};
+
+/// A named calculation: a hash over fields, constants, headers and the payload.
+#[derive(Debug, Clone)]
+pub(crate) struct Calc {
+    pub hash: HashFn,
+    pub inputs: Vec<CalcInput>,
+    /// For `payload`: the header after which headers and payload are included.
+    pub payload_after: Option<u32>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum CalcInput {
+    Field(u32),
+    Const(u128, u32),
+    Header(u32),
+    Payload,
+}
+
+/// The algorithms of BMv2's calculations that the engine has.
+pub(crate) fn algorithm(path: &str, algo: &str) -> Result<HashAlgorithm> {
+    Ok(match algo {
+        "crc16" => HashAlgorithm::Crc16,
+        "crc32" => HashAlgorithm::Crc32,
+        "csum16" => HashAlgorithm::Csum16,
+        "identity" => HashAlgorithm::Identity,
+        "xor16" => HashAlgorithm::Xor16,
+        "random" => HashAlgorithm::Random,
+        other => return Err(unsupported(path, format!("hash algorithm {other}"))),
+    })
+}
+
+impl Calc {
+    pub(crate) fn compile(
+        scope: &Scope<'_>,
+        path: &str,
+        algo: &str,
+        input: &[Value],
+    ) -> Result<Calc> {
+        let hash = HashFn::new(algorithm(&format!("{path}.algo"), algo)?, 0);
+        let mut inputs = Vec::new();
+        let mut last_header = None;
+        for (i, v) in input.iter().enumerate() {
+            let ipath = format!("{path}.input[{i}]");
+            let ty = v.get("type").and_then(Value::as_str).unwrap_or_default();
+            let value = v.get("value").unwrap_or(&Value::Null);
+            match ty {
+                "field" => match scope.field(&ipath, value)? {
+                    crate::layout::FieldRef::Field(f) => {
+                        last_header = Some(scope.l.fields[f as usize].header);
+                        inputs.push(CalcInput::Field(f));
+                    }
+                    crate::layout::FieldRef::Valid(_) => {
+                        return Err(unsupported(&ipath, "a $valid$ bit in a calculation"));
+                    }
+                },
+                "hexstr" => {
+                    let width = v
+                        .get("bitwidth")
+                        .and_then(Value::as_u64)
+                        .and_then(|w| u32::try_from(w).ok())
+                        .filter(|w| (1..=128).contains(w))
+                        .ok_or_else(|| {
+                            invalid(&ipath, "a constant input needs a bitwidth (1-128)")
+                        })?;
+                    let c = value
+                        .as_str()
+                        .ok_or_else(|| invalid(&ipath, "expected a hex string"))
+                        .and_then(|s| bits::hexstr(s).map_err(|e| invalid(&ipath, e)))?;
+                    inputs.push(CalcInput::Const(c as u128, width));
+                }
+                "header" => {
+                    let h = scope.l.header(&ipath, value.as_str().unwrap_or_default())?;
+                    last_header = Some(h);
+                    inputs.push(CalcInput::Header(h));
+                }
+                "payload" => inputs.push(CalcInput::Payload),
+                other => {
+                    return Err(unsupported(
+                        &ipath,
+                        format!("a calculation input of type {other}"),
+                    ));
+                }
+            }
+        }
+        let payload_after = if inputs.iter().any(|i| matches!(i, CalcInput::Payload)) {
+            last_header
+        } else {
+            None
+        };
+        Ok(Calc {
+            hash,
+            inputs,
+            payload_after,
+        })
+    }
+
+    /// The calculation's input bytes. `rest` writes what `payload` stands for (the headers after
+    /// the last one named, then the payload), when there is a packet to take it from.
+    pub(crate) fn input(
+        &self,
+        l: &Layout,
+        phv: &Phv,
+        w: &mut BitWriter,
+        rest: &mut dyn FnMut(&mut BitWriter),
+    ) {
+        w.clear();
+        for i in &self.inputs {
+            match i {
+                CalcInput::Field(f) => {
+                    let fd = &l.fields[*f as usize];
+                    if phv.valid[fd.header as usize] {
+                        w.push(fd.width, phv.vals[*f as usize]);
+                    }
+                }
+                CalcInput::Const(v, width) => w.push(*width, *v),
+                CalcInput::Header(h) => {
+                    if phv.valid[*h as usize] {
+                        let hd = &l.headers[*h as usize];
+                        for f in hd.first..hd.first + hd.count {
+                            w.push(l.fields[f as usize].width, phv.vals[f as usize]);
+                        }
+                    }
+                }
+                CalcInput::Payload => rest(w),
+            }
+        }
+    }
+}
+
+/// A primitive call.
+#[derive(Debug)]
+pub(crate) enum Prim {
+    Assign(u32, Expr),
+    AssignHeader(u32, u32),
+    SetValid(u32),
+    SetInvalid(u32),
+    MarkToDrop,
+    Exit,
+    Jump(usize),
+    JumpIfZero(Expr, usize),
+    Count(CounterIx, Expr),
+    Meter(MeterIx, Expr, u32),
+    RegRead(u32, RegisterIx, Expr),
+    RegWrite(RegisterIx, Expr, Expr),
+    Hash {
+        dst: u32,
+        base: Expr,
+        calc: usize,
+        max: Expr,
+    },
+    Random(u32, Expr, Expr),
+    Clone {
+        egress: bool,
+        session: Expr,
+        list: usize,
+    },
+    Resubmit(usize),
+    Recirculate(usize),
+    Truncate(Expr),
+    Digest(usize),
+    Log(String, Vec<Expr>),
+    Assert(Expr),
+    NoOp,
+}
+
+/// A compiled action.
+#[derive(Debug)]
+pub(crate) struct Action {
+    pub prims: Vec<Prim>,
+}
+
+/// What the primitives may name besides fields: the program's externs by name.
+pub(crate) struct Names<'a> {
+    pub counters: &'a HashMap<String, CounterIx>,
+    pub meters: &'a HashMap<String, MeterIx>,
+    pub calcs: &'a HashMap<String, usize>,
+    /// Field lists and learn lists by their JSON id.
+    pub field_lists: &'a HashMap<i64, usize>,
+    pub learn_lists: &'a HashMap<i64, usize>,
+}
+
+impl Action {
+    pub(crate) fn compile(
+        scope: &Scope<'_>,
+        names: &Names<'_>,
+        path: &str,
+        a: &json::Action,
+    ) -> Result<Action> {
+        let mut prims = Vec::new();
+        for (pi, p) in a.primitives.iter().enumerate() {
+            let ppath = format!("{path}.primitives[{pi}]");
+            prims.push(compile_prim(scope, names, &ppath, p, a.primitives.len())?);
+        }
+        Ok(Action { prims })
+    }
+}
+
+fn compile_prim(
+    scope: &Scope<'_>,
+    names: &Names<'_>,
+    path: &str,
+    p: &json::Primitive,
+    count: usize,
+) -> Result<Prim> {
+    let arg = |i: usize| -> Result<(String, &Value)> {
+        let v = p
+            .parameters
+            .get(i)
+            .ok_or_else(|| invalid(path, format!("{} needs parameter {i}", p.op)))?;
+        Ok((format!("{path}.parameters[{i}]"), v))
+    };
+    let expr = |i: usize| -> Result<Expr> {
+        let (ap, v) = arg(i)?;
+        scope.expr(&ap, v)
+    };
+    let lvalue = |i: usize| -> Result<u32> {
+        let (ap, v) = arg(i)?;
+        scope.lvalue(&ap, v)
+    };
+    let header = |i: usize| -> Result<u32> {
+        let (ap, v) = arg(i)?;
+        match (v.get("type").and_then(Value::as_str), v.get("value")) {
+            (Some("header"), Some(Value::String(h))) => scope.l.header(&ap, h),
+            (Some(t), _) => Err(unsupported(
+                &ap,
+                format!("a {t} where a header is expected"),
+            )),
+            _ => Err(invalid(&ap, "expected a header")),
+        }
+    };
+    let named = |i: usize, kind: &str| -> Result<(String, String)> {
+        let (ap, v) = arg(i)?;
+        match (v.get("type").and_then(Value::as_str), v.get("value")) {
+            (Some(t), Some(Value::String(n))) if t == kind => Ok((ap, n.clone())),
+            _ => Err(invalid(&ap, format!("expected a {kind}"))),
+        }
+    };
+    let constant = |i: usize| -> Result<i64> {
+        let (ap, v) = arg(i)?;
+        match scope.expr(&ap, v)? {
+            Expr::Const(c) => i64::try_from(c).map_err(|_| invalid(&ap, "out of range")),
+            _ => Err(unsupported(&ap, "a list id that is not a constant")),
+        }
+    };
+    let list = |i: usize, lists: &HashMap<i64, usize>| -> Result<usize> {
+        if p.parameters.len() <= i {
+            return Ok(0);
+        }
+        let id = constant(i)?;
+        if id == 0 {
+            return Ok(0);
+        }
+        let (ap, _) = arg(i)?;
+        lists
+            .get(&id)
+            .map(|&x| x + 1)
+            .ok_or_else(|| invalid(&ap, format!("no list with id {id}")))
+    };
+    let jump = |i: usize| -> Result<usize> {
+        let (ap, _) = arg(i)?;
+        usize::try_from(constant(i)?)
+            .ok()
+            .filter(|&o| o <= count)
+            .ok_or_else(|| invalid(&ap, "a jump outside the action"))
+    };
+    Ok(match p.op.as_str() {
+        "assign" | "modify_field" => {
+            if p.parameters.len() > 2 {
+                // modify_field(dst, value, mask): only the masked bits change.
+                let dst = lvalue(0)?;
+                let m = expr(2)?;
+                let keep = Expr::Bin(
+                    Bin::BitAnd,
+                    Box::new(Expr::Field(dst)),
+                    Box::new(Expr::Un(crate::expr::Un::BitNeg, Box::new(m.clone()))),
+                );
+                let set = Expr::Bin(Bin::BitAnd, Box::new(expr(1)?), Box::new(m));
+                Prim::Assign(dst, Expr::Bin(Bin::BitOr, Box::new(keep), Box::new(set)))
+            } else {
+                Prim::Assign(lvalue(0)?, expr(1)?)
+            }
+        }
+        "add_to_field" | "subtract_from_field" => {
+            let dst = lvalue(0)?;
+            let op = if p.op == "add_to_field" {
+                Bin::Add
+            } else {
+                Bin::Sub
+            };
+            Prim::Assign(
+                dst,
+                Expr::Bin(op, Box::new(Expr::Field(dst)), Box::new(expr(1)?)),
+            )
+        }
+        "add" | "subtract" | "bit_and" | "bit_or" | "bit_xor" | "shift_left" | "shift_right" => {
+            let op = match p.op.as_str() {
+                "add" => Bin::Add,
+                "subtract" => Bin::Sub,
+                "bit_and" => Bin::BitAnd,
+                "bit_or" => Bin::BitOr,
+                "bit_xor" => Bin::BitXor,
+                "shift_left" => Bin::Shl,
+                _ => Bin::Shr,
+            };
+            Prim::Assign(
+                lvalue(0)?,
+                Expr::Bin(op, Box::new(expr(1)?), Box::new(expr(2)?)),
+            )
+        }
+        "assign_header" | "copy_header" => Prim::AssignHeader(header(0)?, header(1)?),
+        "add_header" => Prim::SetValid(header(0)?),
+        "remove_header" => Prim::SetInvalid(header(0)?),
+        "mark_to_drop" | "drop" => Prim::MarkToDrop,
+        "no_op" => Prim::NoOp,
+        "exit" => Prim::Exit,
+        "_jump" => Prim::Jump(jump(0)?),
+        "_jump_if_zero" => Prim::JumpIfZero(expr(0)?, jump(1)?),
+        "count" => {
+            let (ap, n) = named(0, "counter_array")?;
+            let c = *names
+                .counters
+                .get(&n)
+                .ok_or_else(|| invalid(&ap, format!("no indexed counter {n}")))?;
+            Prim::Count(c, expr(1)?)
+        }
+        "execute_meter" => {
+            let (ap, n) = named(0, "meter_array")?;
+            let m = *names
+                .meters
+                .get(&n)
+                .ok_or_else(|| invalid(&ap, format!("no indexed meter {n}")))?;
+            Prim::Meter(m, expr(1)?, lvalue(2)?)
+        }
+        "register_read" => {
+            let (ap, n) = named(1, "register_array")?;
+            Prim::RegRead(lvalue(0)?, scope.register(&ap, &n)?, expr(2)?)
+        }
+        "register_write" => {
+            let (ap, n) = named(0, "register_array")?;
+            Prim::RegWrite(scope.register(&ap, &n)?, expr(1)?, expr(2)?)
+        }
+        "modify_field_with_hash_based_offset" => {
+            let (ap, n) = named(2, "calculation")?;
+            let calc = *names
+                .calcs
+                .get(&n)
+                .ok_or_else(|| invalid(&ap, format!("no calculation {n}")))?;
+            Prim::Hash {
+                dst: lvalue(0)?,
+                base: expr(1)?,
+                calc,
+                max: expr(3)?,
+            }
+        }
+        "modify_field_rng_uniform" => Prim::Random(lvalue(0)?, expr(1)?, expr(2)?),
+        "clone_ingress_pkt_to_egress" | "clone_egress_pkt_to_egress" => {
+            let egress = p.op == "clone_egress_pkt_to_egress";
+            let list = list(1, names.field_lists)?;
+            if egress && list != 0 {
+                return Err(unsupported(
+                    path,
+                    "an egress-to-egress clone that preserves a field list",
+                ));
+            }
+            Prim::Clone {
+                egress,
+                session: expr(0)?,
+                list,
+            }
+        }
+        "resubmit" => Prim::Resubmit(list(0, names.field_lists)?),
+        "recirculate" => Prim::Recirculate(list(0, names.field_lists)?),
+        "truncate" => Prim::Truncate(expr(0)?),
+        "generate_digest" => {
+            let l = list(1, names.learn_lists)?;
+            if l == 0 {
+                return Err(invalid(&arg(1)?.0, "generate_digest needs a learn list"));
+            }
+            Prim::Digest(l - 1)
+        }
+        "log_msg" => {
+            let (ap, v) = arg(0)?;
+            let fmt = v
+                .get("value")
+                .and_then(Value::as_str)
+                .ok_or_else(|| invalid(&ap, "log_msg takes a format string"))?
+                .to_owned();
+            let mut args = Vec::new();
+            if let Ok((vp, vec)) = arg(1) {
+                let items = vec
+                    .get("value")
+                    .and_then(Value::as_array)
+                    .ok_or_else(|| invalid(&vp, "log_msg takes a parameters_vector"))?;
+                for (k, it) in items.iter().enumerate() {
+                    args.push(scope.expr(&format!("{vp}.value[{k}]"), it)?);
+                }
+            }
+            Prim::Log(fmt, args)
+        }
+        "assert" | "assume" => Prim::Assert(expr(0)?),
+        other => return Err(unsupported(path, format!("primitive {other}"))),
+    })
+}
+
+/// What a packet's actions asked of the switch beyond its fields.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Requests {
+    pub exit: bool,
+    pub assert_failed: bool,
+    /// (session, field list + 1 or 0, egress-to-egress)
+    pub clone: Option<(u32, usize, bool)>,
+    pub resubmit: Option<usize>,
+    pub recirculate: Option<usize>,
+    pub digest: Option<usize>,
+    pub truncate: Option<u32>,
+}
+
+/// Runs one action on a packet.
+pub(crate) struct Run<'r, 'c> {
+    pub l: &'r Layout,
+    pub phv: &'r mut Phv,
+    pub cx: &'r mut Ctx<'c>,
+    pub calcs: &'r [Calc],
+    pub req: &'r mut Requests,
+    pub scratch: &'r mut BitWriter,
+}
+
+impl Run<'_, '_> {
+    fn eval(&self, e: &Expr, params: &[u128]) -> i128 {
+        let env = Env {
+            l: self.l,
+            phv: self.phv,
+            params,
+            look: &[],
+            short: Cell::new(false),
+            x: self.cx.externs,
+        };
+        e.eval(&env)
+    }
+
+    pub(crate) fn action(&mut self, a: &Action, params: &[u128]) {
+        let mut pc = 0;
+        while let Some(p) = a.prims.get(pc) {
+            pc += 1;
+            match p {
+                Prim::Assign(dst, e) => {
+                    let v = self.eval(e, params);
+                    self.phv.set(self.l, *dst, v);
+                }
+                Prim::AssignHeader(dst, src) => {
+                    let (d, s) = (
+                        &self.l.headers[*dst as usize],
+                        &self.l.headers[*src as usize],
+                    );
+                    if self.phv.valid[*src as usize] {
+                        for k in 0..d.count.min(s.count) {
+                            self.phv.vals[(d.first + k) as usize] =
+                                self.phv.vals[(s.first + k) as usize];
+                        }
+                        self.phv.valid[*dst as usize] = true;
+                    } else if !d.metadata {
+                        self.phv.valid[*dst as usize] = false;
+                    }
+                }
+                Prim::SetValid(h) => {
+                    if !self.phv.valid[*h as usize] {
+                        let hd = &self.l.headers[*h as usize];
+                        for f in hd.first..hd.first + hd.count {
+                            self.phv.vals[f as usize] = 0;
+                        }
+                        self.phv.valid[*h as usize] = true;
+                    }
+                }
+                Prim::SetInvalid(h) => {
+                    if !self.l.headers[*h as usize].metadata {
+                        self.phv.valid[*h as usize] = false;
+                    }
+                }
+                Prim::MarkToDrop => {
+                    self.phv
+                        .set_std(self.l, |s: &StdFields| s.egress_spec, DROP_PORT);
+                    self.phv.set_std(self.l, |s: &StdFields| s.mcast_grp, 0);
+                }
+                Prim::Exit => {
+                    self.req.exit = true;
+                    return;
+                }
+                Prim::Jump(to) => pc = *to,
+                Prim::JumpIfZero(c, to) => {
+                    if self.eval(c, params) == 0 {
+                        pc = *to;
+                    }
+                }
+                Prim::Count(c, i) => {
+                    if let Ok(i) = usize::try_from(self.eval(i, params))
+                        && i < self.cx.externs.counters[c.index()].size()
+                    {
+                        self.cx.count(*c, i);
+                    }
+                }
+                Prim::Meter(m, i, dst) => {
+                    if let Ok(i) = usize::try_from(self.eval(i, params)) {
+                        let colour = self.cx.meter(*m, i);
+                        self.phv.set(self.l, *dst, colour as i128);
+                    }
+                }
+                Prim::RegRead(dst, r, i) => {
+                    let v = usize::try_from(self.eval(i, params))
+                        .ok()
+                        .and_then(|i| self.cx.register(*r).read(i))
+                        .unwrap_or(0);
+                    self.phv.set(self.l, *dst, i128::from(v));
+                }
+                Prim::RegWrite(r, i, v) => {
+                    let value = self.eval(v, params);
+                    if let Ok(i) = usize::try_from(self.eval(i, params)) {
+                        self.cx.register(*r).write(i, value as u64);
+                    }
+                }
+                Prim::Hash {
+                    dst,
+                    base,
+                    calc,
+                    max,
+                } => {
+                    let c = &self.calcs[*calc];
+                    c.input(self.l, self.phv, self.scratch, &mut |_| {});
+                    let h = c.hash.hash(&self.scratch.bytes, self.cx.rng);
+                    let base = self.eval(base, params) as u64;
+                    let max = self.eval(max, params) as u64;
+                    let v = pipeline::externs::hash_range(h, base, max);
+                    self.phv.set(self.l, *dst, i128::from(v));
+                }
+                Prim::Random(dst, lo, hi) => {
+                    let lo = self.eval(lo, params) as u64;
+                    let hi = self.eval(hi, params) as u64;
+                    let v = self.cx.rng.range(lo, hi);
+                    self.phv.set(self.l, *dst, i128::from(v));
+                }
+                Prim::Clone {
+                    egress,
+                    session,
+                    list,
+                } => {
+                    let s = self.eval(session, params) as u32;
+                    self.req.clone = Some((s, *list, *egress));
+                }
+                Prim::Resubmit(list) => self.req.resubmit = Some(*list),
+                Prim::Recirculate(list) => self.req.recirculate = Some(*list),
+                Prim::Truncate(len) => {
+                    self.req.truncate = u32::try_from(self.eval(len, params)).ok();
+                }
+                Prim::Digest(list) => self.req.digest = Some(*list),
+                Prim::Log(fmt, args) => {
+                    if self.cx.trace.is_some() {
+                        let vals: Vec<i128> = args.iter().map(|a| self.eval(a, params)).collect();
+                        let line = format_log(fmt, &vals);
+                        self.cx.trace(|| format!("log_msg {line}"));
+                    }
+                }
+                Prim::NoOp => {}
+                Prim::Assert(c) => {
+                    if self.eval(c, params) == 0 {
+                        self.req.assert_failed = true;
+                        self.req.exit = true;
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `log_msg`'s format: each `{}` takes the next value.
+fn format_log(fmt: &str, vals: &[i128]) -> String {
+    let mut out = String::new();
+    let mut vals = vals.iter();
+    let mut rest = fmt;
+    while let Some(i) = rest.find("{}") {
+        out.push_str(&rest[..i]);
+        match vals.next() {
+            Some(v) => out.push_str(&v.to_string()),
+            None => out.push_str("{}"),
+        }
+        rest = &rest[i + 2..];
+    }
+    out.push_str(rest);
+    out
+}

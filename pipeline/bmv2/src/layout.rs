@@ -1,0 +1,344 @@
+//! Header instances and their fields: where each lives in the packet header vector ([`Phv`]),
+//! and how the v1model's standard metadata maps onto the engine's [`StdMeta`].
+
+use std::collections::HashMap;
+
+use pipeline::metadata::{InstanceType, StdMeta};
+
+use crate::bits;
+use crate::error::{Result, invalid, unsupported};
+use crate::json::Doc;
+
+/// One field of one header instance.
+#[derive(Debug, Clone)]
+pub(crate) struct Field {
+    pub name: String,
+    pub header: u32,
+    /// Offset in bits from the start of its header.
+    pub offset: u32,
+    pub width: u32,
+    pub signed: bool,
+}
+
+/// One header instance (metadata included).
+#[derive(Debug, Clone)]
+pub(crate) struct Header {
+    pub name: String,
+    /// Its fields: indices `first..first + count` of [`Layout::fields`].
+    pub first: u32,
+    pub count: u32,
+    /// Whole bytes on the wire (metadata: its fields packed, rounded up).
+    pub bytes: usize,
+    pub metadata: bool,
+}
+
+/// A field reference: a field, or a header's hidden `$valid$` bit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FieldRef {
+    Field(u32),
+    Valid(u32),
+}
+
+/// Where every header and field is.
+#[derive(Debug, Default)]
+pub(crate) struct Layout {
+    pub headers: Vec<Header>,
+    pub fields: Vec<Field>,
+    header_ix: HashMap<String, u32>,
+    field_ix: HashMap<(String, String), u32>,
+    /// The v1model's intrinsic fields that this program declares.
+    pub std: StdFields,
+}
+
+/// The fields of `standard_metadata` (and of the `intrinsic_metadata` and `queueing_metadata`
+/// aliases) that the switch reads or writes.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct StdFields {
+    pub ingress_port: Option<u32>,
+    pub egress_spec: Option<u32>,
+    pub egress_port: Option<u32>,
+    pub instance_type: Option<u32>,
+    pub packet_length: Option<u32>,
+    pub enq_timestamp: Option<u32>,
+    pub enq_qdepth: Option<u32>,
+    pub deq_timedelta: Option<u32>,
+    pub deq_qdepth: Option<u32>,
+    pub ingress_global_timestamp: Option<u32>,
+    pub egress_global_timestamp: Option<u32>,
+    pub mcast_grp: Option<u32>,
+    pub egress_rid: Option<u32>,
+    pub checksum_error: Option<u32>,
+    pub parser_error: Option<u32>,
+    pub priority: Option<u32>,
+    pub qid: Option<u32>,
+}
+
+/// The v1model's drop port: `mark_to_drop` sets `egress_spec` to it.
+pub(crate) const DROP_PORT: u128 = 511;
+
+impl Layout {
+    pub(crate) fn build(doc: &Doc) -> Result<Layout> {
+        let mut l = Layout::default();
+        let types: HashMap<&str, usize> = doc
+            .header_types
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.as_str(), i))
+            .collect();
+        for (hi, h) in doc.headers.iter().enumerate() {
+            let path = format!("headers[{hi}]");
+            let &ti = types
+                .get(h.header_type.as_str())
+                .ok_or_else(|| invalid(&path, format!("no header type {}", h.header_type)))?;
+            let ty = &doc.header_types[ti];
+            let header = u32::try_from(l.headers.len()).expect("fewer than 2^32 headers");
+            let first = u32::try_from(l.fields.len()).expect("fewer than 2^32 fields");
+            let mut offset = 0u32;
+            for (fi, f) in ty.fields.iter().enumerate() {
+                let fpath = format!("header_types[{ti}].fields[{fi}]");
+                let name = f
+                    .first()
+                    .and_then(|v| v.as_str())
+                    .ok_or_else(|| invalid(&fpath, "a field is [name, width(, signed)]"))?;
+                let width = match f.get(1) {
+                    Some(w) if w.as_str() == Some("*") => {
+                        return Err(unsupported(&fpath, "variable-length (varbit) fields"));
+                    }
+                    Some(w) => w
+                        .as_u64()
+                        .and_then(|w| u32::try_from(w).ok())
+                        .ok_or_else(|| invalid(&fpath, "a field width is an integer"))?,
+                    None => return Err(invalid(&fpath, "a field has a width")),
+                };
+                if width == 0 || width > 128 {
+                    return Err(unsupported(
+                        &fpath,
+                        format!("field {name} of {width} bits (1 to 128 are run)"),
+                    ));
+                }
+                let signed = f.get(2).and_then(|v| v.as_bool()).unwrap_or(false);
+                let ix = u32::try_from(l.fields.len()).expect("fewer than 2^32 fields");
+                l.field_ix.insert((h.name.clone(), name.to_owned()), ix);
+                l.fields.push(Field {
+                    name: name.to_owned(),
+                    header,
+                    offset,
+                    width,
+                    signed,
+                });
+                offset += width;
+            }
+            if !h.metadata && !offset.is_multiple_of(8) {
+                return Err(invalid(
+                    &path,
+                    format!("header {} is {offset} bits, not whole bytes", h.name),
+                ));
+            }
+            l.header_ix.insert(h.name.clone(), header);
+            l.headers.push(Header {
+                name: h.name.clone(),
+                first,
+                count: u32::try_from(ty.fields.len()).expect("fewer than 2^32 fields"),
+                bytes: (offset as usize).div_ceil(8),
+                metadata: h.metadata,
+            });
+        }
+        l.std = l.std_fields(doc);
+        Ok(l)
+    }
+
+    fn std_fields(&self, doc: &Doc) -> StdFields {
+        let sm = |f: &str| -> Option<u32> {
+            // An alias (`intrinsic_metadata.mcast_grp` -> some field) wins over the default
+            // place of the field in `standard_metadata`.
+            for (alias, (h, field)) in &doc.field_aliases {
+                if alias.rsplit('.').next() == Some(f)
+                    && let Some(&i) = self.field_ix.get(&(h.clone(), field.clone()))
+                {
+                    return Some(i);
+                }
+            }
+            self.field_ix
+                .get(&("standard_metadata".to_owned(), f.to_owned()))
+                .copied()
+        };
+        StdFields {
+            ingress_port: sm("ingress_port"),
+            egress_spec: sm("egress_spec"),
+            egress_port: sm("egress_port"),
+            instance_type: sm("instance_type"),
+            packet_length: sm("packet_length"),
+            enq_timestamp: sm("enq_timestamp"),
+            enq_qdepth: sm("enq_qdepth"),
+            deq_timedelta: sm("deq_timedelta"),
+            deq_qdepth: sm("deq_qdepth"),
+            ingress_global_timestamp: sm("ingress_global_timestamp"),
+            egress_global_timestamp: sm("egress_global_timestamp"),
+            mcast_grp: sm("mcast_grp"),
+            egress_rid: sm("egress_rid"),
+            checksum_error: sm("checksum_error"),
+            parser_error: sm("parser_error"),
+            priority: sm("priority"),
+            qid: sm("qid"),
+        }
+    }
+
+    pub(crate) fn header(&self, path: &str, name: &str) -> Result<u32> {
+        self.header_ix
+            .get(name)
+            .copied()
+            .ok_or_else(|| invalid(path, format!("no header instance {name}")))
+    }
+
+    /// The field `header.field`, or the header's `$valid$` bit.
+    pub(crate) fn field(&self, path: &str, header: &str, field: &str) -> Result<FieldRef> {
+        if field == "$valid$" {
+            return Ok(FieldRef::Valid(self.header(path, header)?));
+        }
+        self.field_ix
+            .get(&(header.to_owned(), field.to_owned()))
+            .map(|&i| FieldRef::Field(i))
+            .ok_or_else(|| invalid(path, format!("no field {header}.{field}")))
+    }
+
+    /// The width of a field reference.
+    pub(crate) fn width(&self, r: FieldRef) -> u32 {
+        match r {
+            FieldRef::Field(f) => self.fields[f as usize].width,
+            FieldRef::Valid(_) => 1,
+        }
+    }
+}
+
+/// The packet header vector of one packet: every field's value (masked to its width) and every
+/// header's validity.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Phv {
+    pub vals: Vec<u128>,
+    pub valid: Vec<bool>,
+}
+
+impl Phv {
+    /// Field `f`'s value as a signed integer (sign-extended for a signed field).
+    #[inline]
+    pub(crate) fn get(&self, l: &Layout, f: u32) -> i128 {
+        let v = self.vals[f as usize];
+        let fd = &l.fields[f as usize];
+        if fd.signed && fd.width < 128 && (v >> (fd.width - 1)) & 1 == 1 {
+            (v | !bits::mask(fd.width)) as i128
+        } else {
+            v as i128
+        }
+    }
+
+    /// Sets field `f` to `v` truncated to its width.
+    #[inline]
+    pub(crate) fn set(&mut self, l: &Layout, f: u32, v: i128) {
+        self.vals[f as usize] = (v as u128) & bits::mask(l.fields[f as usize].width);
+    }
+
+    fn set_opt(&mut self, l: &Layout, f: Option<u32>, v: u128) {
+        if let Some(f) = f {
+            self.set(l, f, v as i128);
+        }
+    }
+
+    fn get_opt(&self, f: Option<u32>) -> Option<u128> {
+        f.map(|f| self.vals[f as usize])
+    }
+
+    /// Resets every metadata field to zero and invalidates every header.
+    pub(crate) fn reset(&mut self, l: &Layout) {
+        self.vals.iter_mut().for_each(|v| *v = 0);
+        for (v, h) in self.valid.iter_mut().zip(&l.headers) {
+            *v = h.metadata;
+        }
+    }
+
+    /// Header `h`'s fields from `bytes` (at least its length); marks it valid.
+    pub(crate) fn extract(&mut self, l: &Layout, h: u32, bytes: &[u8]) {
+        let hd = &l.headers[h as usize];
+        for f in hd.first..hd.first + hd.count {
+            let fd = &l.fields[f as usize];
+            self.vals[f as usize] = bits::read(bytes, fd.offset as usize, fd.width);
+        }
+        self.valid[h as usize] = true;
+    }
+
+    /// Header `h`'s fields into `out` (at least its length).
+    pub(crate) fn emit(&self, l: &Layout, h: u32, out: &mut [u8]) {
+        let hd = &l.headers[h as usize];
+        for f in hd.first..hd.first + hd.count {
+            let fd = &l.fields[f as usize];
+            bits::write(out, fd.offset as usize, fd.width, self.vals[f as usize]);
+        }
+    }
+
+    /// The v1model's ingress view of `md`: ports, length, times (BMv2 counts microseconds),
+    /// instance type.
+    pub(crate) fn load_ingress(&mut self, l: &Layout, md: &StdMeta) {
+        let s = l.std;
+        self.set_opt(l, s.ingress_port, u128::from(md.ingress_port));
+        self.set_opt(l, s.packet_length, u128::from(md.packet_length));
+        self.set_opt(l, s.instance_type, instance_code(md.instance_type));
+        self.set_opt(
+            l,
+            s.ingress_global_timestamp,
+            u128::from(md.ingress_global_timestamp / 1000),
+        );
+    }
+
+    /// What the traffic manager set before egress: the port, replica id, queue and its depths
+    /// and times, the instance type.
+    pub(crate) fn load_egress(&mut self, l: &Layout, md: &StdMeta) {
+        let s = l.std;
+        self.set_opt(l, s.egress_port, u128::from(md.egress_port));
+        // BMv2 sets egress_spec to a port other than the drop port before egress, so that only
+        // mark_to_drop in egress drops.
+        self.set_opt(l, s.egress_spec, DROP_PORT + 1);
+        self.set_opt(l, s.egress_rid, u128::from(md.egress_rid));
+        self.set_opt(l, s.instance_type, instance_code(md.instance_type));
+        self.set_opt(l, s.enq_timestamp, u128::from(md.enq_timestamp / 1000));
+        self.set_opt(l, s.enq_qdepth, u128::from(md.enq_qdepth));
+        self.set_opt(l, s.deq_timedelta, u128::from(md.deq_timedelta / 1000));
+        self.set_opt(l, s.deq_qdepth, u128::from(md.deq_qdepth));
+        self.set_opt(l, s.qid, u128::from(md.qid));
+        self.set_opt(
+            l,
+            s.egress_global_timestamp,
+            u128::from(md.egress_global_timestamp / 1000),
+        );
+    }
+
+    pub(crate) fn egress_spec(&self, l: &Layout) -> u128 {
+        self.get_opt(l.std.egress_spec).unwrap_or(0)
+    }
+
+    pub(crate) fn mcast_grp(&self, l: &Layout) -> u16 {
+        self.get_opt(l.std.mcast_grp).unwrap_or(0) as u16
+    }
+
+    /// The egress queue the program asked for (`standard_metadata.priority`, as BMv2 with
+    /// priority queues; 0 without the field).
+    pub(crate) fn priority(&self, l: &Layout) -> u8 {
+        (self.get_opt(l.std.priority).unwrap_or(0) & 7) as u8
+    }
+
+    pub(crate) fn set_std(&mut self, l: &Layout, f: fn(&StdFields) -> Option<u32>, v: u128) {
+        self.set_opt(l, f(&l.std), v);
+    }
+}
+
+/// The v1model's `instance_type` values (`PKT_INSTANCE_TYPE_*` of simple_switch).
+pub(crate) fn instance_code(t: InstanceType) -> u128 {
+    match t {
+        InstanceType::Normal => 0,
+        InstanceType::IngressClone => 1,
+        InstanceType::EgressClone => 2,
+        InstanceType::Recirculated => 4,
+        InstanceType::Replicated => 5,
+        InstanceType::Resubmitted => 6,
+        // A packet the switch made (pktgen): BMv2 has none; it enters as a normal packet.
+        InstanceType::Generated => 0,
+    }
+}

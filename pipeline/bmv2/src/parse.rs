@@ -1,0 +1,354 @@
+//! The parser: states of extracts, sets, verifies and advances, with value/mask transitions on
+//! fields and lookahead bits. A parser error does not drop the packet: as in the v1model,
+//! ingress runs with `standard_metadata.parser_error` set and the headers extracted so far.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+
+use pipeline::control::Externs;
+use serde_json::Value;
+
+use crate::bits;
+use crate::error::{Result, invalid, unsupported};
+use crate::expr::{Env, Expr, Scope};
+use crate::json;
+use crate::layout::{Layout, Phv};
+
+/// The error codes a parser sets, as the program's `errors` number them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Errors {
+    pub no_error: i128,
+    pub packet_too_short: i128,
+    pub no_match: i128,
+    pub parser_timeout: i128,
+}
+
+impl Errors {
+    pub(crate) fn of(doc: &json::Doc) -> Errors {
+        let code = |name: &str, default: i128| {
+            doc.errors
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or(default, |(_, v)| i128::from(*v))
+        };
+        // Without an `errors` list, p4c's numbering of the core errors.
+        Errors {
+            no_error: code("NoError", 0),
+            packet_too_short: code("PacketTooShort", 2),
+            no_match: code("NoMatch", 3),
+            parser_timeout: code("ParserTimeout", 6),
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Op {
+    Extract(u32),
+    Set(u32, Expr),
+    Verify(Expr, Expr),
+    Advance(Expr),
+}
+
+#[derive(Debug)]
+struct Transition {
+    value: u128,
+    mask: u128,
+    /// `None`: accept.
+    next: Option<u32>,
+}
+
+#[derive(Debug)]
+struct State {
+    name: String,
+    ops: Vec<Op>,
+    /// Key parts with their widths; each is byte-padded in the key, as BMv2 lays it out.
+    key: Vec<(Expr, u32)>,
+    transitions: Vec<Transition>,
+    /// The default transition: `Some(None)` accepts, `None` is a NoMatch error.
+    default: Option<Option<u32>>,
+}
+
+/// A compiled parser.
+#[derive(Debug)]
+pub(crate) struct Parser {
+    states: Vec<State>,
+    start: Option<u32>,
+    pub errors: Errors,
+}
+
+/// Where parsing stopped.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Parsed {
+    /// Bytes of the packet the parser consumed.
+    pub offset: usize,
+    /// The error code, if parsing stopped on an error.
+    pub error: Option<i128>,
+}
+
+/// States visited before a parser gives up (BMv2 has no bound; a state loop without extraction
+/// would never end there).
+const MAX_STATES: usize = 1024;
+
+impl Parser {
+    pub(crate) fn compile(
+        doc: &json::Doc,
+        ix: usize,
+        scope: &Scope<'_>,
+        errors: Errors,
+    ) -> Result<Parser> {
+        let p = &doc.parsers[ix];
+        let names: HashMap<&str, u32> = p
+            .parse_states
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.name.as_str(), i as u32))
+            .collect();
+        let next = |path: &str, n: &Option<String>| -> Result<Option<u32>> {
+            match n {
+                None => Ok(None),
+                Some(n) => names
+                    .get(n.as_str())
+                    .map(|&i| Some(i))
+                    .ok_or_else(|| invalid(path, format!("no parse state {n}"))),
+            }
+        };
+        let mut states = Vec::new();
+        for (si, s) in p.parse_states.iter().enumerate() {
+            let path = format!("parsers[{ix}].parse_states[{si}]");
+            let mut ops = Vec::new();
+            for (oi, op) in s.parser_ops.iter().enumerate() {
+                let opath = format!("{path}.parser_ops[{oi}]");
+                ops.push(compile_op(scope, &opath, op)?);
+            }
+            let mut key = Vec::new();
+            for (ki, k) in s.transition_key.iter().enumerate() {
+                let kpath = format!("{path}.transition_key[{ki}]");
+                let e = scope.expr(&kpath, k)?;
+                let width = match &e {
+                    Expr::Field(f) => scope.l.fields[*f as usize].width,
+                    Expr::Valid(_) => 1,
+                    Expr::Lookahead { width, .. } => *width,
+                    _ => {
+                        return Err(unsupported(
+                            &kpath,
+                            "a key that is not a field or lookahead",
+                        ));
+                    }
+                };
+                key.push((e, width));
+            }
+            let key_bits: u32 = key.iter().map(|(_, w)| w.div_ceil(8) * 8).sum();
+            if key_bits > 128 {
+                return Err(unsupported(
+                    &format!("{path}.transition_key"),
+                    format!("a transition key of {key_bits} bits (128 are run)"),
+                ));
+            }
+            let mut transitions = Vec::new();
+            let mut default = None;
+            for (ti, t) in s.transitions.iter().enumerate() {
+                let tpath = format!("{path}.transitions[{ti}]");
+                let to = next(&tpath, &t.next_state)?;
+                let kind = t.kind.as_deref().unwrap_or(match &t.value {
+                    Value::String(v) if v == "default" => "default",
+                    _ => "hexstr",
+                });
+                match kind {
+                    "default" => {
+                        if default.is_none() {
+                            default = Some(to);
+                        }
+                    }
+                    "hexstr" => {
+                        let value = hex(&tpath, &t.value)?;
+                        let mask = match &t.mask {
+                            Value::Null => bits::mask(key_bits),
+                            m => hex(&tpath, m)?,
+                        };
+                        transitions.push(Transition {
+                            value: value & mask,
+                            mask,
+                            next: to,
+                        });
+                    }
+                    other => {
+                        return Err(unsupported(&tpath, format!("{other} transitions")));
+                    }
+                }
+            }
+            states.push(State {
+                name: s.name.clone(),
+                ops,
+                key,
+                transitions,
+                default,
+            });
+        }
+        let start = names.get(p.init_state.as_str()).copied().ok_or_else(|| {
+            invalid(
+                &format!("parsers[{ix}].init_state"),
+                format!("no parse state {}", p.init_state),
+            )
+        })?;
+        Ok(Parser {
+            states,
+            start: Some(start),
+            errors,
+        })
+    }
+
+    /// Parses `pkt` into `phv` (whose headers are all invalid).
+    pub(crate) fn run(
+        &self,
+        l: &Layout,
+        phv: &mut Phv,
+        pkt: &[u8],
+        x: &Externs,
+        mut trace: Option<&mut Vec<String>>,
+    ) -> Parsed {
+        let mut off = 0usize;
+        let mut state = self.start;
+        let mut visited = 0;
+        let stop = |off, error| Parsed {
+            offset: off,
+            error: Some(error),
+        };
+        while let Some(si) = state {
+            visited += 1;
+            if visited > MAX_STATES {
+                return stop(off, self.errors.parser_timeout);
+            }
+            let s = &self.states[si as usize];
+            if let Some(t) = trace.as_deref_mut() {
+                t.push(format!("parser state={} offset={off}", s.name));
+            }
+            for op in &s.ops {
+                match op {
+                    Op::Extract(h) => {
+                        let n = l.headers[*h as usize].bytes;
+                        let Some(b) = pkt.get(off..off + n) else {
+                            return stop(off, self.errors.packet_too_short);
+                        };
+                        phv.extract(l, *h, b);
+                        off += n;
+                    }
+                    Op::Set(f, e) => {
+                        let (v, short) = eval(l, phv, &pkt[off..], x, e);
+                        if short {
+                            return stop(off, self.errors.packet_too_short);
+                        }
+                        phv.set(l, *f, v);
+                    }
+                    Op::Verify(cond, err) => {
+                        let (c, short) = eval(l, phv, &pkt[off..], x, cond);
+                        if short {
+                            return stop(off, self.errors.packet_too_short);
+                        }
+                        if c == 0 {
+                            let (e, _) = eval(l, phv, &pkt[off..], x, err);
+                            return stop(off, e);
+                        }
+                    }
+                    Op::Advance(bits) => {
+                        let (b, _) = eval(l, phv, &pkt[off..], x, bits);
+                        let n = usize::try_from(b / 8).unwrap_or(usize::MAX);
+                        if pkt.len() - off < n {
+                            return stop(off, self.errors.packet_too_short);
+                        }
+                        off += n;
+                    }
+                }
+            }
+            let mut key: u128 = 0;
+            for (e, w) in &s.key {
+                let (v, short) = eval(l, phv, &pkt[off..], x, e);
+                if short {
+                    return stop(off, self.errors.packet_too_short);
+                }
+                let padded = w.div_ceil(8) * 8;
+                key = key.checked_shl(padded).unwrap_or(0) | ((v as u128) & bits::mask(*w));
+            }
+            state = match s.transitions.iter().find(|t| key & t.mask == t.value) {
+                Some(t) => t.next,
+                None => match s.default {
+                    Some(next) => next,
+                    None => return stop(off, self.errors.no_match),
+                },
+            };
+        }
+        Parsed {
+            offset: off,
+            error: None,
+        }
+    }
+}
+
+fn eval(l: &Layout, phv: &Phv, look: &[u8], x: &Externs, e: &Expr) -> (i128, bool) {
+    let env = Env {
+        l,
+        phv,
+        params: &[],
+        look,
+        short: Cell::new(false),
+        x,
+    };
+    let v = e.eval(&env);
+    (v, env.short.get())
+}
+
+fn hex(path: &str, v: &Value) -> Result<u128> {
+    match v {
+        Value::String(s) => bits::hexstr(s)
+            .map(|v| v as u128)
+            .map_err(|e| invalid(path, e)),
+        _ => Err(invalid(path, "expected a hex string")),
+    }
+}
+
+fn compile_op(scope: &Scope<'_>, path: &str, op: &json::ParserOp) -> Result<Op> {
+    let param = |i: usize| -> Result<&Value> {
+        op.parameters
+            .get(i)
+            .ok_or_else(|| invalid(path, format!("{} needs parameter {i}", op.op)))
+    };
+    match op.op.as_str() {
+        "extract" => {
+            let p = param(0)?;
+            match (p.get("type").and_then(Value::as_str), p.get("value")) {
+                (Some("regular"), Some(Value::String(h))) => {
+                    let h = scope.l.header(path, h)?;
+                    if scope.l.headers[h as usize].metadata {
+                        return Err(invalid(path, "extract into metadata"));
+                    }
+                    Ok(Op::Extract(h))
+                }
+                (Some(t), _) => Err(unsupported(
+                    &format!("{path}.parameters[0]"),
+                    format!("extracting to a {t} (header stacks and unions)"),
+                )),
+                _ => Err(invalid(path, "extract takes a {type, value} header")),
+            }
+        }
+        "set" => {
+            let f = scope.lvalue(&format!("{path}.parameters[0]"), param(0)?)?;
+            let v = scope.expr(&format!("{path}.parameters[1]"), param(1)?)?;
+            Ok(Op::Set(f, v))
+        }
+        "verify" => Ok(Op::Verify(
+            scope.expr(&format!("{path}.parameters[0]"), param(0)?)?,
+            scope.expr(&format!("{path}.parameters[1]"), param(1)?)?,
+        )),
+        "advance" => Ok(Op::Advance(
+            scope.expr(&format!("{path}.parameters[0]"), param(0)?)?,
+        )),
+        "shift" => {
+            let bytes = scope.expr(&format!("{path}.parameters[0]"), param(0)?)?;
+            Ok(Op::Advance(Expr::Bin(
+                crate::expr::Bin::Mul,
+                Box::new(bytes),
+                Box::new(Expr::Const(8)),
+            )))
+        }
+        other => Err(unsupported(path, format!("parser operation {other}"))),
+    }
+}
