@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::bits::{self, BitWriter};
 use crate::error::{Result, invalid, unsupported};
-use crate::expr::{Bin, Env, Expr, Scope};
+use crate::expr::{Bin, Env, Expr, HeaderRef, LValue, Scope};
 use crate::json;
 use crate::layout::{DROP_PORT, Layout, Phv, StdFields};
 
@@ -146,10 +146,15 @@ impl Calc {
 /// A primitive call.
 #[derive(Debug)]
 pub(crate) enum Prim {
-    Assign(u32, Expr),
-    AssignHeader(u32, u32),
-    SetValid(u32),
-    SetInvalid(u32),
+    Assign(LValue, Expr),
+    AssignHeader(HeaderRef, HeaderRef),
+    SetValid(HeaderRef),
+    SetInvalid(HeaderRef),
+    /// A stack's push_front / pop_front by a count.
+    Push(u32, Expr),
+    Pop(u32, Expr),
+    /// Copies a whole stack (elements, validity, next index).
+    AssignStack(u32, u32),
     MarkToDrop,
     Exit,
     Jump(usize),
@@ -211,7 +216,7 @@ impl Action {
     }
 }
 
-fn compile_prim(
+pub(crate) fn compile_prim(
     scope: &Scope<'_>,
     names: &Names<'_>,
     path: &str,
@@ -233,16 +238,20 @@ fn compile_prim(
         let (ap, v) = arg(i)?;
         scope.lvalue(&ap, v)
     };
-    let header = |i: usize| -> Result<u32> {
+    let header = |i: usize| -> Result<HeaderRef> {
+        let (ap, v) = arg(i)?;
+        scope.header_ref(&ap, v)
+    };
+    let stack = |i: usize| -> Result<u32> {
         let (ap, v) = arg(i)?;
         match (v.get("type").and_then(Value::as_str), v.get("value")) {
-            (Some("header"), Some(Value::String(h))) => scope.l.header(&ap, h),
-            (Some(t), _) => Err(unsupported(
-                &ap,
-                format!("a {t} where a header is expected"),
-            )),
-            _ => Err(invalid(&ap, "expected a header")),
+            (Some("header_stack"), Some(Value::String(s))) => scope.l.stack(&ap, s),
+            _ => Err(invalid(&ap, "expected a header stack")),
         }
+    };
+    let place = |i: usize| -> Result<LValue> {
+        let (ap, v) = arg(i)?;
+        scope.place(&ap, v)
     };
     let named = |i: usize, kind: &str| -> Result<(String, String)> {
         let (ap, v) = arg(i)?;
@@ -283,30 +292,28 @@ fn compile_prim(
         "assign" | "modify_field" => {
             if p.parameters.len() > 2 {
                 // modify_field(dst, value, mask): only the masked bits change.
-                let dst = lvalue(0)?;
+                let dst = place(0)?;
                 let m = expr(2)?;
                 let keep = Expr::Bin(
                     Bin::BitAnd,
-                    Box::new(Expr::Field(dst)),
+                    Box::new(dst.read()),
                     Box::new(Expr::Un(crate::expr::Un::BitNeg, Box::new(m.clone()))),
                 );
                 let set = Expr::Bin(Bin::BitAnd, Box::new(expr(1)?), Box::new(m));
                 Prim::Assign(dst, Expr::Bin(Bin::BitOr, Box::new(keep), Box::new(set)))
             } else {
-                Prim::Assign(lvalue(0)?, expr(1)?)
+                Prim::Assign(place(0)?, expr(1)?)
             }
         }
         "add_to_field" | "subtract_from_field" => {
-            let dst = lvalue(0)?;
+            let dst = place(0)?;
             let op = if p.op == "add_to_field" {
                 Bin::Add
             } else {
                 Bin::Sub
             };
-            Prim::Assign(
-                dst,
-                Expr::Bin(op, Box::new(Expr::Field(dst)), Box::new(expr(1)?)),
-            )
+            let read = dst.read();
+            Prim::Assign(dst, Expr::Bin(op, Box::new(read), Box::new(expr(1)?)))
         }
         "add" | "subtract" | "bit_and" | "bit_or" | "bit_xor" | "shift_left" | "shift_right" => {
             let op = match p.op.as_str() {
@@ -319,13 +326,25 @@ fn compile_prim(
                 _ => Bin::Shr,
             };
             Prim::Assign(
-                lvalue(0)?,
+                place(0)?,
                 Expr::Bin(op, Box::new(expr(1)?), Box::new(expr(2)?)),
             )
         }
         "assign_header" | "copy_header" => Prim::AssignHeader(header(0)?, header(1)?),
         "add_header" => Prim::SetValid(header(0)?),
         "remove_header" => Prim::SetInvalid(header(0)?),
+        "push" => Prim::Push(stack(0)?, expr(1)?),
+        "pop" => Prim::Pop(stack(0)?, expr(1)?),
+        "assign_header_stack" => {
+            let (d, s) = (stack(0)?, stack(1)?);
+            if scope.l.stacks[d as usize].len() != scope.l.stacks[s as usize].len() {
+                return Err(invalid(
+                    path,
+                    "assign_header_stack between stacks of two sizes",
+                ));
+            }
+            Prim::AssignStack(d, s)
+        }
         "mark_to_drop" | "drop" => Prim::MarkToDrop,
         "no_op" => Prim::NoOp,
         "exit" => Prim::Exit,
@@ -431,6 +450,14 @@ pub(crate) struct Requests {
     pub truncate: Option<u32>,
 }
 
+/// Where an action goes after a primitive.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Flow {
+    Next,
+    Jump(usize),
+    Stop,
+}
+
 /// Runs one action on a packet.
 pub(crate) struct Run<'r, 'c> {
     pub l: &'r Layout,
@@ -442,55 +469,94 @@ pub(crate) struct Run<'r, 'c> {
 }
 
 impl Run<'_, '_> {
-    fn eval(&self, e: &Expr, params: &[u128]) -> i128 {
-        let env = Env {
+    fn env<'e>(&'e self, params: &'e [u128]) -> Env<'e> {
+        Env {
             l: self.l,
             phv: self.phv,
             params,
             look: &[],
             short: Cell::new(false),
             x: self.cx.externs,
-        };
-        e.eval(&env)
+        }
+    }
+
+    fn eval(&self, e: &Expr, params: &[u128]) -> i128 {
+        e.eval(&self.env(params))
+    }
+
+    fn header(&self, h: &HeaderRef, params: &[u128]) -> Option<u32> {
+        h.resolve(&self.env(params))
+    }
+
+    fn count(&self, n: &Expr, params: &[u128]) -> usize {
+        usize::try_from(self.eval(n, params)).unwrap_or(0)
     }
 
     pub(crate) fn action(&mut self, a: &Action, params: &[u128]) {
         let mut pc = 0;
         while let Some(p) = a.prims.get(pc) {
             pc += 1;
+            match self.prim(p, params) {
+                Flow::Next => {}
+                Flow::Jump(to) => pc = to,
+                Flow::Stop => return,
+            }
+        }
+    }
+
+    /// Runs one primitive; says where the action goes on.
+    pub(crate) fn prim(&mut self, p: &Prim, params: &[u128]) -> Flow {
+        {
             match p {
                 Prim::Assign(dst, e) => {
                     let v = self.eval(e, params);
-                    self.phv.set(self.l, *dst, v);
+                    if let Some(f) = dst.resolve(&self.env(params)) {
+                        self.phv.set(self.l, f, v);
+                    }
                 }
                 Prim::AssignHeader(dst, src) => {
-                    let (d, s) = (
-                        &self.l.headers[*dst as usize],
-                        &self.l.headers[*src as usize],
-                    );
-                    if self.phv.valid[*src as usize] {
-                        for k in 0..d.count.min(s.count) {
-                            self.phv.vals[(d.first + k) as usize] =
-                                self.phv.vals[(s.first + k) as usize];
+                    if let (Some(d), Some(s)) = (self.header(dst, params), self.header(src, params))
+                    {
+                        // Metadata stays valid; only its values move.
+                        let keep = self.phv.valid[d as usize];
+                        self.phv.copy_header(self.l, d, s);
+                        if self.l.headers[d as usize].metadata {
+                            self.phv.valid[d as usize] = keep;
                         }
-                        self.phv.valid[*dst as usize] = true;
-                    } else if !d.metadata {
-                        self.phv.valid[*dst as usize] = false;
                     }
                 }
                 Prim::SetValid(h) => {
-                    if !self.phv.valid[*h as usize] {
-                        let hd = &self.l.headers[*h as usize];
+                    if let Some(h) = self.header(h, params)
+                        && !self.phv.valid[h as usize]
+                    {
+                        let hd = &self.l.headers[h as usize];
                         for f in hd.first..hd.first + hd.count {
                             self.phv.vals[f as usize] = 0;
                         }
-                        self.phv.valid[*h as usize] = true;
+                        self.phv.valid[h as usize] = true;
                     }
                 }
                 Prim::SetInvalid(h) => {
-                    if !self.l.headers[*h as usize].metadata {
-                        self.phv.valid[*h as usize] = false;
+                    if let Some(h) = self.header(h, params)
+                        && !self.l.headers[h as usize].metadata
+                    {
+                        self.phv.valid[h as usize] = false;
                     }
+                }
+                Prim::Push(s, n) => {
+                    let n = self.count(n, params);
+                    self.phv.push_front(self.l, *s, n);
+                }
+                Prim::Pop(s, n) => {
+                    let n = self.count(n, params);
+                    self.phv.pop_front(self.l, *s, n);
+                }
+                Prim::AssignStack(d, s) => {
+                    let (de, se) = (&self.l.stacks[*d as usize], &self.l.stacks[*s as usize]);
+                    for (&dh, &sh) in de.iter().zip(se) {
+                        self.phv.copy_header(self.l, dh, sh);
+                    }
+                    self.phv.next[*d as usize] = self.phv.next[*s as usize];
                 }
                 Prim::MarkToDrop => {
                     self.phv
@@ -499,12 +565,12 @@ impl Run<'_, '_> {
                 }
                 Prim::Exit => {
                     self.req.exit = true;
-                    return;
+                    return Flow::Stop;
                 }
-                Prim::Jump(to) => pc = *to,
+                Prim::Jump(to) => return Flow::Jump(*to),
                 Prim::JumpIfZero(c, to) => {
                     if self.eval(c, params) == 0 {
-                        pc = *to;
+                        return Flow::Jump(*to);
                     }
                 }
                 Prim::Count(c, i) => {
@@ -579,11 +645,12 @@ impl Run<'_, '_> {
                     if self.eval(c, params) == 0 {
                         self.req.assert_failed = true;
                         self.req.exit = true;
-                        return;
+                        return Flow::Stop;
                     }
                 }
             }
         }
+        Flow::Next
     }
 }
 

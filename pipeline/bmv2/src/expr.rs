@@ -33,6 +33,14 @@ pub(crate) enum Expr {
         width: u32,
     },
     Register(RegisterIx, Box<Expr>),
+    /// A field of the last extracted element of a stack (`stack_field`).
+    StackField(u32, u32),
+    /// A field (by offset in its header) of a header named at run time.
+    DynField(HeaderRef, u32),
+    ValidRef(HeaderRef),
+    /// A stack's last valid index (next - 1) and its size in valid elements (next).
+    LastIndex(u32),
+    StackSize(u32),
     Un(Un, Box<Expr>),
     Bin(Bin, Box<Expr>, Box<Expr>),
     Cond(Box<Expr>, Box<Expr>, Box<Expr>),
@@ -72,6 +80,50 @@ pub(crate) enum Bin {
     UsatCast,
 }
 
+/// A header, named in the JSON or chosen at run time (an element of a stack by index).
+#[derive(Debug, Clone)]
+pub(crate) enum HeaderRef {
+    Static(u32),
+    Elem(u32, Box<Expr>),
+}
+
+impl HeaderRef {
+    /// The header index; `None` for an index outside the stack.
+    pub(crate) fn resolve(&self, e: &Env<'_>) -> Option<u32> {
+        match self {
+            HeaderRef::Static(h) => Some(*h),
+            HeaderRef::Elem(s, i) => usize::try_from(i.eval(e))
+                .ok()
+                .and_then(|i| e.l.stacks[*s as usize].get(i).copied()),
+        }
+    }
+}
+
+/// A field a primitive writes: named, or of a header chosen at run time.
+#[derive(Debug, Clone)]
+pub(crate) enum LValue {
+    Field(u32),
+    Dyn(HeaderRef, u32),
+}
+
+impl LValue {
+    /// The same place, read.
+    pub(crate) fn read(&self) -> Expr {
+        match self {
+            LValue::Field(f) => Expr::Field(*f),
+            LValue::Dyn(h, o) => Expr::DynField(h.clone(), *o),
+        }
+    }
+
+    /// The field it is for this packet (`None` for a stack index out of range).
+    pub(crate) fn resolve(&self, e: &Env<'_>) -> Option<u32> {
+        match self {
+            LValue::Field(f) => Some(*f),
+            LValue::Dyn(h, o) => h.resolve(e).map(|h| e.l.headers[h as usize].first + o),
+        }
+    }
+}
+
 /// What an expression is evaluated against.
 pub(crate) struct Env<'a> {
     pub l: &'a Layout,
@@ -107,6 +159,20 @@ impl Expr {
                     .and_then(|i| e.x.registers[r.index()].read(i))
                     .map_or(0, i128::from)
             }
+            Expr::StackField(s, o) => {
+                let elems = &e.l.stacks[*s as usize];
+                let last = usize::from(e.phv.next[*s as usize]).saturating_sub(1);
+                let h = elems[last.min(elems.len() - 1)];
+                e.phv.get(e.l, e.l.headers[h as usize].first + o)
+            }
+            Expr::DynField(h, o) => h
+                .resolve(e)
+                .map_or(0, |h| e.phv.get(e.l, e.l.headers[h as usize].first + o)),
+            Expr::ValidRef(h) => h
+                .resolve(e)
+                .map_or(0, |h| i128::from(e.phv.valid[h as usize])),
+            Expr::LastIndex(s) => i128::from(e.phv.next[*s as usize]) - 1,
+            Expr::StackSize(s) => i128::from(e.phv.next[*s as usize]),
             Expr::Un(op, a) => {
                 let a = a.eval(e);
                 match op {
@@ -238,6 +304,14 @@ impl Scope<'_> {
                     _ => Err(unsupported(path, "a lookahead wider than 128 bits")),
                 }
             }
+            "stack_field" => match value.as_array().map(Vec::as_slice) {
+                Some([Value::String(st), Value::String(f)]) => {
+                    let s = self.l.stack(path, st)?;
+                    let first = self.l.stacks[s as usize][0];
+                    Ok(Expr::StackField(s, self.l.field_offset(path, first, f)?))
+                }
+                _ => Err(invalid(path, "a stack field is [stack, field]")),
+            },
             "register" => {
                 let name = value.get(0).and_then(Value::as_str).unwrap_or_default();
                 let r = self.register(path, name)?;
@@ -312,15 +386,35 @@ impl Scope<'_> {
                 let r = v
                     .get("right")
                     .ok_or_else(|| invalid(path, "valid needs a header"))?;
-                match (r.get("type").and_then(Value::as_str), r.get("value")) {
-                    (Some("header"), Some(Value::String(h))) => {
-                        Ok(Expr::Valid(self.l.header(path, h)?))
+                Ok(match self.header_ref(&format!("{path}.right"), r)? {
+                    HeaderRef::Static(h) => Expr::Valid(h),
+                    dynamic => Expr::ValidRef(dynamic),
+                })
+            }
+            "access_field" => {
+                let h = self.header_ref(
+                    &format!("{path}.left"),
+                    v.get("left").unwrap_or(&Value::Null),
+                )?;
+                let o = self.offset(path, &h, v.get("right"))?;
+                Ok(match h {
+                    HeaderRef::Static(h) => Expr::Field(self.l.headers[h as usize].first + o),
+                    dynamic => Expr::DynField(dynamic, o),
+                })
+            }
+            "last_stack_index" | "size_stack" => {
+                let r = v.get("right").unwrap_or(&Value::Null);
+                let s = match (r.get("type").and_then(Value::as_str), r.get("value")) {
+                    (Some("header_stack"), Some(Value::String(s))) => {
+                        self.l.stack(&format!("{path}.right"), s)?
                     }
-                    _ => Err(unsupported(
-                        &format!("{path}.right"),
-                        "valid() of anything but a named header",
-                    )),
-                }
+                    _ => return Err(invalid(path, format!("{op} takes a header stack"))),
+                };
+                Ok(if op == "size_stack" {
+                    Expr::StackSize(s)
+                } else {
+                    Expr::LastIndex(s)
+                })
             }
             other => Err(unsupported(path, format!("operator {other:?}"))),
         }
@@ -331,6 +425,84 @@ impl Scope<'_> {
         match v.as_array().map(Vec::as_slice) {
             Some([Value::String(h), Value::String(f)]) => self.l.field(path, h, f),
             _ => Err(invalid(path, "a field is [header, field]")),
+        }
+    }
+
+    /// A header: `{type: header}`, or a stack element (`dereference_header_stack`), resolved
+    /// now when its index is a constant.
+    pub(crate) fn header_ref(&self, path: &str, v: &Value) -> Result<HeaderRef> {
+        if v.get("op").and_then(Value::as_str) == Some("dereference_header_stack") {
+            let st = v.get("left").unwrap_or(&Value::Null);
+            let s = match (st.get("type").and_then(Value::as_str), st.get("value")) {
+                (Some("header_stack"), Some(Value::String(s))) => {
+                    self.l.stack(&format!("{path}.left"), s)?
+                }
+                _ => {
+                    return Err(invalid(
+                        path,
+                        "dereference_header_stack takes a header stack",
+                    ));
+                }
+            };
+            let i = self.expr(
+                &format!("{path}.right"),
+                v.get("right").unwrap_or(&Value::Null),
+            )?;
+            let elems = &self.l.stacks[s as usize];
+            return Ok(match i {
+                Expr::Const(c) => HeaderRef::Static(
+                    usize::try_from(c)
+                        .ok()
+                        .and_then(|c| elems.get(c).copied())
+                        .ok_or_else(|| invalid(path, format!("index {c} outside the stack")))?,
+                ),
+                i => HeaderRef::Elem(s, Box::new(i)),
+            });
+        }
+        match (v.get("type").and_then(Value::as_str), v.get("value")) {
+            (Some("header"), Some(Value::String(h))) => {
+                Ok(HeaderRef::Static(self.l.header(path, h)?))
+            }
+            (Some("expression"), Some(inner)) => self.header_ref(&format!("{path}.value"), inner),
+            (Some(t), _) => Err(unsupported(
+                path,
+                format!("a {t} where a header is expected"),
+            )),
+            _ => Err(invalid(path, "expected a header")),
+        }
+    }
+
+    /// A field offset (`access_field`'s right side) within `h`'s type.
+    fn offset(&self, path: &str, h: &HeaderRef, v: Option<&Value>) -> Result<u32> {
+        let o = v
+            .and_then(Value::as_u64)
+            .and_then(|o| u32::try_from(o).ok())
+            .ok_or_else(|| invalid(path, "access_field takes a field offset"))?;
+        let any = match h {
+            HeaderRef::Static(h) => *h,
+            HeaderRef::Elem(s, _) => self.l.stacks[*s as usize][0],
+        };
+        if o >= self.l.headers[any as usize].count {
+            return Err(invalid(
+                path,
+                format!("field offset {o} outside the header"),
+            ));
+        }
+        Ok(o)
+    }
+
+    /// Any field a primitive assigns: a named field or `access_field` of a stack element.
+    pub(crate) fn place(&self, path: &str, v: &Value) -> Result<LValue> {
+        match v.get("type").and_then(Value::as_str) {
+            Some("expression") => match self.expr(path, v)? {
+                Expr::Field(f) => Ok(LValue::Field(f)),
+                Expr::DynField(h, o) => Ok(LValue::Dyn(h, o)),
+                _ => Err(invalid(
+                    path,
+                    "an expression that is not a field cannot be assigned",
+                )),
+            },
+            _ => self.lvalue(path, v).map(LValue::Field),
         }
     }
 

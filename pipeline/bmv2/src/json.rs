@@ -16,7 +16,7 @@ pub(crate) struct Doc {
     #[serde(default)]
     pub headers: Vec<Header>,
     #[serde(default)]
-    pub header_stacks: Vec<Value>,
+    pub header_stacks: Vec<HeaderStack>,
     #[serde(default)]
     pub header_unions: Vec<Value>,
     #[serde(default)]
@@ -68,8 +68,15 @@ pub(crate) struct HeaderType {
 }
 
 #[derive(Debug, Deserialize)]
+pub(crate) struct HeaderStack {
+    pub name: String,
+    pub header_ids: Vec<i64>,
+}
+
+#[derive(Debug, Deserialize)]
 pub(crate) struct Header {
     pub name: String,
+    pub id: i64,
     pub header_type: String,
     #[serde(default)]
     pub metadata: bool,

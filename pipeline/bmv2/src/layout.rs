@@ -46,6 +46,9 @@ pub(crate) struct Layout {
     pub fields: Vec<Field>,
     header_ix: HashMap<String, u32>,
     field_ix: HashMap<(String, String), u32>,
+    /// Header stacks: their elements' header indices, in order.
+    pub stacks: Vec<Vec<u32>>,
+    stack_ix: HashMap<String, u32>,
     /// The v1model's intrinsic fields that this program declares.
     pub std: StdFields,
 }
@@ -143,6 +146,33 @@ impl Layout {
                 metadata: h.metadata,
             });
         }
+        let by_id: HashMap<i64, u32> = doc
+            .headers
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (h.id, i as u32))
+            .collect();
+        for (si, s) in doc.header_stacks.iter().enumerate() {
+            let path = format!("header_stacks[{si}]");
+            let mut elems = Vec::new();
+            for (k, id) in s.header_ids.iter().enumerate() {
+                let h = *by_id.get(id).ok_or_else(|| {
+                    invalid(
+                        &format!("{path}.header_ids[{k}]"),
+                        format!("no header with id {id}"),
+                    )
+                })?;
+                elems.push(h);
+            }
+            if elems.is_empty() || elems.len() > 255 {
+                return Err(unsupported(
+                    &path,
+                    format!("a stack of {} headers", elems.len()),
+                ));
+            }
+            l.stack_ix.insert(s.name.clone(), l.stacks.len() as u32);
+            l.stacks.push(elems);
+        }
         l.std = l.std_fields(doc);
         Ok(l)
     }
@@ -190,6 +220,22 @@ impl Layout {
             .ok_or_else(|| invalid(path, format!("no header instance {name}")))
     }
 
+    pub(crate) fn stack(&self, path: &str, name: &str) -> Result<u32> {
+        self.stack_ix
+            .get(name)
+            .copied()
+            .ok_or_else(|| invalid(path, format!("no header stack {name}")))
+    }
+
+    /// The offset of field `field` in header `h`'s type.
+    pub(crate) fn field_offset(&self, path: &str, h: u32, field: &str) -> Result<u32> {
+        let hd = &self.headers[h as usize];
+        (hd.first..hd.first + hd.count)
+            .find(|&f| self.fields[f as usize].name == field)
+            .map(|f| f - hd.first)
+            .ok_or_else(|| invalid(path, format!("no field {field} in {}", hd.name)))
+    }
+
     /// The field `header.field`, or the header's `$valid$` bit.
     pub(crate) fn field(&self, path: &str, header: &str, field: &str) -> Result<FieldRef> {
         if field == "$valid$" {
@@ -216,6 +262,8 @@ impl Layout {
 pub(crate) struct Phv {
     pub vals: Vec<u128>,
     pub valid: Vec<bool>,
+    /// Each header stack's next index (the number of elements extracted or pushed).
+    pub next: Vec<u8>,
 }
 
 impl Phv {
@@ -250,6 +298,8 @@ impl Phv {
     /// Resets every metadata field to zero and invalidates every header.
     pub(crate) fn reset(&mut self, l: &Layout) {
         self.vals.iter_mut().for_each(|v| *v = 0);
+        self.next.clear();
+        self.next.resize(l.stacks.len(), 0);
         for (v, h) in self.valid.iter_mut().zip(&l.headers) {
             *v = h.metadata;
         }
@@ -263,6 +313,45 @@ impl Phv {
             self.vals[f as usize] = bits::read(bytes, fd.offset as usize, fd.width);
         }
         self.valid[h as usize] = true;
+    }
+
+    /// Copies header `src`'s fields and validity to `dst` (of the same type).
+    pub(crate) fn copy_header(&mut self, l: &Layout, dst: u32, src: u32) {
+        let (d, s) = (&l.headers[dst as usize], &l.headers[src as usize]);
+        for k in 0..d.count.min(s.count) {
+            self.vals[(d.first + k) as usize] = self.vals[(s.first + k) as usize];
+        }
+        self.valid[dst as usize] = self.valid[src as usize];
+    }
+
+    /// The stack's `push_front(n)`: elements move up by `n`, the first `n` become invalid.
+    pub(crate) fn push_front(&mut self, l: &Layout, stack: u32, n: usize) {
+        let elems = &l.stacks[stack as usize];
+        let size = elems.len();
+        for i in (0..size).rev() {
+            if i >= n {
+                self.copy_header(l, elems[i], elems[i - n]);
+            } else {
+                self.valid[elems[i] as usize] = false;
+            }
+        }
+        let next = &mut self.next[stack as usize];
+        *next = (usize::from(*next) + n).min(size) as u8;
+    }
+
+    /// The stack's `pop_front(n)`: elements move down by `n`, the last `n` become invalid.
+    pub(crate) fn pop_front(&mut self, l: &Layout, stack: u32, n: usize) {
+        let elems = &l.stacks[stack as usize];
+        let size = elems.len();
+        for i in 0..size {
+            if i + n < size {
+                self.copy_header(l, elems[i], elems[i + n]);
+            } else {
+                self.valid[elems[i] as usize] = false;
+            }
+        }
+        let next = &mut self.next[stack as usize];
+        *next = usize::from(*next).saturating_sub(n) as u8;
     }
 
     /// Header `h`'s fields into `out` (at least its length).

@@ -74,7 +74,6 @@ pub fn load(json_text: &str, name: &str) -> std::result::Result<Bmv2Program, Loa
             format!("format version {:?} (2.x is read)", m.version),
         ));
     }
-    refuse_nonempty(&doc.header_stacks, "header_stacks", "header stacks")?;
     refuse_nonempty(&doc.header_unions, "header_unions", "header unions")?;
     refuse_nonempty(
         &doc.header_union_stacks,
@@ -383,7 +382,7 @@ pub fn load(json_text: &str, name: &str) -> std::result::Result<Bmv2Program, Loa
         params: 0,
         parser: true,
     };
-    let parser = Parser::compile(&doc, parser_ix, &pscope, Errors::of(&doc))?;
+    let parser = Parser::compile(&doc, parser_ix, &pscope, &names, Errors::of(&doc))?;
     let deparser = match doc
         .deparsers
         .iter()

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use pipeline::control::Externs;
 use serde_json::Value;
 
+use crate::action::{Names, Prim, compile_prim};
 use crate::bits;
 use crate::error::{Result, invalid, unsupported};
 use crate::expr::{Env, Expr, Scope};
@@ -20,6 +21,7 @@ pub(crate) struct Errors {
     pub no_error: i128,
     pub packet_too_short: i128,
     pub no_match: i128,
+    pub stack_out_of_bounds: i128,
     pub parser_timeout: i128,
 }
 
@@ -36,6 +38,7 @@ impl Errors {
             no_error: code("NoError", 0),
             packet_too_short: code("PacketTooShort", 2),
             no_match: code("NoMatch", 3),
+            stack_out_of_bounds: code("StackOutOfBounds", 4),
             parser_timeout: code("ParserTimeout", 6),
         }
     }
@@ -43,7 +46,11 @@ impl Errors {
 
 #[derive(Debug)]
 enum Op {
+    /// A primitive call in a state (an extern method: `log_msg`, `assign_header`, ...).
+    Prim(Prim),
     Extract(u32),
+    /// Extract into a stack's next element.
+    ExtractNext(u32),
     Set(u32, Expr),
     Verify(Expr, Expr),
     Advance(Expr),
@@ -77,12 +84,14 @@ pub(crate) struct Parser {
 }
 
 /// Where parsing stopped.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Parsed {
     /// Bytes of the packet the parser consumed.
     pub offset: usize,
     /// The error code, if parsing stopped on an error.
     pub error: Option<i128>,
+    /// The states visited, when tracing.
+    pub trace: Vec<String>,
 }
 
 /// States visited before a parser gives up (BMv2 has no bound; a state loop without extraction
@@ -94,6 +103,7 @@ impl Parser {
         doc: &json::Doc,
         ix: usize,
         scope: &Scope<'_>,
+        externs: &Names<'_>,
         errors: Errors,
     ) -> Result<Parser> {
         let p = &doc.parsers[ix];
@@ -118,7 +128,7 @@ impl Parser {
             let mut ops = Vec::new();
             for (oi, op) in s.parser_ops.iter().enumerate() {
                 let opath = format!("{path}.parser_ops[{oi}]");
-                ops.push(compile_op(scope, &opath, op)?);
+                ops.push(compile_op(scope, externs, &opath, op)?);
             }
             let mut key = Vec::new();
             for (ki, k) in s.transition_key.iter().enumerate() {
@@ -128,6 +138,10 @@ impl Parser {
                     Expr::Field(f) => scope.l.fields[*f as usize].width,
                     Expr::Valid(_) => 1,
                     Expr::Lookahead { width, .. } => *width,
+                    Expr::StackField(s, o) => {
+                        let h = scope.l.stacks[*s as usize][0];
+                        scope.l.fields[(scope.l.headers[h as usize].first + o) as usize].width
+                    }
                     _ => {
                         return Err(unsupported(
                             &kpath,
@@ -198,62 +212,83 @@ impl Parser {
     }
 
     /// Parses `pkt` into `phv` (whose headers are all invalid).
+    ///
+    /// `prim` runs the primitives a state calls (extern methods such as `log_msg`); with
+    /// `trace`, the states visited are returned as trace lines.
     pub(crate) fn run(
         &self,
         l: &Layout,
         phv: &mut Phv,
         pkt: &[u8],
         x: &Externs,
-        mut trace: Option<&mut Vec<String>>,
+        trace: bool,
+        prim: &mut dyn FnMut(&Prim, &mut Phv),
     ) -> Parsed {
         let mut off = 0usize;
         let mut state = self.start;
         let mut visited = 0;
-        let stop = |off, error| Parsed {
+        let mut lines = Vec::new();
+        let stop = |off, error, lines: &mut Vec<String>| Parsed {
             offset: off,
             error: Some(error),
+            trace: std::mem::take(lines),
         };
         while let Some(si) = state {
             visited += 1;
             if visited > MAX_STATES {
-                return stop(off, self.errors.parser_timeout);
+                return stop(off, self.errors.parser_timeout, &mut lines);
             }
             let s = &self.states[si as usize];
-            if let Some(t) = trace.as_deref_mut() {
-                t.push(format!("parser state={} offset={off}", s.name));
+            if trace {
+                lines.push(format!("parser state={} offset={off}", s.name));
             }
             for op in &s.ops {
                 match op {
+                    Op::Prim(p) => prim(p, phv),
                     Op::Extract(h) => {
                         let n = l.headers[*h as usize].bytes;
                         let Some(b) = pkt.get(off..off + n) else {
-                            return stop(off, self.errors.packet_too_short);
+                            return stop(off, self.errors.packet_too_short, &mut lines);
                         };
                         phv.extract(l, *h, b);
+                        off += n;
+                    }
+                    Op::ExtractNext(st) => {
+                        let elems = &l.stacks[*st as usize];
+                        let next = usize::from(phv.next[*st as usize]);
+                        let Some(&h) = elems.get(next) else {
+                            return stop(off, self.errors.stack_out_of_bounds, &mut lines);
+                        };
+                        let n = l.headers[h as usize].bytes;
+                        let Some(b) = pkt.get(off..off + n) else {
+                            return stop(off, self.errors.packet_too_short, &mut lines);
+                        };
+                        phv.extract(l, h, b);
+                        phv.next[*st as usize] += 1;
                         off += n;
                     }
                     Op::Set(f, e) => {
                         let (v, short) = eval(l, phv, &pkt[off..], x, e);
                         if short {
-                            return stop(off, self.errors.packet_too_short);
+                            return stop(off, self.errors.packet_too_short, &mut lines);
                         }
                         phv.set(l, *f, v);
                     }
                     Op::Verify(cond, err) => {
                         let (c, short) = eval(l, phv, &pkt[off..], x, cond);
                         if short {
-                            return stop(off, self.errors.packet_too_short);
+                            return stop(off, self.errors.packet_too_short, &mut lines);
                         }
                         if c == 0 {
                             let (e, _) = eval(l, phv, &pkt[off..], x, err);
-                            return stop(off, e);
+                            return stop(off, e, &mut lines);
                         }
                     }
                     Op::Advance(bits) => {
                         let (b, _) = eval(l, phv, &pkt[off..], x, bits);
                         let n = usize::try_from(b / 8).unwrap_or(usize::MAX);
                         if pkt.len() - off < n {
-                            return stop(off, self.errors.packet_too_short);
+                            return stop(off, self.errors.packet_too_short, &mut lines);
                         }
                         off += n;
                     }
@@ -263,7 +298,7 @@ impl Parser {
             for (e, w) in &s.key {
                 let (v, short) = eval(l, phv, &pkt[off..], x, e);
                 if short {
-                    return stop(off, self.errors.packet_too_short);
+                    return stop(off, self.errors.packet_too_short, &mut lines);
                 }
                 let padded = w.div_ceil(8) * 8;
                 key = key.checked_shl(padded).unwrap_or(0) | ((v as u128) & bits::mask(*w));
@@ -272,13 +307,14 @@ impl Parser {
                 Some(t) => t.next,
                 None => match s.default {
                     Some(next) => next,
-                    None => return stop(off, self.errors.no_match),
+                    None => return stop(off, self.errors.no_match, &mut lines),
                 },
             };
         }
         Parsed {
             offset: off,
             error: None,
+            trace: lines,
         }
     }
 }
@@ -305,7 +341,7 @@ fn hex(path: &str, v: &Value) -> Result<u128> {
     }
 }
 
-fn compile_op(scope: &Scope<'_>, path: &str, op: &json::ParserOp) -> Result<Op> {
+fn compile_op(scope: &Scope<'_>, names: &Names<'_>, path: &str, op: &json::ParserOp) -> Result<Op> {
     let param = |i: usize| -> Result<&Value> {
         op.parameters
             .get(i)
@@ -322,9 +358,12 @@ fn compile_op(scope: &Scope<'_>, path: &str, op: &json::ParserOp) -> Result<Op> 
                     }
                     Ok(Op::Extract(h))
                 }
+                (Some("stack"), Some(Value::String(s))) => {
+                    Ok(Op::ExtractNext(scope.l.stack(path, s)?))
+                }
                 (Some(t), _) => Err(unsupported(
                     &format!("{path}.parameters[0]"),
-                    format!("extracting to a {t} (header stacks and unions)"),
+                    format!("extracting to a {t}"),
                 )),
                 _ => Err(invalid(path, "extract takes a {type, value} header")),
             }
@@ -348,6 +387,17 @@ fn compile_op(scope: &Scope<'_>, path: &str, op: &json::ParserOp) -> Result<Op> 
                 Box::new(bytes),
                 Box::new(Expr::Const(8)),
             )))
+        }
+        "primitive" => {
+            let p: json::Primitive = serde_json::from_value(param(0)?.clone())
+                .map_err(|e| invalid(path, format!("a primitive call: {e}")))?;
+            let ppath = format!("{path}.parameters[0]");
+            match compile_prim(scope, names, &ppath, &p, 1)? {
+                Prim::Jump(_) | Prim::JumpIfZero(..) => {
+                    Err(unsupported(&ppath, "jumps in a parser state"))
+                }
+                p => Ok(Op::Prim(p)),
+            }
         }
         other => Err(unsupported(path, format!("parser operation {other}"))),
     }

@@ -27,7 +27,7 @@ use crate::control::Control;
 use crate::expr::{Env, Expr};
 use crate::layout::{DROP_PORT, Layout, Phv};
 
-use crate::parse::Parser;
+use crate::parse::{Parsed, Parser};
 
 /// A checksum the parser verifies or the deparser updates.
 #[derive(Debug)]
@@ -122,13 +122,7 @@ impl Bmv2Program {
                 None => return md.mark_to_drop(self.bridge_drop),
             }
         }
-        let parsed = self.parser.run(
-            l,
-            &mut s.phv,
-            pkt.data(),
-            cx.externs,
-            cx.trace.as_deref_mut(),
-        );
+        let parsed = self.parse(s, cx, pkt.data(), true);
         self.restore_list(s, keep);
         s.phv.load_ingress(l, md);
         let error = parsed.error.unwrap_or(self.parser.errors.no_error);
@@ -215,8 +209,7 @@ impl Bmv2Program {
             // An egress-to-egress clone is the deparsed packet: its headers are parsed again
             // (BMv2 copies the header vector; the two agree when the parser recognises what the
             // deparser emitted).
-            let p = self.parser.run(l, &mut s.phv, pkt.data(), cx.externs, None);
-            region = p.offset;
+            region = self.parse(s, cx, pkt.data(), false).offset;
         } else {
             let Some(f) = self.unbridge(s, pkt, md) else {
                 return md.mark_to_drop(self.bridge_drop);
@@ -233,7 +226,7 @@ impl Bmv2Program {
                 s.buf = orig;
                 self.fresh(s);
                 s.phv.load_ingress(l, md);
-                let p = self.parser.run(l, &mut s.phv, pkt.data(), cx.externs, None);
+                let p = self.parse(s, cx, pkt.data(), false);
                 self.restore_list(s, f.list);
                 region = p.offset;
             } else {
@@ -294,6 +287,31 @@ impl Bmv2Program {
         }
     }
 
+    /// Runs the parser on `data` into `s.phv`, with the primitives its states call.
+    fn parse(&self, s: &mut Scratch, cx: &mut Ctx<'_>, data: &[u8], trace: bool) -> Parsed {
+        let x = cx.externs;
+        let trace = trace && cx.trace.is_some();
+        let mut req = Requests::default();
+        let (phv, w) = (&mut s.phv, &mut s.w);
+        let parsed = self
+            .parser
+            .run(&self.l, phv, data, x, trace, &mut |p, phv| {
+                let mut run = Run {
+                    l: &self.l,
+                    phv,
+                    cx,
+                    calcs: &self.calcs,
+                    req: &mut req,
+                    scratch: w,
+                };
+                run.prim(p, &[]);
+            });
+        for line in &parsed.trace {
+            cx.trace(|| line.clone());
+        }
+        parsed
+    }
+
     /// Emits the valid headers in deparser order in place of the first `consumed` bytes;
     /// returns their length (`None` without the headroom to grow).
     fn deparse(&self, s: &Scratch, pkt: &mut Frame<'_>, consumed: usize) -> Option<usize> {
@@ -337,7 +355,8 @@ impl Bmv2Program {
         let l = &self.l;
         let orig = orig.unwrap_or_default();
         let nh = l.headers.len();
-        let mut len = nh.div_ceil(8) + orig.len() + FOOTER;
+        let ns = l.stacks.len();
+        let mut len = nh.div_ceil(8) + ns + orig.len() + FOOTER;
         for (h, hd) in l.headers.iter().enumerate() {
             if hd.metadata || (s.phv.valid[h] && !self.deparsed(h as u32)) {
                 len += hd.bytes;
@@ -362,6 +381,8 @@ impl Bmv2Program {
             }
         }
         off += nh.div_ceil(8);
+        out[off..off + ns].copy_from_slice(&s.phv.next);
+        off += ns;
         for (h, hd) in l.headers.iter().enumerate() {
             if hd.metadata || (s.phv.valid[h] && !self.deparsed(h as u32)) {
                 s.phv.emit(l, h as u32, &mut out[off..off + hd.bytes]);
@@ -396,10 +417,13 @@ impl Bmv2Program {
             return None;
         }
         let nh = l.headers.len();
+        let ns = l.stacks.len();
         let mut off = nh.div_ceil(8);
         for h in 0..nh {
             s.phv.valid[h] = l.headers[h].metadata || b[h / 8] & (0x80 >> (h % 8)) != 0;
         }
+        s.phv.next.copy_from_slice(b.get(off..off + ns)?);
+        off += ns;
         for (h, hd) in l.headers.iter().enumerate() {
             if hd.metadata || (s.phv.valid[h] && !self.deparsed(h as u32)) {
                 let bytes = b.get(off..off + hd.bytes)?;

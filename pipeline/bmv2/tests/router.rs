@@ -231,9 +231,9 @@ fn what_the_loader_does_not_run_is_refused_with_its_json_path() {
     };
     refuse(
         &|j| {
-            j["header_stacks"] = serde_json::json!([{"name": "s", "id": 0, "header_type": "ipv4_t", "header_ids": []}])
+            j["header_unions"] = serde_json::json!([{"name": "u", "id": 0, "union_type": "u_t", "header_ids": [2, 3]}])
         },
-        "header_stacks[0]: not supported: header stacks",
+        "header_unions[0]: not supported: header unions",
     );
     refuse(
         &|j| j["actions"][1]["primitives"][0]["op"] = "funnel".into(),

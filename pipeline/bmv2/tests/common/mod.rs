@@ -278,3 +278,91 @@ pub(crate) fn commands(pipe: &Pipeline, lines: &[&str]) {
         }
     }
 }
+
+fn deref(stack: &str, index: Value) -> Value {
+    json!({"type": "expression", "value": {"op": "dereference_header_stack",
+           "left": {"type": "header_stack", "value": stack}, "right": index}})
+}
+
+/// `labels[i].<field at offset>` with `i` computed: p4c's `access_field`.
+pub(crate) fn stack_field_at(stack: &str, index: Value, offset: u32) -> Value {
+    json!({"type": "expression", "value": {"op": "access_field", "left": deref(stack, index), "right": offset}})
+}
+
+/// `mpls`: a stack of up to three MPLS labels, parsed until the bottom of stack; ingress sends
+/// to the port in the top label's low bits and pops it; egress pushes a new top label whose
+/// label is 100 + the stack's size as parsed (kept in metadata) and whose TTL is the stack's
+/// last index after the push (so egress must see the stack ingress left, popped).
+pub(crate) fn mpls() -> Value {
+    let stack = json!({"type": "header_stack", "value": "labels"});
+    json!({
+        "__meta__": {"version": [2, 23], "compiler": "written by hand for pisa-switch's tests"},
+        "header_types": [
+            {"name": "meta_t", "id": 0, "fields": [["n", 8, false]]},
+            standard_metadata(),
+            {"name": "ethernet_t", "id": 2, "fields": [["dst", 48, false], ["src", 48, false], ["etherType", 16, false]]},
+            {"name": "label_t", "id": 3, "fields": [["label", 20, false], ["tc", 3, false], ["bos", 1, false], ["ttl", 8, false]]}
+        ],
+        "headers": [
+            {"name": "meta", "id": 0, "header_type": "meta_t", "metadata": true},
+            {"name": "standard_metadata", "id": 1, "header_type": "standard_metadata", "metadata": true},
+            {"name": "ethernet", "id": 2, "header_type": "ethernet_t", "metadata": false},
+            {"name": "labels[0]", "id": 3, "header_type": "label_t", "metadata": false},
+            {"name": "labels[1]", "id": 4, "header_type": "label_t", "metadata": false},
+            {"name": "labels[2]", "id": 5, "header_type": "label_t", "metadata": false}
+        ],
+        "header_stacks": [{"name": "labels", "id": 0, "header_type": "label_t", "size": 3, "header_ids": [3, 4, 5]}],
+        "errors": errors(),
+        "parsers": [{"name": "parser", "id": 0, "init_state": "start", "parse_states": [
+            {"name": "start", "id": 0,
+             "parser_ops": [{"op": "extract", "parameters": [{"type": "regular", "value": "ethernet"}]}],
+             "transition_key": [f("ethernet", "etherType")],
+             "transitions": [
+                {"type": "hexstr", "value": "0x8847", "mask": null, "next_state": "parse_label"},
+                {"type": "default", "value": null, "mask": null, "next_state": null}]},
+            {"name": "parse_label", "id": 1,
+             "parser_ops": [{"op": "extract", "parameters": [{"type": "stack", "value": "labels"}]},
+                            {"op": "primitive", "parameters": [{"op": "log_msg", "parameters": [
+                                {"type": "string", "value": "label {}"},
+                                {"type": "parameters_vector", "value": [{"type": "stack_field", "value": ["labels", "label"]}]}]}]}],
+             "transition_key": [{"type": "stack_field", "value": ["labels", "bos"]}],
+             "transitions": [
+                {"type": "hexstr", "value": "0x01", "mask": null, "next_state": null},
+                {"type": "default", "value": null, "mask": null, "next_state": "parse_label"}]}
+        ]}],
+        "deparsers": [{"name": "deparser", "id": 0, "order": ["ethernet", "labels[0]", "labels[1]", "labels[2]"]}],
+        "actions": [
+            {"name": "ingress.drop", "id": 0, "runtime_data": [],
+             "primitives": [prim("mark_to_drop", vec![hdr("standard_metadata")])]},
+            {"name": "ingress.route", "id": 1, "runtime_data": [],
+             "primitives": [
+                assign(f("meta", "n"), op("size_stack", Value::Null, stack.clone())),
+                assign(f("standard_metadata", "egress_spec"),
+                       op("&", stack_field_at("labels", hex(0), 0), hex(0x1ff))),
+                prim("pop", vec![stack.clone(), hex(1)])
+             ]},
+            {"name": "egress.push", "id": 2, "runtime_data": [],
+             "primitives": [
+                prim("push", vec![stack.clone(), hex(1)]),
+                prim("add_header", vec![deref("labels", hex(0))]),
+                assign(stack_field_at("labels", op("-", op("size_stack", Value::Null, stack.clone()), hex(2)), 0),
+                       op("+", f("meta", "n"), hex(100))),
+                assign(f("labels[0]", "ttl"), op("last_stack_index", Value::Null, stack.clone()))
+             ]}
+        ],
+        "pipelines": [
+            {"name": "ingress", "id": 0, "init_table": "node_err", "action_profiles": [],
+             "tables": [
+                dummy_table("tbl_drop", 0, 0, vec![], Value::Null),
+                dummy_table("tbl_route", 1, 1, vec![], Value::Null)
+             ],
+             "conditionals": [
+                {"name": "node_err", "id": 0,
+                 "expression": op("!=", f("standard_metadata", "parser_error"), hex(1)),
+                 "true_next": "tbl_drop", "false_next": "tbl_route"}
+             ]},
+            {"name": "egress", "id": 1, "init_table": "tbl_push", "action_profiles": [],
+             "tables": [dummy_table("tbl_push", 2, 2, vec![], Value::Null)], "conditionals": []}
+        ]
+    })
+}
