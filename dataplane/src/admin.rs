@@ -41,7 +41,8 @@ fn arg<T: std::str::FromStr>(args: &[String], i: usize, what: &str) -> Result<T,
 
 /// Runs one command line; returns its output, or an error message.
 pub fn run(sw: &Switch, line: &str) -> Result<String, String> {
-    let control = &sw.pipeline().control;
+    let pipeline = sw.pipeline();
+    let control = &pipeline.control;
     match parse_line(control.schema(), line).map_err(|e| e.to_string())? {
         Command::Nothing => Ok(String::new()),
         Command::Write(updates) => {

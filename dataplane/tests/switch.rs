@@ -122,6 +122,40 @@ fn routes_across_worker_threads() {
     sw.stop();
 }
 
+/// A pipeline swapped in at run time (a program loaded over P4Runtime) is what every worker runs
+/// from then on: a fresh copy of `basic` has no routes, so frames the old one routed are
+/// dropped; another with routes carries them again.
+#[test]
+fn a_swapped_pipeline_is_what_every_worker_runs() {
+    let (sw, links) = start(SwitchConfig {
+        workers: 2,
+        ..SwitchConfig::default()
+    });
+    links[0].send(&udp_to(3, 100));
+    assert_eq!(recv_n(&links[2], 1, Duration::from_secs(5)).len(), 1);
+    let fresh = Pipeline::new(programs::by_name("basic").unwrap(), 2, Config::default());
+    sw.swap_pipeline(fresh.clone()).unwrap();
+    assert!(Arc::ptr_eq(&sw.pipeline(), &fresh));
+    for _ in 0..10 {
+        links[0].send(&udp_to(3, 100));
+    }
+    assert!(recv_n(&links[2], 1, Duration::from_millis(300)).is_empty());
+    sw.swap_pipeline(basic()).unwrap();
+    links[0].send(&udp_to(3, 100));
+    assert_eq!(recv_n(&links[2], 1, Duration::from_secs(5)).len(), 1);
+    // Settings other than the running pipeline's are refused.
+    let other = Pipeline::new(
+        programs::by_name("basic").unwrap(),
+        2,
+        Config {
+            cpu_port: 7,
+            ..Config::default()
+        },
+    );
+    assert!(sw.swap_pipeline(other).is_err());
+    sw.stop();
+}
+
 #[test]
 fn packet_rate_shaping_is_accurate() {
     // The receiver stamps frames by the wall clock, so a busy machine (a build beside the

@@ -49,6 +49,11 @@ struct Rig {
 
 impl Rig {
     fn new(tag: &str, grpc_port: u16, program: &str) -> Rig {
+        Rig::with_args(tag, grpc_port, &["--program", program])
+    }
+
+    /// A rig whose switch starts with `first` before the usual arguments (a program).
+    fn with_args(tag: &str, grpc_port: u16, first: &[&str]) -> Rig {
         let ns = Netns::new(tag).expect("namespace");
         // No IPv6 on the test's interfaces: the kernel's router solicitations and MLD reports
         // would be stray frames for PTF's verify_no_other_packets.
@@ -80,8 +85,9 @@ impl Rig {
         std::fs::create_dir_all(&dir).unwrap();
         let log = dir.join("switch.log");
         let grpc = format!("127.0.0.1:{grpc_port}");
-        let mut args: Vec<String> = ["--program", program, "--io", "af-packet"]
+        let mut args: Vec<String> = first
             .iter()
+            .chain(&["--io", "af-packet"])
             .map(|s| s.to_string())
             .collect();
         for i in 1..=PORTS {
@@ -285,5 +291,37 @@ fn ptf_suite() {
     assert!(
         ok,
         "the PTF suite failed (output above)\n----- switch log -----\n{switch_log}"
+    );
+}
+
+/// p4runtime-shell loads a P4 program into `pisa-switch --no-p4`: SetForwardingPipelineConfig
+/// with p4c-style inputs (the BMv2 JSON of the loader's test router, and a P4Info whose ids are
+/// not the switch's own and which leaves out the hidden tables), then routes written through
+/// the shell carry a UDP frame across the switch.
+#[test]
+fn p4runtime_shell_loads_a_bmv2_json_program() {
+    let rig = Rig::with_args("bj", 9562, &["--no-p4"]);
+    let json = repo_root().join("pipeline/bmv2/tests/programs/router.json");
+    let p4info = rig.dir.join("router.p4info.txt");
+    let out = pisa_fabric::run(
+        workspace_bin("pisa-bmv2").to_str().unwrap(),
+        &["p4info", json.to_str().unwrap()],
+    )
+    .expect("pisa-bmv2 p4info");
+    std::fs::write(&p4info, &out.stdout).unwrap();
+    let cmd = format!(
+        "'{}' '{}' --grpc-addr {} --device-id {DEVICE_ID} --p4info '{}' --json '{}' --ports 1=p1,2=p2",
+        venv_python("shell").display(),
+        python_dir().join("bmv2_json_shell.py").display(),
+        rig.grpc,
+        p4info.display(),
+        json.display(),
+    );
+    let (ok, out) = rig.run_client("shell", &cmd, Duration::from_secs(60));
+    eprintln!("----- bmv2_json_shell.py -----\n{out}");
+    let switch_log = rig.stop();
+    assert!(
+        ok,
+        "bmv2_json_shell.py failed (output above)\n----- switch log -----\n{switch_log}"
     );
 }

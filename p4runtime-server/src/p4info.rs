@@ -292,6 +292,63 @@ pub fn p4info(schema: &Schema) -> p4i::P4Info {
     }
 }
 
+/// The ids a controller's P4Info gives each object, by name: what a BMv2 JSON program is loaded
+/// with so that it answers to the P4Info p4c wrote for it.
+pub fn program_ids(p: &p4i::P4Info) -> bmv2::P4Ids {
+    use std::collections::HashMap;
+    fn name_id(pre: Option<&p4i::Preamble>) -> Option<(String, u32)> {
+        pre.map(|p| (p.name.clone(), p.id))
+    }
+    fn objects<'a>(it: impl Iterator<Item = Option<&'a p4i::Preamble>>) -> HashMap<String, u32> {
+        it.filter_map(name_id).collect()
+    }
+    let width = |w: i32| u8::try_from(w).unwrap_or(0);
+    bmv2::P4Ids {
+        tables: p
+            .tables
+            .iter()
+            .filter_map(|t| {
+                let (name, id) = name_id(t.preamble.as_ref())?;
+                let fields = t
+                    .match_fields
+                    .iter()
+                    .map(|f| (f.name.clone(), f.id))
+                    .collect();
+                Some((name, (id, fields)))
+            })
+            .collect(),
+        actions: p
+            .actions
+            .iter()
+            .filter_map(|a| {
+                let (name, id) = name_id(a.preamble.as_ref())?;
+                let params = a.params.iter().map(|q| (q.name.clone(), q.id)).collect();
+                Some((name, (id, params)))
+            })
+            .collect(),
+        action_profiles: objects(p.action_profiles.iter().map(|x| x.preamble.as_ref())),
+        counters: objects(p.counters.iter().map(|x| x.preamble.as_ref())),
+        direct_counters: objects(p.direct_counters.iter().map(|x| x.preamble.as_ref())),
+        meters: objects(p.meters.iter().map(|x| x.preamble.as_ref())),
+        direct_meters: objects(p.direct_meters.iter().map(|x| x.preamble.as_ref())),
+        registers: objects(p.registers.iter().map(|x| x.preamble.as_ref())),
+        digests: objects(p.digests.iter().map(|x| x.preamble.as_ref())),
+        controller_headers: p
+            .controller_packet_metadata
+            .iter()
+            .filter_map(|c| {
+                let (name, id) = name_id(c.preamble.as_ref())?;
+                let fields = c
+                    .metadata
+                    .iter()
+                    .map(|m| (m.id, m.name.clone(), width(m.bitwidth)))
+                    .collect();
+                Some(bmv2::ControllerHeader { name, id, fields })
+            })
+            .collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -150,7 +150,8 @@ impl CpuBuckets {
 impl Shared {
     /// Tells the agent digests wait for it (an empty frame on its queue; one at a time).
     pub(super) fn ring_agent_doorbell(&self) {
-        let externs = self.pipeline.control.externs();
+        let pipeline = self.pipeline.load();
+        let externs = pipeline.control.externs();
         if !externs.agent_digests.is_empty() && !self.agent_doorbell.swap(true, Ordering::AcqRel) {
             let _ = self.agent_in.0.try_send(Vec::new());
         }
@@ -262,7 +263,7 @@ impl CpuPort {
 impl WorkerLoop {
     /// Dequeues what is bound for the CPU port and hands it to the controller side.
     pub(super) fn transmit_cpu(&mut self, sh: &Shared, now: u64) -> bool {
-        let cpu = sh.pipeline.config.cpu_port;
+        let cpu = sh.config.cpu_port;
         let mut tx = self.cpu_tx.take().unwrap_or_else(|| sh.tm.tx_state(cpu));
         let mut env = DpEnv {
             sh,
@@ -309,7 +310,7 @@ impl WorkerLoop {
     /// The recirculation port's turn: what egress emits there re-enters ingress on the next
     /// pass.
     pub(super) fn transmit_loopback(&mut self, sh: &Shared, now: u64) -> bool {
-        let port = sh.pipeline.config.recirc_port;
+        let port = sh.config.recirc_port;
         let mut tx = self.loop_tx.take().unwrap_or_else(|| sh.tm.tx_state(port));
         let mut env = DpEnv {
             sh,

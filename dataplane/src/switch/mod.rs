@@ -206,7 +206,13 @@ fn port_buffers(pool: &Pool, workers: usize, ports: &[Vec<PortSpec>], data_ports
 /// What is shared by the workers.
 #[derive(Debug)]
 struct Shared {
-    pipeline: Arc<Pipeline>,
+    /// The running pipeline; [`Switch::swap_pipeline`] replaces it.
+    pipeline: arc_swap::ArcSwap<Pipeline>,
+    /// Its settings (CPU, recirculation and generator ports), the same for every pipeline.
+    config: pipeline::runtime::Config,
+    /// Bumped by each swap; `running[w]` is the generation worker `w` runs.
+    generation: AtomicU64,
+    running: Vec<AtomicU64>,
     pktgen: Pktgen,
     tm: TrafficManager<Frame>,
     pool: Pool,
@@ -404,7 +410,10 @@ impl Switch {
             tids: Mutex::new(Vec::new()),
             inputs: Mutex::new(inputs),
             loop_ns: (0..workers).map(|_| Histogram::default()).collect(),
-            pipeline,
+            config: pipeline.config,
+            pipeline: arc_swap::ArcSwap::new(pipeline),
+            generation: AtomicU64::new(0),
+            running: (0..workers).map(|_| AtomicU64::new(0)).collect(),
         });
         let mut threads = Vec::new();
         for (w, ports) in per_worker.into_iter().enumerate() {
@@ -470,6 +479,7 @@ impl Switch {
     pub fn attach_agent(&self) -> Receiver<Vec<u8>> {
         self.shared
             .pipeline
+            .load()
             .control
             .externs()
             .agent_attached
@@ -504,9 +514,44 @@ impl Switch {
         &self.cpu
     }
 
-    /// The pipeline (its control plane included).
-    pub fn pipeline(&self) -> &Arc<Pipeline> {
-        &self.shared.pipeline
+    /// The running pipeline (its control plane included).
+    pub fn pipeline(&self) -> Arc<Pipeline> {
+        self.shared.pipeline.load_full()
+    }
+
+    /// Runs `pipeline` from now on (P4Runtime's SetForwardingPipelineConfig with a new program):
+    /// each worker takes it at the top of its next loop, and this returns once all have. The
+    /// ports, queues, counters of ports and the clock stay; frames queued under the old
+    /// program go through the new one's egress, which drops what it does not recognise (a
+    /// BMv2 JSON program drops frames without its own bridge). Refused if `pipeline`'s
+    /// settings (CPU, recirculation and generator ports) differ from the running one's.
+    pub fn swap_pipeline(&self, pipeline: Arc<Pipeline>) -> Result<(), String> {
+        let sh = &self.shared;
+        if pipeline.config != sh.config {
+            return Err(format!(
+                "the new pipeline's settings {:?} are not the switch's {:?}",
+                pipeline.config, sh.config
+            ));
+        }
+        pipeline.control.set_pause(std::thread::yield_now);
+        sh.pipeline.store(pipeline);
+        let generation = sh.generation.fetch_add(1, Ordering::AcqRel) + 1;
+        let deadline = Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let behind: Vec<usize> = (0..sh.running.len())
+                .filter(|&w| sh.running[w].load(Ordering::Acquire) < generation)
+                .collect();
+            if behind.is_empty() {
+                return Ok(());
+            }
+            if Instant::now() > deadline || sh.stop.load(Ordering::Acquire) {
+                return Err(format!("workers {behind:?} did not take the new pipeline"));
+            }
+            for w in behind {
+                sh.wake(w);
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
     }
 
     /// The traffic manager (run-time queue settings and depths).

@@ -107,6 +107,11 @@ pub(super) struct WorkerLoop {
     schedule: Schedule,
 }
 
+/// Worker `id`'s random seed.
+fn seed(id: usize) -> u64 {
+    0x9e37_79b9_7f4a_7c15 ^ id as u64
+}
+
 impl WorkerLoop {
     pub(super) fn new(sh: Arc<Shared>, id: usize, ports: Vec<PortSpec>) -> Self {
         let ports = ports
@@ -116,8 +121,10 @@ impl WorkerLoop {
                 io: p.io,
             })
             .collect();
-        let mut worker = Worker::new(sh.pipeline.clone(), id, 0x9e37_79b9_7f4a_7c15 ^ id as u64);
+        let generation = sh.generation.load(Ordering::Acquire);
+        let mut worker = Worker::new(sh.pipeline.load_full(), id, seed(id));
         worker.set_tracing(sh.trace.is_some());
+        sh.running[id].store(generation, Ordering::Release);
         WorkerLoop {
             sh,
             id,
@@ -133,7 +140,7 @@ impl WorkerLoop {
     }
 
     pub(super) fn run(mut self) {
-        let cpu_port = self.sh.pipeline.config.cpu_port;
+        let cpu_port = self.sh.config.cpu_port;
         // One reference for the whole loop: the per-packet paths take `&Shared` instead of
         // cloning the Arc (an atomic on a line every worker shares) per packet.
         let shared = self.sh.clone();
@@ -143,7 +150,17 @@ impl WorkerLoop {
         // (nothing sleeps or yields after a busy iteration), so one clock read serves both.
         let mut busy_since: Option<u64> = None;
         let loop_ns = &sh.loop_ns[self.id];
+        let mut generation = sh.running[self.id].load(Ordering::Acquire);
         while !sh.stop.load(Ordering::Acquire) {
+            // A new pipeline (a program loaded over P4Runtime): run it from here on.
+            let latest = sh.generation.load(Ordering::Acquire);
+            if latest != generation {
+                let mut worker = Worker::new(sh.pipeline.load_full(), self.id, seed(self.id));
+                worker.set_tracing(sh.trace.is_some());
+                *self.driver.worker() = worker;
+                generation = latest;
+                sh.running[self.id].store(latest, Ordering::Release);
+            }
             let now = sh.now();
             if let Some(t) = busy_since.take() {
                 loop_ns.record(now.saturating_sub(t));
@@ -224,7 +241,7 @@ impl WorkerLoop {
     }
 
     fn generate(&mut self, sh: &Shared, now: u64) -> Option<u64> {
-        let port = sh.pipeline.config.pktgen_port;
+        let port = sh.config.pktgen_port;
         let mut schedule = std::mem::take(&mut self.schedule);
         let (cache, driver) = (&mut self.cache, &mut self.driver);
         // At most BATCH frames per loop, as many as `run_pending` takes into ingress per loop: a huge

@@ -18,7 +18,7 @@ use dataplane::io::xdp::{XdpMode, XdpSpec};
 use dataplane::switch::{PortIo, PortSpec, Switch, SwitchConfig};
 use dataplane::tm::{PortConfig, Shaping, SharedBuffer};
 use p4runtime_server::arbitration::Election;
-use p4runtime_server::server::{DeviceIo, ServerConfig, Service, Tls, serve_with};
+use p4runtime_server::server::{DeviceIo, Loader, ServerConfig, Service, Tls, serve_with};
 use pipeline::metadata::PortId;
 use pipeline::program::Program;
 use pipeline::runtime::{Config, Pipeline};
@@ -57,6 +57,11 @@ struct Args {
     /// loaded and run in place of a hard-wired `--program` (docs/bmv2.md).
     #[arg(value_name = "JSON")]
     json: Option<PathBuf>,
+    /// Start without a program (dropping every frame) and wait for a controller to load one
+    /// with SetForwardingPipelineConfig (a P4Info and p4c's BMv2 JSON), as
+    /// `simple_switch_grpc --no-p4`.
+    #[arg(long, conflicts_with = "json")]
+    no_p4: bool,
     /// The hard-wired program to run (without a JSON program).
     #[arg(long, default_value = "basic")]
     program: String,
@@ -217,6 +222,9 @@ fn main() {
 
 /// The program to run and its name: a BMv2 JSON program, or one of the registry's.
 fn program(args: &Args) -> anyhow::Result<(Arc<dyn Program>, String)> {
+    if args.no_p4 {
+        return Ok((Arc::new(bmv2::Empty::new()), "none".into()));
+    }
     if let Some(path) = &args.json {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -234,6 +242,33 @@ fn program(args: &Args) -> anyhow::Result<(Arc<dyn Program>, String)> {
         )
     })?;
     Ok((p, args.program.clone()))
+}
+
+/// Loads the programs controllers send: p4c's BMv2 JSON with the ids of their P4Info, swapped
+/// into the running switch.
+fn loader(sw: &Arc<Switch>, workers: usize, config: Config) -> Loader {
+    let weak = Arc::downgrade(sw);
+    Loader {
+        build: Box::new(move |p4info, device_config| {
+            let text = std::str::from_utf8(device_config)
+                .map_err(|e| format!("the device config is not BMv2 JSON text: {e}"))?;
+            let name = p4info
+                .pkg_info
+                .as_ref()
+                .map(|p| p.name.as_str())
+                .filter(|n| !n.is_empty())
+                .unwrap_or("program");
+            let ids = p4runtime_server::p4info::program_ids(p4info);
+            let program = bmv2::load_with_ids(text, name, Some(&ids)).map_err(|e| e.to_string())?;
+            Ok(Pipeline::new(Arc::new(program), workers, config))
+        }),
+        install: Box::new(move |pipeline| {
+            let sw = weak.upgrade().ok_or("the switch is stopping")?;
+            sw.swap_pipeline(pipeline)?;
+            tracing::info!("{} loaded", sw.pipeline().control.schema().name);
+            Ok(())
+        }),
+    }
 }
 
 fn run(args: Args) -> anyhow::Result<()> {
@@ -351,6 +386,7 @@ fn run(args: Args) -> anyhow::Result<()> {
             max_packet_out: cpu.max_frame(),
             packet_out: Box::new(move |frame| cpu.send(frame).is_ok()),
             clock: Arc::new(sw.clock()),
+            loader: (args.json.is_some() || args.no_p4).then(|| loader(&sw, workers, config)),
         };
         let config = ServerConfig {
             device_id: args.device_id,

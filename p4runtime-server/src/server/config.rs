@@ -1,5 +1,6 @@
 //! The forwarding pipeline config: Set (VERIFY, VERIFY_AND_COMMIT, RECONCILE_AND_COMMIT,
-//! VERIFY_AND_SAVE + COMMIT) for the programs this switch has, and Get.
+//! VERIFY_AND_SAVE + COMMIT), for the program the switch runs and, on a switch with a
+//! [`Loader`], for any program a controller sends; and Get.
 
 use super::*;
 
@@ -18,17 +19,20 @@ impl Inner {
             .filter(|a| *a != A::Unspecified)
             .ok_or_else(|| Status::invalid_argument(format!("action {}", req.action)))?;
         if action == A::Commit {
-            // The saved config becomes the current one; the writes made since VERIFY_AND_SAVE
-            // stand (the program is the same, so there is nothing to replay them onto).
+            // The saved config becomes the current one. For the same program the writes made
+            // since VERIFY_AND_SAVE stand; another program starts with empty tables.
             if req.config.is_some() {
                 return Err(Status::invalid_argument("COMMIT takes no config"));
             }
-            let mut pc = self.pipeline_config.lock();
-            let (cookie, device_config) = pc.saved.take().ok_or_else(|| {
+            let saved = self.pipeline_config.lock().saved.take().ok_or_else(|| {
                 Status::failed_precondition("COMMIT without a config saved by VERIFY_AND_SAVE")
             })?;
-            pc.cookie = cookie;
-            pc.device_config = device_config;
+            if let Some((pipe, p4info)) = saved.program {
+                self.install(pipe, p4info)?;
+            }
+            let mut pc = self.pipeline_config.lock();
+            pc.cookie = saved.cookie;
+            pc.device_config = saved.device_config;
             return Ok(());
         }
         let config = req.config.as_ref().ok_or_else(|| {
@@ -38,32 +42,63 @@ impl Inner {
             .p4info
             .as_ref()
             .ok_or_else(|| Status::invalid_argument("config without a P4Info"))?;
-        if fingerprint(p4info) != self.fingerprint {
-            let theirs = fingerprint(p4info);
+        let theirs = fingerprint(p4info);
+        let running = self.prog.load_full();
+        // Another program (or the same one with other ids): built now, run at commit.
+        let program = if theirs == running.fingerprint {
+            None
+        } else if let Some(loader) = &self.io.loader {
+            let pipe = (loader.build)(p4info, &config.p4_device_config)
+                .map_err(|e| Status::invalid_argument(format!("the pipeline config: {e}")))?;
+            // Every object the P4Info names is the program's, as the program has it.
+            let ours = fingerprint(&crate::p4info::p4info(pipe.control.schema()));
+            if let Some(diff) = theirs.iter().find(|l| !ours.contains(l)) {
+                return Err(Status::invalid_argument(format!(
+                    "the P4Info does not describe the device config's program: {diff}"
+                )));
+            }
+            Some((pipe, p4info.clone()))
+        } else {
             let diff = theirs
                 .iter()
-                .find(|l| !self.fingerprint.contains(l))
-                .or_else(|| self.fingerprint.iter().find(|l| !theirs.contains(l)))
+                .find(|l| !running.fingerprint.contains(l))
+                .or_else(|| running.fingerprint.iter().find(|l| !theirs.contains(l)))
                 .cloned()
                 .unwrap_or_default();
+            let name = running.schema.name;
             return Err(Status::invalid_argument(format!(
-                "this switch runs the fixed program {:?}; the P4Info given is not its P4Info \
+                "this switch runs the fixed program {name:?}; the P4Info given is not its P4Info \
                  (first difference: {diff}); get it with GetForwardingPipelineConfig or from \
-                 pipeline/programs/p4info/{}.txt",
-                self.schema.name, self.schema.name
+                 pipeline/programs/p4info/{name}.txt"
             )));
-        }
+        };
         let cookie = config.cookie.as_ref().map(|c| c.cookie);
-        let mut pc = self.pipeline_config.lock();
         match action {
             A::Verify => {}
-            A::VerifyAndSave => pc.saved = Some((cookie, config.p4_device_config.clone())),
+            A::VerifyAndSave => {
+                self.pipeline_config.lock().saved = Some(Saved {
+                    cookie,
+                    device_config: config.p4_device_config.clone(),
+                    program,
+                });
+            }
             A::VerifyAndCommit => {
-                self.commit_fresh();
+                match program {
+                    Some((pipe, p4info)) => self.install(pipe, p4info)?,
+                    None => self.commit_fresh(),
+                }
+                let mut pc = self.pipeline_config.lock();
                 pc.cookie = cookie;
                 pc.device_config = config.p4_device_config.clone();
             }
             A::ReconcileAndCommit => {
+                if program.is_some() {
+                    return Err(Status::unimplemented(
+                        "RECONCILE_AND_COMMIT to another program: its forwarding state cannot \
+                         be carried over; use VERIFY_AND_COMMIT",
+                    ));
+                }
+                let mut pc = self.pipeline_config.lock();
                 pc.cookie = cookie;
                 pc.device_config = config.p4_device_config.clone();
             }
@@ -72,10 +107,36 @@ impl Inner {
         Ok(())
     }
 
+    /// Runs another program: the data plane swaps to it, then the service serves it, with
+    /// the P4Info the controller gave. Its tables start empty.
+    fn install(
+        &self,
+        pipe: Arc<pipeline::runtime::Pipeline>,
+        p4info: p4i::P4Info,
+    ) -> Result<(), Status> {
+        let loader = self
+            .io
+            .loader
+            .as_ref()
+            .ok_or_else(|| Status::internal("no loader"))?;
+        let control = pipe.control.clone();
+        (loader.install)(pipe)
+            .map_err(|e| Status::internal(format!("loading the program: {e}")))?;
+        let schema = control.schema().clone();
+        self.prog.store(Arc::new(Prog {
+            control,
+            schema,
+            fingerprint: fingerprint(&p4info),
+            p4info,
+        }));
+        self.commit_fresh();
+        Ok(())
+    }
+
     /// A fresh pipeline: forwarding state cleared (VERIFY_AND_COMMIT).
     pub(super) fn commit_fresh(&self) {
-        self.control.set_now((self.io.clock)());
-        self.control.clear();
+        self.control().set_now((self.io.clock)());
+        self.control().clear();
         self.port_forms.lock().clear();
         self.digests.lock().clear();
         self.idle_reported.lock().clear();
@@ -98,7 +159,7 @@ impl Inner {
         let with_device = matches!(kind, R::All | R::DeviceConfigAndCookie);
         Ok(p4::GetForwardingPipelineConfigResponse {
             config: Some(p4::ForwardingPipelineConfig {
-                p4info: with_p4info.then(|| self.p4info.clone()),
+                p4info: with_p4info.then(|| self.prog.load().p4info.clone()),
                 p4_device_config: if with_device {
                     pc.device_config
                 } else {

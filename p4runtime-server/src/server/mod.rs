@@ -86,7 +86,26 @@ pub struct DeviceIo {
     pub packet_in: crossbeam::channel::Receiver<Vec<u8>>,
     /// The data plane's clock in ns (the one hit times and digests are stamped with).
     pub clock: Arc<dyn Fn() -> u64 + Send + Sync>,
+    /// Loads programs that controllers send (`None`: the switch runs one fixed program).
+    pub loader: Option<Loader>,
 }
+
+/// How a switch that takes programs over P4Runtime loads one (SetForwardingPipelineConfig
+/// with a P4Info and a device config, p4c's BMv2 JSON).
+pub struct Loader {
+    /// Builds the program's pipeline from the P4Info (its ids) and the device config, without
+    /// running it; the error says why the config was refused.
+    pub build: Box<BuildFn>,
+    /// Runs a pipeline `build` made, in place of the running one.
+    pub install: Box<InstallFn>,
+}
+
+/// [`Loader::build`].
+pub type BuildFn =
+    dyn Fn(&p4i::P4Info, &[u8]) -> Result<Arc<pipeline::runtime::Pipeline>, String> + Send + Sync;
+
+/// [`Loader::install`].
+pub type InstallFn = dyn Fn(Arc<pipeline::runtime::Pipeline>) -> Result<(), String> + Send + Sync;
 
 /// The data plane's longest packet-out with its default buffers (4,096 bytes less 256 of
 /// headroom), for a [`DeviceIo`] with no data plane behind it.
@@ -102,7 +121,14 @@ impl DeviceIo {
             max_packet_out: DEFAULT_MAX_PACKET_OUT,
             packet_in: crossbeam::channel::never(),
             clock: Arc::new(move || u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)),
+            loader: None,
         }
+    }
+}
+
+impl std::fmt::Debug for Loader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loader").finish_non_exhaustive()
     }
 }
 
@@ -193,15 +219,31 @@ struct PipelineConfig {
     cookie: Option<u64>,
     device_config: Vec<u8>,
     /// VERIFY_AND_SAVE'd and waiting for COMMIT.
-    saved: Option<(Option<u64>, Vec<u8>)>,
+    saved: Option<Saved>,
+}
+
+/// A config VERIFY_AND_SAVE'd: its cookie and device config, and, when it is another program,
+/// that program built and its P4Info.
+#[derive(Debug, Clone)]
+struct Saved {
+    cookie: Option<u64>,
+    device_config: Vec<u8>,
+    program: Option<(Arc<pipeline::runtime::Pipeline>, p4i::P4Info)>,
+}
+
+/// The program the service serves: its control plane, schema and P4Info. A program loaded by
+/// SetForwardingPipelineConfig replaces it whole.
+struct Prog {
+    control: Arc<Control>,
+    schema: Arc<Schema>,
+    /// The P4Info as the controller gave it (or as generated from the schema).
+    p4info: p4i::P4Info,
+    fingerprint: Vec<String>,
 }
 
 struct Inner {
     config: ServerConfig,
-    control: Arc<Control>,
-    schema: Arc<Schema>,
-    p4info: p4i::P4Info,
-    fingerprint: Vec<String>,
+    prog: arc_swap::ArcSwap<Prog>,
     io: DeviceIo,
     pipeline_config: Mutex<PipelineConfig>,
     streams: Mutex<Streams>,
@@ -225,7 +267,7 @@ impl std::fmt::Debug for Inner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Inner")
             .field("device_id", &self.config.device_id)
-            .field("program", &self.schema.name)
+            .field("program", &self.schema().name)
             .finish_non_exhaustive()
     }
 }
@@ -381,10 +423,12 @@ impl Service {
         Service {
             inner: Arc::new(Inner {
                 config,
-                control,
-                schema,
-                p4info,
-                fingerprint,
+                prog: arc_swap::ArcSwap::from_pointee(Prog {
+                    control,
+                    schema,
+                    p4info,
+                    fingerprint,
+                }),
                 io,
                 pipeline_config: Mutex::new(PipelineConfig::default()),
                 streams: Mutex::new(streams),
@@ -407,8 +451,8 @@ impl Service {
     }
 
     /// The P4Info this switch serves.
-    pub fn p4info(&self) -> &p4i::P4Info {
-        &self.inner.p4info
+    pub fn p4info(&self) -> p4i::P4Info {
+        self.inner.prog.load().p4info.clone()
     }
 
     /// A Write as the primary's, for in-process drivers that have no StreamChannel (the fuzz
@@ -438,6 +482,16 @@ impl Service {
 }
 
 impl Inner {
+    /// The program's control plane (for one request: a program loaded meanwhile replaces it).
+    fn control(&self) -> Arc<Control> {
+        self.prog.load().control.clone()
+    }
+
+    /// The program's schema.
+    fn schema(&self) -> Arc<Schema> {
+        self.prog.load().schema.clone()
+    }
+
     fn check_device(&self, device_id: u64) -> Result<(), Status> {
         if device_id != self.config.device_id {
             return Err(Status::not_found(format!(
@@ -814,6 +868,7 @@ mod tests {
             max_packet_out: DEFAULT_MAX_PACKET_OUT,
             packet_in: in_rx,
             clock: Arc::new(|| 0),
+            loader: None,
         };
         Service::new(pipe.control.clone(), io, ServerConfig::default())
     }

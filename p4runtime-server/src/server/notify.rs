@@ -5,7 +5,7 @@ use super::*;
 
 impl Inner {
     pub(super) fn packet_in_loop(&self) {
-        let header = self.schema.controller_header("packet_in").cloned();
+        let header = self.schema().controller_header("packet_in").cloned();
         while !self.stop.load(Ordering::Relaxed) {
             let frame = match self.io.packet_in.recv_timeout(Duration::from_millis(200)) {
                 Ok(f) => f,
@@ -86,7 +86,9 @@ impl Inner {
     /// Moves digests from the data plane into lists for the primary. Returns whether any digest
     /// is configured.
     pub(super) fn pump_digests(&self, now: u64) -> bool {
-        let queue = &self.control.externs().digests;
+        let control = self.control();
+        let schema = self.schema();
+        let queue = &control.externs().digests;
         // Lock order: `streams` before `digests` (arbitration changes take them in that order),
         // so ask about the primary before taking `digests`, never while holding it. Holding
         // `digests` while waiting for `streams` deadlocked against an arbitration or a stream
@@ -94,7 +96,7 @@ impl Inner {
         let primary = self.has_primary();
         let mut digests = self.digests.lock();
         while let Some(m) = queue.pop() {
-            let Some(def) = self.schema.digests.get(usize::from(m.digest)) else {
+            let Some(def) = schema.digests.get(usize::from(m.digest)) else {
                 continue;
             };
             let Some(d) = digests.get_mut(&def.id) else {
@@ -160,7 +162,7 @@ impl Inner {
     /// timeout among the entries, if any has one.
     pub(super) fn scan_idle(&self, now: u64) -> Option<u64> {
         let tables: Vec<u32> = self
-            .schema
+            .schema()
             .tables
             .iter()
             .filter(|t| t.idle_timeout)
@@ -169,14 +171,14 @@ impl Inner {
         if tables.is_empty() {
             return None;
         }
-        self.control.set_now(now);
+        self.control().set_now(now);
         let mut shortest: Option<u64> = None;
         let mut expired = Vec::new();
         let mut keys = Vec::new();
         let mut reported = self.idle_reported.lock();
         let mut live = HashSet::new();
         for id in tables {
-            let Ok(entries) = self.control.read_entries(Some(id), false, false) else {
+            let Ok(entries) = self.control().read_entries(Some(id), false, false) else {
                 continue;
             };
             for e in entries {
@@ -197,7 +199,7 @@ impl Inner {
                 }
                 if elapsed >= e.idle_timeout_ns {
                     keys.push((key, elapsed));
-                    expired.push(convert::table_entry_msg(&self.schema, &e, false));
+                    expired.push(convert::table_entry_msg(&self.schema(), &e, false));
                 }
             }
         }

@@ -150,7 +150,8 @@ impl Inner {
     }
 
     pub(super) fn packet_out_frame(&self, p: &p4::PacketOut) -> Result<Vec<u8>, EntityError> {
-        let Some(h) = self.schema.controller_header("packet_out") else {
+        let schema = self.schema();
+        let Some(h) = schema.controller_header("packet_out") else {
             if !p.metadata.is_empty() {
                 return Err(EntityError::invalid(
                     "this program has no packet_out header",

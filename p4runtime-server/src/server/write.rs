@@ -35,7 +35,7 @@ impl Inner {
                 )));
             }
         };
-        self.control.set_now((self.io.clock)());
+        self.control().set_now((self.io.clock)());
         let n = req.updates.len();
         let mut results: Vec<Option<Result<(), EntityError>>> = vec![None; n];
         let mut staged: Vec<(usize, Staged)> = Vec::with_capacity(n);
@@ -97,7 +97,7 @@ impl Inner {
             }
             return self.write_result(results);
         }
-        let outcome = self.control.write(&updates, atomicity);
+        let outcome = self.control().write(&updates, atomicity);
         let control_failed = outcome.iter().any(Result::is_err);
         let mut one_shot = false;
         for (i, range, x) in expanded {
@@ -180,7 +180,7 @@ impl Inner {
             .as_ref()
             .and_then(|e| e.entity.as_ref())
             .ok_or_else(|| EntityError::invalid("update without an entity"))?;
-        let schema = &self.schema;
+        let schema = &self.schema();
         let control = |entity| Ok(Staged::Control(Expanded::one(Update { kind, entity })));
         match entity {
             E::TableEntry(te) => self.stage_table_entry(kind, te),
@@ -342,7 +342,7 @@ impl Inner {
         kind: UpdateKind,
         te: &p4::TableEntry,
     ) -> Result<Staged, EntityError> {
-        let schema = &self.schema;
+        let schema = &self.schema();
         let mut entry = convert::table_entry(schema, te)?;
         if kind != UpdateKind::Delete
             && let Some(control::TableAction::Member(id) | control::TableAction::Group(id)) =
@@ -419,7 +419,7 @@ impl Inner {
         id: u32,
         config: Option<p4::digest_entry::Config>,
     ) -> Result<(), EntityError> {
-        if self.schema.digest_by_id(id).is_none() {
+        if self.schema().digest_by_id(id).is_none() {
             return Err(EntityError::new(Code::NotFound, format!("digest id {id}")));
         }
         let exists = digests.contains_key(&id);

@@ -46,6 +46,7 @@ impl Fixture {
             max_packet_out: 3840,
             packet_in: in_rx,
             clock: Arc::new(move || epoch.elapsed().as_nanos() as u64),
+            loader: None,
         };
         let service = Service::new(
             control.clone(),

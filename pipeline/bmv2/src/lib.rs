@@ -23,5 +23,5 @@ mod parse;
 mod program;
 
 pub use error::LoadError;
-pub use load::load;
-pub use program::Bmv2Program;
+pub use load::{ControllerHeader, P4Ids, load, load_with_ids};
+pub use program::{Bmv2Program, Empty};

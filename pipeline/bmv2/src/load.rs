@@ -63,8 +63,120 @@ fn hex_u128(path: &str, s: &str, width: u32) -> Result<u128> {
         .map_err(|e| invalid(path, e))
 }
 
+/// The ids a P4Info gives a program's objects, by name: a program loaded with them answers to
+/// the P4Info p4c wrote for it. Objects the P4Info does not name (p4c's hidden tables for direct
+/// action calls, and their actions) keep ids derived from their names.
+#[derive(Debug, Default, Clone)]
+pub struct P4Ids {
+    /// Tables: name -> (id, match field name -> id).
+    pub tables: HashMap<String, (u32, HashMap<String, u32>)>,
+    /// Actions: name -> (id, parameter name -> id).
+    pub actions: HashMap<String, (u32, HashMap<String, u32>)>,
+    /// Action profiles and selectors.
+    pub action_profiles: HashMap<String, u32>,
+    /// Indexed counters.
+    pub counters: HashMap<String, u32>,
+    /// Direct counters.
+    pub direct_counters: HashMap<String, u32>,
+    /// Indexed meters.
+    pub meters: HashMap<String, u32>,
+    /// Direct meters.
+    pub direct_meters: HashMap<String, u32>,
+    /// Registers.
+    pub registers: HashMap<String, u32>,
+    /// Digests (by the learn list's name).
+    pub digests: HashMap<String, u32>,
+    /// Controller packet metadata (`packet_in`, `packet_out`).
+    pub controller_headers: Vec<ControllerHeader>,
+}
+
+/// A controller packet metadata header of a P4Info.
+#[derive(Debug, Default, Clone)]
+pub struct ControllerHeader {
+    /// `packet_in` or `packet_out`.
+    pub name: String,
+    /// Its id.
+    pub id: u32,
+    /// Its fields in wire order: (id, name, width).
+    pub fields: Vec<(u32, String, u8)>,
+}
+
+impl P4Ids {
+    /// Gives `schema`'s objects the ids named here.
+    fn apply(&self, schema: &mut pipeline::schema::Schema) {
+        for t in &mut schema.tables {
+            if let Some((id, fields)) = self.tables.get(t.name) {
+                t.id = *id;
+                for f in &mut t.fields {
+                    if let Some(&fid) = fields.get(f.name) {
+                        f.id = fid;
+                    }
+                }
+            }
+        }
+        for a in &mut schema.actions {
+            if let Some((id, params)) = self.actions.get(a.name) {
+                a.id = *id;
+                for p in &mut a.params {
+                    if let Some(&pid) = params.get(p.name) {
+                        p.id = pid;
+                    }
+                }
+            }
+        }
+        let by_name = |m: &HashMap<String, u32>, name: &str, id: &mut u32| {
+            if let Some(&x) = m.get(name) {
+                *id = x;
+            }
+        };
+        for p in &mut schema.action_profiles {
+            by_name(&self.action_profiles, p.name, &mut p.id);
+        }
+        for c in &mut schema.counters {
+            by_name(&self.counters, c.name, &mut c.id);
+        }
+        for c in &mut schema.direct_counters {
+            by_name(&self.direct_counters, c.name, &mut c.id);
+        }
+        for m in &mut schema.meters {
+            by_name(&self.meters, m.name, &mut m.id);
+        }
+        for m in &mut schema.direct_meters {
+            by_name(&self.direct_meters, m.name, &mut m.id);
+        }
+        for r in &mut schema.registers {
+            by_name(&self.registers, r.name, &mut r.id);
+        }
+        for d in &mut schema.digests {
+            by_name(&self.digests, d.name, &mut d.id);
+        }
+        schema.controller_headers = self
+            .controller_headers
+            .iter()
+            .map(|h| pipeline::schema::ControllerHeaderDef {
+                id: h.id,
+                name: intern(&h.name),
+                fields: h
+                    .fields
+                    .iter()
+                    .map(|(fid, n, w)| (*fid, intern(n), *w))
+                    .collect(),
+            })
+            .collect();
+    }
+}
+
 /// Loads p4c's BMv2 JSON for the v1model (simple_switch) as program `name`.
 pub fn load(json_text: &str, name: &str) -> std::result::Result<Bmv2Program, LoadError> {
+    load_with_ids(json_text, name, None)
+}
+
+/// [`load`], with the ids of the program's P4Info ([`P4Ids`]).
+pub fn load_with_ids(
+    json_text: &str,
+    name: &str,
+    ids: Option<&P4Ids>,
+) -> std::result::Result<Bmv2Program, LoadError> {
     let doc: Doc = serde_json::from_str(json_text)?;
     if let Some(m) = &doc.meta
         && m.version.first() != Some(&2)
@@ -327,7 +439,13 @@ pub fn load(json_text: &str, name: &str) -> std::result::Result<Bmv2Program, Loa
     }
     let assert_drop = b.drop_reason("p4_assert");
     let bridge_drop = b.drop_reason("bmv2_bridge_lost");
-    let schema = b.build().map_err(|e| LoadError::Schema(e.to_string()))?;
+    let mut schema = b.build().map_err(|e| LoadError::Schema(e.to_string()))?;
+    if let Some(ids) = ids {
+        ids.apply(&mut schema);
+        schema = schema
+            .check()
+            .map_err(|e| LoadError::Schema(e.to_string()))?;
+    }
 
     // Calculations, actions, parser, checksums, controls.
     let mut calcs = Vec::new();
@@ -459,6 +577,7 @@ pub fn load(json_text: &str, name: &str) -> std::result::Result<Bmv2Program, Loa
         learn_lists,
         assert_drop,
         bridge_drop,
+        tag: crate::program::new_tag(),
     })
 }
 

@@ -55,6 +55,8 @@ pub struct Bmv2Program {
     pub(crate) learn_lists: Vec<(DigestIx, Vec<u32>)>,
     pub(crate) assert_drop: DropReason,
     pub(crate) bridge_drop: DropReason,
+    /// This program's tag in its bridges.
+    pub(crate) tag: u32,
 }
 
 /// Per-thread buffers, so that a packet allocates nothing.
@@ -76,8 +78,18 @@ thread_local! {
 const BRIDGE_LEN: usize = 0;
 const TRUNCATE: usize = 1;
 
-/// The bridge's fixed tail: emitted header bytes, original bytes, field list (+1), total length.
-const FOOTER: usize = 8;
+/// The bridge's fixed tail: emitted header bytes, original bytes, field list (+1), the
+/// program's tag, total length.
+const FOOTER: usize = 12;
+
+/// Each loaded program's tag, so that a frame bridged by another program (queued when a
+/// controller swapped programs) is never read as this one's.
+static TAGS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
+/// A fresh program tag.
+pub(crate) fn new_tag() -> u32 {
+    TAGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
 
 impl Program for Bmv2Program {
     fn schema(&self) -> &Arc<Schema> {
@@ -391,9 +403,11 @@ impl Bmv2Program {
         }
         out[off..off + orig.len()].copy_from_slice(orig);
         off += orig.len();
-        for (k, v) in [e16, o16, l16, t16].into_iter().enumerate() {
+        for (k, v) in [e16, o16, l16].into_iter().enumerate() {
             out[off + 2 * k..off + 2 * k + 2].copy_from_slice(&v.to_be_bytes());
         }
+        out[off + 6..off + 10].copy_from_slice(&self.tag.to_be_bytes());
+        out[off + 10..off + 12].copy_from_slice(&t16.to_be_bytes());
         md.bridged[BRIDGE_LEN] = len as u64;
         true
     }
@@ -413,7 +427,9 @@ impl Bmv2Program {
             list: word(2),
         };
         let orig_len = word(1);
-        if word(3) != len {
+        let tag = u32::from_be_bytes([tail[6], tail[7], tail[8], tail[9]]);
+        let total = usize::from(u16::from_be_bytes([tail[10], tail[11]]));
+        if total != len || tag != self.tag {
             return None;
         }
         let nh = l.headers.len();
@@ -542,4 +558,45 @@ fn replace_front(pkt: &mut Frame<'_>, n: usize, bytes: &[u8]) -> bool {
     }
     pkt.data_mut()[..bytes.len()].copy_from_slice(bytes);
     true
+}
+
+/// No program: every frame is dropped (counted under `no_program`) until a controller loads
+/// one, as `simple_switch_grpc --no-p4` waits for its first pipeline config.
+#[derive(Debug)]
+pub struct Empty {
+    schema: Arc<Schema>,
+    drop: DropReason,
+}
+
+impl Empty {
+    /// The empty program.
+    pub fn new() -> Self {
+        let mut b = pipeline::schema::SchemaBuilder::new("none", "0");
+        let drop = b.drop_reason("no_program");
+        let schema = b.build().expect("an empty schema is valid");
+        Empty {
+            schema: Arc::new(schema),
+            drop,
+        }
+    }
+}
+
+impl Default for Empty {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Program for Empty {
+    fn schema(&self) -> &Arc<Schema> {
+        &self.schema
+    }
+
+    fn ingress(&self, _cx: &mut Ctx<'_>, _pkt: &mut Frame<'_>, md: &mut StdMeta) {
+        md.mark_to_drop(self.drop);
+    }
+
+    fn egress(&self, _cx: &mut Ctx<'_>, _pkt: &mut Frame<'_>, md: &mut StdMeta) {
+        md.mark_to_drop(self.drop);
+    }
 }

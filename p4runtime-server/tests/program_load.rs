@@ -1,0 +1,207 @@
+//! A switch that takes programs over P4Runtime: SetForwardingPipelineConfig with a P4Info and
+//! p4c's BMv2 JSON loads the program with the P4Info's ids, and the controller's writes use
+//! them. The JSON is the loader's test router (`pipeline/bmv2/tests/programs/router.json`); the
+//! P4Info is the one the switch generates for it, renumbered and without the tables p4c hides,
+//! as p4c's own would differ from ours.
+
+mod common;
+
+use std::sync::Mutex;
+
+use common::*;
+use p4runtime_server::p4info::{p4info, program_ids};
+use p4runtime_server::proto::p4::config::v1 as p4i;
+use p4runtime_server::server::Loader;
+
+fn router_json() -> Vec<u8> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../pipeline/bmv2/tests/programs/router.json"
+    );
+    std::fs::read(path).unwrap()
+}
+
+/// The P4Info a compiler would give the router: every id moved, the hidden tables left out.
+fn foreign_p4info() -> p4i::P4Info {
+    let text = String::from_utf8(router_json()).unwrap();
+    let program = bmv2::load(&text, "router").unwrap();
+    let mut p = p4info(pipeline::program::Program::schema(&program));
+    p.tables
+        .retain(|t| !t.preamble.as_ref().unwrap().name.starts_with("tbl_"));
+    for t in &mut p.tables {
+        t.preamble.as_mut().unwrap().id += 0x100;
+        for f in &mut t.match_fields {
+            f.id += 10;
+        }
+        for r in &mut t.action_refs {
+            r.id += 0x100;
+        }
+    }
+    for a in &mut p.actions {
+        a.preamble.as_mut().unwrap().id += 0x100;
+        for q in &mut a.params {
+            q.id += 20;
+        }
+    }
+    for c in &mut p.counters {
+        c.preamble.as_mut().unwrap().id += 0x100;
+    }
+    for c in &mut p.direct_counters {
+        c.preamble.as_mut().unwrap().id += 0x100;
+        c.direct_table_id += 0x100;
+    }
+    for t in &mut p.tables {
+        t.direct_resource_ids.iter_mut().for_each(|d| *d += 0x100);
+    }
+    for r in &mut p.registers {
+        r.preamble.as_mut().unwrap().id += 0x100;
+    }
+    p
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bmv2_json_program_loads_with_the_ids_of_its_p4info() {
+    use p4::set_forwarding_pipeline_config_request::Action as A;
+    // The switch starts with no program, as `pisa-switch --no-p4`.
+    let pipe = Pipeline::new(Arc::new(bmv2::Empty::new()), 1, Config::default());
+    let installed: Arc<Mutex<Option<Arc<Pipeline>>>> = Arc::default();
+    let slot = installed.clone();
+    let io = DeviceIo {
+        loader: Some(Loader {
+            build: Box::new(|p4info, config| {
+                let text = std::str::from_utf8(config).map_err(|e| e.to_string())?;
+                let ids = program_ids(p4info);
+                let p =
+                    bmv2::load_with_ids(text, "router", Some(&ids)).map_err(|e| e.to_string())?;
+                Ok(Pipeline::new(Arc::new(p), 1, Config::default()))
+            }),
+            install: Box::new(move |p| {
+                *slot.lock().unwrap() = Some(p);
+                Ok(())
+            }),
+        }),
+        ..DeviceIo::detached()
+    };
+    let service = Service::new(pipe.control.clone(), io, ServerConfig::default());
+    let running = serve(service, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let mut c = Client::connect(&running.addr.to_string(), 1, 1)
+        .await
+        .unwrap();
+    let p4info = foreign_p4info();
+    let json = router_json();
+
+    // A JSON that is not the P4Info's program, and a P4Info naming a table the JSON lacks.
+    let err = c
+        .set_pipeline(A::VerifyAndCommit, p4info.clone(), b"{}".to_vec(), None)
+        .await
+        .unwrap_err();
+    assert!(format!("{err}").contains("the pipeline config"), "{err}");
+    let mut wrong = p4info.clone();
+    wrong.tables[0].preamble.as_mut().unwrap().name = "ingress.nothing".into();
+    let err = c
+        .set_pipeline(A::VerifyAndCommit, wrong, json.clone(), None)
+        .await
+        .unwrap_err();
+    assert!(format!("{err}").contains("does not describe"), "{err}");
+    assert!(installed.lock().unwrap().is_none());
+
+    // VERIFY builds without running; VERIFY_AND_COMMIT runs it.
+    c.set_pipeline(A::Verify, p4info.clone(), json.clone(), None)
+        .await
+        .unwrap();
+    assert!(installed.lock().unwrap().is_none());
+    c.set_pipeline(A::VerifyAndCommit, p4info.clone(), json.clone(), Some(7))
+        .await
+        .unwrap();
+    let loaded = installed.lock().unwrap().clone().expect("the program runs");
+    // Get returns what was set.
+    let (got, cookie) = c.get_pipeline().await.unwrap();
+    assert_eq!(got.as_ref(), Some(&p4info));
+    assert_eq!(cookie, Some(7));
+
+    // A route written with the P4Info's ids lands in the loaded program's table.
+    let table = p4info
+        .tables
+        .iter()
+        .find(|t| t.preamble.as_ref().unwrap().name == "ingress.ipv4_lpm")
+        .unwrap();
+    let action = p4info
+        .actions
+        .iter()
+        .find(|a| a.preamble.as_ref().unwrap().name == "ingress.set_nhop")
+        .unwrap();
+    let entry = p4::TableEntry {
+        table_id: table.preamble.as_ref().unwrap().id,
+        r#match: vec![p4::FieldMatch {
+            field_id: table.match_fields[0].id,
+            field_match_type: Some(p4::field_match::FieldMatchType::Lpm(p4::field_match::Lpm {
+                value: vec![10, 0, 3, 0],
+                prefix_len: 24,
+            })),
+        }],
+        action: Some(p4::TableAction {
+            r#type: Some(p4::table_action::Type::Action(p4::Action {
+                action_id: action.preamble.as_ref().unwrap().id,
+                params: action
+                    .params
+                    .iter()
+                    .zip([vec![2, 0, 0, 0, 1, 3], vec![2, 0, 0, 0, 0, 0xfe], vec![3]])
+                    .map(|(q, value)| p4::action::Param {
+                        param_id: q.id,
+                        value,
+                    })
+                    .collect(),
+            })),
+        }),
+        ..Default::default()
+    };
+    c.write(
+        vec![update(
+            p4::update::Type::Insert,
+            E::TableEntry(entry.clone()),
+        )],
+        Atomicity::ContinueOnError,
+    )
+    .await
+    .unwrap();
+    let schema = loaded.control.schema();
+    let lpm = schema.tables[schema.table_by_name("ipv4_lpm").unwrap()].id;
+    assert_eq!(lpm, table.preamble.as_ref().unwrap().id);
+    let entries = loaded
+        .control
+        .read_entries(Some(lpm), false, false)
+        .unwrap();
+    assert_eq!(entries.len(), 1);
+    // The same entry read back carries the P4Info's ids.
+    let read = c
+        .read_one(E::TableEntry(p4::TableEntry {
+            table_id: entry.table_id,
+            ..Default::default()
+        }))
+        .await
+        .unwrap();
+    assert_eq!(read.len(), 1);
+    // The switch's own ids for the table (derived from names) are not the P4Info's: a write
+    // with them is refused.
+    let own = p4info_ids_of_the_json();
+    let mut stale = entry;
+    stale.table_id = own;
+    let err = c
+        .write(
+            vec![update(p4::update::Type::Insert, E::TableEntry(stale))],
+            Atomicity::ContinueOnError,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        format!("{err}").contains("NOT_FOUND") || format!("{err:?}").contains("NotFound"),
+        "{err:?}"
+    );
+}
+
+fn p4info_ids_of_the_json() -> u32 {
+    let text = String::from_utf8(router_json()).unwrap();
+    let program = bmv2::load(&text, "router").unwrap();
+    let s = pipeline::program::Program::schema(&program);
+    s.tables[s.table_by_name("ipv4_lpm").unwrap()].id
+}
