@@ -1,7 +1,8 @@
-//! `pisa-switch PROGRAM.json`: a P4 program in p4c's BMv2 JSON (the loader's test router,
-//! `pipeline/bmv2/tests/programs/router.json`) routing kernel ICMP and TCP between two hosts in
-//! namespaces, with its entries in BMv2's command language. Needs root, iproute2,
-//! iputils-ping and python3.
+//! `pisa-switch PROGRAM.json`, launched as simple_switch_grpc is: a P4 program in p4c's BMv2
+//! JSON (the loader's test router, `pipeline/bmv2/tests/programs/router.json`) routing kernel
+//! ICMP and TCP between two hosts in namespaces, with its entries in BMv2's command language,
+//! BMv2's capture files and its options after `--`. Needs root, iproute2, iputils-ping, iproute2's
+//! ss and python3.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -54,21 +55,34 @@ fn a_bmv2_json_router_forwards_ping_and_tcp_between_namespaces() {
     let log = dir.join("switch.log");
     let json = router_json();
     let (i1, i2) = (format!("1@{p1}"), format!("2@{p2}"));
+    let pcap = dir.join("pcap");
+    let pcap_arg = format!("--pcap={}", pcap.display());
+    // simple_switch_grpc's command line, then this switch's own options.
     let mut proc = Process::spawn(
         &sw,
         workspace_bin("pisa-switch").to_str().unwrap(),
         &[
-            json.to_str().unwrap(),
             "-i",
             &i1,
             "-i",
             &i2,
+            &pcap_arg,
+            "--thrift-port",
+            "9090",
+            "--device-id",
+            "0",
             "--io",
             "af-packet",
             "--entries",
             entries.to_str().unwrap(),
             "--admin-socket",
             sock.to_str().unwrap(),
+            json.to_str().unwrap(),
+            "--",
+            "--grpc-server-addr",
+            "127.0.0.1:50051",
+            "--cpu-port",
+            "255",
         ],
         &log,
     )

@@ -138,6 +138,9 @@ pub struct SwitchConfig {
     pub rt_priority: u8,
     /// Write `port<N>-in.pcap` / `port<N>-out.pcap` here.
     pub pcap_dir: Option<PathBuf>,
+    /// Ports whose capture files are named as BMv2 names them, `<name>_in.pcap` and
+    /// `<name>_out.pcap` (the interface's name), instead.
+    pub pcap_names: std::collections::HashMap<PortId, String>,
     /// Print a per-packet trace to stderr.
     pub trace: bool,
     /// Buffers in the pool.
@@ -160,6 +163,7 @@ impl Default for SwitchConfig {
             pin: Vec::new(),
             rt_priority: 0,
             pcap_dir: None,
+            pcap_names: std::collections::HashMap::new(),
             trace: false,
             buffers: 8192,
             buffer_size: 4096,
@@ -324,7 +328,7 @@ impl Switch {
         }
         owner[usize::from(cpu_port)] = 0;
         owner[usize::from(pipeline.config.recirc_port)] = 0;
-        let pcap = capture::open(config.pcap_dir.as_deref(), &ids, nports)?;
+        let pcap = capture::open(config.pcap_dir.as_deref(), &config.pcap_names, &ids, nports)?;
         // One socket per interface: a second would break the first's XDP program and rings.
         let mut names = std::collections::HashSet::new();
         for p in per_worker.iter().flatten() {

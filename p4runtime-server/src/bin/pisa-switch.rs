@@ -10,7 +10,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{Context, anyhow};
+use std::sync::Mutex;
+
+use anyhow::{Context, anyhow, bail};
 use clap::Parser;
 use dataplane::io::packet::PacketPort;
 use dataplane::io::shm::ShmPort;
@@ -108,12 +110,14 @@ struct Args {
     /// CAP_SYS_NICE, else the workers stay normal and say so.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=99))]
     rt_priority: u8,
-    /// The P4Runtime device id clients must use.
-    #[arg(long, default_value_t = 1)]
-    device_id: u64,
-    /// Serve P4Runtime here (`none` to not serve it).
-    #[arg(long, default_value = "127.0.0.1:9559")]
-    grpc_addr: String,
+    /// The P4Runtime device id clients must use (default 1; 0 with a JSON program or --no-p4,
+    /// as BMv2).
+    #[arg(long)]
+    device_id: Option<u64>,
+    /// Serve P4Runtime here (`none` to not serve it). Default 127.0.0.1:9559; with a JSON
+    /// program or --no-p4, simple_switch_grpc's 0.0.0.0:9559 (or its `-- --grpc-server-addr`).
+    #[arg(long)]
+    grpc_addr: Option<String>,
     /// Serve P4Runtime over TLS with this certificate chain (PEM); needs --tls-key. Without it
     /// the control channel is plaintext.
     #[arg(long, requires = "tls_key")]
@@ -128,14 +132,16 @@ struct Args {
     /// P4Runtime primary election rule.
     #[arg(long, value_enum, default_value = "spec")]
     election_compat: ElectionArg,
-    /// The CPU port number.
-    #[arg(long, default_value_t = 510)]
-    cpu_port: PortId,
+    /// The CPU port number (also simple_switch_grpc's `-- --cpu-port`).
+    #[arg(long)]
+    cpu_port: Option<PortId>,
     /// Most recirculations of one packet.
     #[arg(long, default_value_t = 8)]
     max_recirculations: u8,
-    /// Write per-port pcap files here.
-    #[arg(long)]
+    /// Write per-port pcap files here (`--pcap` alone: the current directory). Files are
+    /// `port<N>-in.pcap`/`port<N>-out.pcap`, or BMv2's `<interface>_in.pcap`/`_out.pcap` with a
+    /// JSON program or --no-p4.
+    #[arg(long, num_args = 0..=1, default_missing_value = ".")]
     pcap: Option<PathBuf>,
     /// Print a structured per-packet trace to stderr.
     #[arg(long)]
@@ -181,9 +187,78 @@ struct Args {
     /// TCAM) and exit.
     #[arg(long)]
     resources: bool,
-    /// Log level (error, warn, info, debug, trace).
-    #[arg(long, default_value = "info")]
+    /// Log level (error, warn, info, debug, trace, off).
+    #[arg(short = 'L', long, default_value = "info")]
     log_level: String,
+    /// Log to standard output instead of standard error, with the per-packet trace (BMv2's
+    /// `--log-console`).
+    #[arg(long, conflicts_with = "log_file")]
+    log_console: bool,
+    /// Log to this file (BMv2's `--log-file`).
+    #[arg(long)]
+    log_file: Option<PathBuf>,
+    /// BMv2's Thrift runtime port. Accepted so that launchers of simple_switch_grpc start this
+    /// switch unchanged; nothing is served there yet (docs/bmv2.md), which is logged.
+    #[arg(long)]
+    thrift_port: Option<u16>,
+    /// simple_switch_grpc's own options, after `--`: `--grpc-server-addr H:P`, `--cpu-port C`,
+    /// `--drop-port 511`, `--priority-queues N` (at most 8).
+    #[arg(last = true)]
+    target_args: Vec<String>,
+}
+
+/// The options simple_switch_grpc takes after `--` that this switch has.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct TargetArgs {
+    grpc_server_addr: Option<String>,
+    cpu_port: Option<PortId>,
+}
+
+/// Reads simple_switch_grpc's options after `--`; refuses those this switch does not have.
+fn target_args(words: &[String]) -> anyhow::Result<TargetArgs> {
+    let mut t = TargetArgs::default();
+    let mut it = words.iter();
+    while let Some(w) = it.next() {
+        let (flag, inline) = match w.split_once('=') {
+            Some((f, v)) => (f, Some(v.to_string())),
+            None => (w.as_str(), None),
+        };
+        let mut value = || {
+            inline
+                .clone()
+                .or_else(|| it.next().cloned())
+                .ok_or_else(|| anyhow!("-- {flag} needs a value"))
+        };
+        match flag {
+            "--grpc-server-addr" => t.grpc_server_addr = Some(value()?),
+            "--cpu-port" => {
+                let v = value()?;
+                let port: PortId = v.parse().map_err(|_| anyhow!("-- --cpu-port {v}"))?;
+                if port == 0 || port >= 511 {
+                    bail!("-- --cpu-port {port}: 1 to 510 (0 is not a port, 511 drops)");
+                }
+                t.cpu_port = Some(port);
+            }
+            "--drop-port" => {
+                let v = value()?;
+                if v != "511" {
+                    bail!("-- --drop-port {v}: this switch's drop port is 511");
+                }
+            }
+            "--priority-queues" => {
+                let v = value()?;
+                match v.parse::<u8>() {
+                    Ok(n) if (1..=8).contains(&n) => {}
+                    _ => bail!("-- --priority-queues {v}: this switch has 8 queues per port"),
+                }
+            }
+            other => bail!(
+                "-- {other}: not an option of this switch (it takes --grpc-server-addr, \
+                 --cpu-port, --drop-port 511, --priority-queues 1-8)"
+            ),
+        }
+    }
+    Ok(t)
 }
 
 fn parse_port(s: &str) -> Result<(PortId, String), String> {
@@ -210,10 +285,21 @@ fn tls_files(args: &Args) -> anyhow::Result<Option<Tls>> {
 
 fn main() {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(&args.log_level))
-        .with_writer(std::io::stderr)
-        .init();
+    let filter = tracing_subscriber::EnvFilter::new(&args.log_level);
+    let log = tracing_subscriber::fmt().with_env_filter(filter);
+    if args.log_console {
+        log.with_writer(std::io::stdout).init();
+    } else if let Some(path) = &args.log_file {
+        match std::fs::File::create(path) {
+            Ok(f) => log.with_ansi(false).with_writer(Mutex::new(f)).init(),
+            Err(e) => {
+                eprintln!("--log-file {}: {e}", path.display());
+                std::process::exit(1);
+            }
+        }
+    } else {
+        log.with_writer(std::io::stderr).init();
+    }
     if let Err(e) = run(args) {
         tracing::error!("{e:#}");
         std::process::exit(1);
@@ -273,6 +359,32 @@ fn loader(sw: &Arc<Switch>, workers: usize, config: Config) -> Loader {
 
 fn run(args: Args) -> anyhow::Result<()> {
     let (program, name) = program(&args)?;
+    // A JSON program or --no-p4: simple_switch_grpc's habits (device 0, gRPC on every address,
+    // pcap files named by interface).
+    let bmv2 = args.json.is_some() || args.no_p4;
+    let target = target_args(&args.target_args)?;
+    if !args.target_args.is_empty() && !bmv2 {
+        bail!("options after -- are simple_switch_grpc's: give a JSON program or --no-p4");
+    }
+    if let Some(port) = args.thrift_port {
+        tracing::warn!(
+            "--thrift-port {port}: no Thrift runtime server is served (simple_switch_CLI cannot \
+             drive this switch yet; use P4Runtime or --admin-socket)"
+        );
+    }
+    let device_id = args.device_id.unwrap_or(if bmv2 { 0 } else { 1 });
+    let grpc_addr = args
+        .grpc_addr
+        .clone()
+        .or(target.grpc_server_addr)
+        .unwrap_or_else(|| {
+            if bmv2 {
+                "0.0.0.0:9559".into()
+            } else {
+                "127.0.0.1:9559".into()
+            }
+        });
+    let cpu_port = args.cpu_port.or(target.cpu_port).unwrap_or(510);
     if args.resources {
         let layout = program.layout().ok_or_else(|| {
             anyhow!("program {name} declares no table dependency graph for an estimate")
@@ -287,7 +399,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let config = Config {
-        cpu_port: args.cpu_port,
+        cpu_port,
         max_recirculations: args.max_recirculations,
         ..Config::default()
     };
@@ -361,7 +473,12 @@ fn run(args: Args) -> anyhow::Result<()> {
         },
         rt_priority: args.rt_priority,
         pcap_dir: args.pcap.clone(),
-        trace: args.trace,
+        pcap_names: if bmv2 {
+            args.interfaces.iter().cloned().collect()
+        } else {
+            Default::default()
+        },
+        trace: args.trace || args.log_console,
         port_config,
         shared_buffer,
         ..SwitchConfig::default()
@@ -373,13 +490,12 @@ fn run(args: Args) -> anyhow::Result<()> {
             .context("--entries")?;
         tracing::info!("{n} commands from {}", path.display());
     }
-    let grpc = if args.grpc_addr == "none" {
+    let grpc = if grpc_addr == "none" {
         None
     } else {
-        let addr: std::net::SocketAddr = args
-            .grpc_addr
+        let addr: std::net::SocketAddr = grpc_addr
             .parse()
-            .with_context(|| format!("--grpc-addr {}", args.grpc_addr))?;
+            .with_context(|| format!("--grpc-addr {grpc_addr}"))?;
         let cpu = sw.cpu_port().clone();
         let io = DeviceIo {
             packet_in: cpu.packet_in.clone(),
@@ -389,7 +505,7 @@ fn run(args: Args) -> anyhow::Result<()> {
             loader: (args.json.is_some() || args.no_p4).then(|| loader(&sw, workers, config)),
         };
         let config = ServerConfig {
-            device_id: args.device_id,
+            device_id,
             election: match args.election_compat {
                 ElectionArg::Spec => Election::Spec,
                 ElectionArg::LiveHighest => Election::LiveHighest,
@@ -407,7 +523,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         tracing::info!(
             "P4Runtime on {} ({security}, device id {})",
             running.addr,
-            args.device_id
+            device_id
         );
         Some(running)
     };
@@ -463,4 +579,51 @@ fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn simple_switch_grpc_options_after_the_double_dash() {
+        let t = target_args(&words("--grpc-server-addr 0.0.0.0:50051 --cpu-port=255")).unwrap();
+        assert_eq!(t.grpc_server_addr.as_deref(), Some("0.0.0.0:50051"));
+        assert_eq!(t.cpu_port, Some(255));
+        assert!(target_args(&words("--drop-port 511 --priority-queues 8")).is_ok());
+        for bad in [
+            "--cpu-port 0",
+            "--cpu-port",
+            "--drop-port 400",
+            "--priority-queues 9",
+            "--dp-grpc-server-addr 0.0.0.0:50052",
+        ] {
+            assert!(target_args(&words(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_simple_switch_grpc_command_line_parses() {
+        let a = Args::try_parse_from(words(
+            "pisa-switch -i 1@veth1 -i 2@veth2 --pcap --log-console -L debug --thrift-port 9090 \
+             --device-id 3 main.json -- --grpc-server-addr 127.0.0.1:50051 --cpu-port 255",
+        ))
+        .unwrap();
+        assert_eq!(a.json.as_deref(), Some(std::path::Path::new("main.json")));
+        assert_eq!(a.pcap.as_deref(), Some(std::path::Path::new(".")));
+        assert!(a.log_console);
+        assert_eq!(a.log_level, "debug");
+        assert_eq!(a.thrift_port, Some(9090));
+        assert_eq!(a.device_id, Some(3));
+        assert_eq!(a.interfaces.len(), 2);
+        assert_eq!(a.target_args.len(), 4);
+        let a =
+            Args::try_parse_from(words("pisa-switch --no-p4 -i 1@veth1 --pcap /tmp/cap")).unwrap();
+        assert!(a.no_p4);
+        assert_eq!(a.pcap.as_deref(), Some(std::path::Path::new("/tmp/cap")));
+    }
 }
