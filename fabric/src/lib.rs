@@ -406,6 +406,18 @@ pub fn xdp_attached(ns: &Netns) -> bool {
         .unwrap_or(false)
 }
 
+/// Waits up to `timeout` for `path` to exist (a process's socket or ready file); whether it does.
+pub fn wait_for_path(path: &std::path::Path, timeout: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    while !path.exists() {
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,9 +5,9 @@
 //! ss and python3.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use pisa_fabric::{Netns, Process, veth, workspace_bin};
+use pisa_fabric::{Netns, Process, veth, wait_for_path, workspace_bin};
 
 const ROUTER: &str = "02:00:00:00:00:fe";
 
@@ -87,15 +87,11 @@ fn a_bmv2_json_router_forwards_ping_and_tcp_between_namespaces() {
         &log,
     )
     .expect("pisa-switch");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !sock.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "switch did not start: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert!(
+        wait_for_path(&sock, Duration::from_secs(10)),
+        "switch did not start: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
     let ping = h1
         .exec(
             "ping",

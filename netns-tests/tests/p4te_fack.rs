@@ -20,9 +20,9 @@
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use pisa_fabric::{Netns, Process, run, veth, workspace_bin};
+use pisa_fabric::{Netns, Process, run, veth, wait_for_path, workspace_bin};
 use topo::plan::{host_mac, mac_text, switch_mac};
 use topo::{End, Host, Link, LinkProps, Role, Switch, Topology};
 
@@ -164,15 +164,11 @@ fn rig(tag: &str, extra: &[String]) -> Rig {
         &log,
     )
     .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !sock.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "switch did not start: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert!(
+        wait_for_path(&sock, Duration::from_secs(10)),
+        "switch did not start: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
     Rig {
         h1,
         h2,

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use pisa_fabric::{Netns, Process, netns_exists, run, veth, workspace_bin, xdp_attached};
+use pisa_fabric::{
+    Netns, Process, netns_exists, run, veth, wait_for_path, workspace_bin, xdp_attached,
+};
 
 /// The I/O of the tests that run once (shaping, congestion, PFC): the default, AF_XDP.
 const IO: &str = "af-xdp";
@@ -143,15 +145,11 @@ fn switch(io: &str, ns: Netns, ports: &[(u16, &str)], entries: &str, extra: &[&s
         &log,
     )
     .expect("switch");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !sock.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "switch did not start: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert!(
+        wait_for_path(&sock, Duration::from_secs(10)),
+        "switch did not start: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
     Sw {
         ns,
         proc,

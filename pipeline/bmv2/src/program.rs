@@ -146,18 +146,7 @@ impl Bmv2Program {
         s.phv.set_std(l, |f| f.checksum_error, u128::from(bad));
         md.checksum_error = bad;
 
-        let mut req = Requests::default();
-        {
-            let mut run = Run {
-                l,
-                phv: &mut s.phv,
-                cx,
-                calcs: &self.calcs,
-                req: &mut req,
-                scratch: &mut s.w,
-            };
-            self.ingress.run(self, &mut run, &mut s.keys);
-        }
+        let req = self.control(&self.ingress, s, cx);
         if req.assert_failed {
             cx.trace(|| "assert failed".into());
             return md.mark_to_drop(self.assert_drop);
@@ -259,18 +248,7 @@ impl Bmv2Program {
             }
         }
         s.phv.load_egress(l, md);
-        let mut req = Requests::default();
-        {
-            let mut run = Run {
-                l,
-                phv: &mut s.phv,
-                cx,
-                calcs: &self.calcs,
-                req: &mut req,
-                scratch: &mut s.w,
-            };
-            self.egress.run(self, &mut run, &mut s.keys);
-        }
+        let req = self.control(&self.egress, s, cx);
         if req.assert_failed {
             cx.trace(|| "assert failed".into());
             return md.mark_to_drop(self.assert_drop);
@@ -297,6 +275,21 @@ impl Bmv2Program {
                 md.mark_to_drop(self.bridge_drop);
             }
         }
+    }
+
+    /// Runs `control` on the header vector; returns what its actions asked of the switch.
+    fn control(&self, control: &Control, s: &mut Scratch, cx: &mut Ctx<'_>) -> Requests {
+        let mut req = Requests::default();
+        let mut run = Run {
+            l: &self.l,
+            phv: &mut s.phv,
+            cx,
+            calcs: &self.calcs,
+            req: &mut req,
+            scratch: &mut s.w,
+        };
+        control.run(self, &mut run, &mut s.keys);
+        req
     }
 
     /// Runs the parser on `data` into `s.phv`, with the primitives its states call.
