@@ -326,6 +326,26 @@ pub fn program_ids(p: &p4i::P4Info) -> bmv2::P4Ids {
                 Some((name, (id, params)))
             })
             .collect(),
+        optional_fields: p
+            .tables
+            .iter()
+            .flat_map(|t| {
+                let table = t
+                    .preamble
+                    .as_ref()
+                    .map(|p| p.name.clone())
+                    .unwrap_or_default();
+                t.match_fields
+                    .iter()
+                    .filter(|f| {
+                        f.r#match
+                            == Some(p4i::match_field::Match::MatchType(
+                                p4i::match_field::MatchType::Optional as i32,
+                            ))
+                    })
+                    .map(move |f| (table.clone(), f.name.clone()))
+            })
+            .collect(),
         action_profiles: objects(p.action_profiles.iter().map(|x| x.preamble.as_ref())),
         counters: objects(p.counters.iter().map(|x| x.preamble.as_ref())),
         direct_counters: objects(p.direct_counters.iter().map(|x| x.preamble.as_ref())),

@@ -70,6 +70,9 @@ fn hex_u128(path: &str, s: &str, width: u32) -> Result<u128> {
 pub struct P4Ids {
     /// Tables: name -> (id, match field name -> id).
     pub tables: HashMap<String, (u32, HashMap<String, u32>)>,
+    /// Match fields the P4Info declares `optional` (table name, field name): p4c writes them
+    /// as ternary in the JSON.
+    pub optional_fields: std::collections::HashSet<(String, String)>,
     /// Actions: name -> (id, parameter name -> id).
     pub actions: HashMap<String, (u32, HashMap<String, u32>)>,
     /// Action profiles and selectors.
@@ -110,6 +113,21 @@ impl P4Ids {
                 for f in &mut t.fields {
                     if let Some(&fid) = fields.get(f.name) {
                         f.id = fid;
+                    }
+                }
+            }
+            for (k, f) in t.fields.iter_mut().enumerate() {
+                let optional = (t.name.to_owned(), f.name.to_owned());
+                if f.kind == MatchKind::Ternary && self.optional_fields.contains(&optional) {
+                    f.kind = MatchKind::Optional;
+                    // A ternary const entry on it is a value with a full mask, or a wildcard.
+                    for e in &mut t.const_entries {
+                        if let Some(m @ FieldMatch::Ternary { .. }) = e.key.get_mut(k) {
+                            let FieldMatch::Ternary { value, mask } = *m else {
+                                continue;
+                            };
+                            *m = FieldMatch::Optional((mask != 0).then_some(value));
+                        }
                     }
                 }
             }
@@ -209,31 +227,51 @@ pub fn load_with_ids(
     let mut b = SchemaBuilder::new(intern(name), "bmv2");
 
     // Actions, one per name: p4c may write an action (NoAction) once per table that uses it,
-    // under one name and with one body, where the P4Info has one action.
-    let mut acts = Actions::default();
+    // under one name and with one body, where the P4Info has one action. It also writes a copy of
+    // an action called directly with its arguments bound, under the same name with fewer
+    // parameters, for one of its hidden tables: the action with the most parameters keeps the
+    // name (the P4Info's), and such a copy becomes an action of its own, `name$id`, that no
+    // P4Info names.
+    let mut canonical: HashMap<&str, usize> = HashMap::new();
     for (i, a) in doc.actions.iter().enumerate() {
-        let path = format!("actions[{i}]");
-        if let Some(&ix) = acts.by_name.get(&a.name) {
-            let first = &doc.actions[acts.first[ix]];
-            if first.runtime_data != a.runtime_data || first.primitives != a.primitives {
-                return Err(unsupported(
-                    &path,
-                    format!("two different actions named {}", a.name),
-                ));
-            }
-            acts.by_id.insert(a.id, ix);
-            continue;
+        let c = canonical.entry(a.name.as_str()).or_insert(i);
+        if a.runtime_data.len() > doc.actions[*c].runtime_data.len() {
+            *c = i;
         }
+    }
+    let mut acts = Actions::default();
+    let register = |b: &mut SchemaBuilder, acts: &mut Actions, i: usize, name: &str| {
+        let a = &doc.actions[i];
+        let path = format!("actions[{i}]");
         let mut params = Vec::new();
         for (k, r) in a.runtime_data.iter().enumerate() {
             let w = width8(&format!("{path}.runtime_data[{k}]"), r.bitwidth)?;
             params.push((intern(&r.name), w));
         }
-        let ix = b.action(intern(&a.name), &params);
-        acts.by_name.insert(a.name.clone(), ix);
+        let ix = b.action(intern(name), &params);
         acts.by_id.insert(a.id, ix);
         acts.first.push(i);
         acts.names.push(a.name.clone());
+        Ok::<usize, LoadError>(ix)
+    };
+    for (i, a) in doc.actions.iter().enumerate() {
+        if canonical[a.name.as_str()] == i {
+            let ix = register(&mut b, &mut acts, i, &a.name)?;
+            acts.by_name.insert(a.name.clone(), ix);
+        }
+    }
+    for (i, a) in doc.actions.iter().enumerate() {
+        let c = canonical[a.name.as_str()];
+        if c == i {
+            continue;
+        }
+        let first = &doc.actions[c];
+        if first.runtime_data == a.runtime_data && first.primitives == a.primitives {
+            let ix = acts.by_name[&a.name];
+            acts.by_id.insert(a.id, ix);
+        } else {
+            register(&mut b, &mut acts, i, &format!("{}${}", a.name, a.id))?;
+        }
     }
 
     // Indexed externs.

@@ -270,3 +270,60 @@ fn the_router_json_file_is_the_test_program() {
         path.display()
     );
 }
+
+/// p4c writes an action called directly with bound arguments as a second action of the same
+/// name with fewer parameters, used by a hidden table. The action with the parameters keeps the
+/// name (the one a P4Info names); the copy runs as an action of its own.
+#[test]
+fn a_copy_of_an_action_with_bound_arguments_keeps_out_of_its_name() {
+    let mut j = router();
+    j["actions"].as_array_mut().unwrap().push(serde_json::json!({
+        "name": "ingress.l2_out", "id": 9, "runtime_data": [],
+        "primitives": [common::assign(common::f("standard_metadata", "egress_spec"), common::hex(2))]
+    }));
+    let pass2 = &mut j["pipelines"][0]["tables"][0];
+    pass2["action_ids"] = serde_json::json!([9]);
+    pass2["default_entry"]["action_id"] = 9.into();
+    pass2["default_entry"]["action_data"] = serde_json::json!([]);
+    let pipe = switch(&j);
+    let s = pipe.control.schema();
+    let named = &s.actions[s.action_by_name("ingress.l2_out").unwrap()];
+    assert_eq!(named.params.len(), 1, "the P4Info's action keeps the name");
+    assert!(s.actions.iter().any(|a| a.name == "ingress.l2_out$9"));
+    // The hidden table runs the copy: the resubmitted packet still leaves on port 2.
+    commands(&pipe, &["table_add l2 resub 9 =>"]);
+    let mut sw = SimSwitch::new(pipe);
+    let mut f = vec![0u8; 60];
+    f[12..14].copy_from_slice(&[0x88, 0xb5]);
+    assert_eq!(sw.inject(9, &f, 1)[0].port, 2);
+}
+
+/// A field the P4Info declares `optional` is ternary in p4c's JSON: loaded with the P4Info's ids
+/// it is an optional match, and the const entries' ternary keys on it become values or
+/// wildcards.
+#[test]
+fn a_p4info_optional_field_written_as_ternary_in_the_json_is_optional() {
+    let mut ids = bmv2::P4Ids::default();
+    ids.optional_fields
+        .insert(("ingress.acl".into(), "hdr.ipv4.protocol".into()));
+    let p = bmv2::load_with_ids(&router().to_string(), "router", Some(&ids)).unwrap();
+    let s = pipeline::program::Program::schema(&p).clone();
+    let acl = &s.tables[s.table_by_name("acl").unwrap()];
+    assert_eq!(acl.fields[1].kind, pipeline::table::MatchKind::Optional);
+    let keys: Vec<_> = acl.const_entries.iter().map(|e| e.key[1].clone()).collect();
+    use pipeline::table::FieldMatch::Optional;
+    assert_eq!(keys, [Optional(None), Optional(None), Optional(Some(6))]);
+    // The entries match as before: 10.0.1.5 takes the tag of priority 5.
+    let pipe = pipeline::runtime::Pipeline::new(
+        std::sync::Arc::new(p),
+        1,
+        pipeline::runtime::Config::default(),
+    );
+    commands(
+        &pipe,
+        &["table_add ipv4_lpm set_nhop 10.0.3.0/24 => 02:00:00:00:01:03 02:00:00:00:00:fe 3"],
+    );
+    let mut sw = SimSwitch::new(pipe);
+    let o = sw.inject(1, &tcp4([10, 0, 1, 5], [10, 0, 3, 7], 64), 1);
+    assert_eq!(ip(&o[0].bytes).dcp_and_ecn(), 2);
+}
