@@ -59,10 +59,8 @@ fn foreign_p4info() -> p4i::P4Info {
     p
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bmv2_json_program_loads_with_the_ids_of_its_p4info() {
-    use p4::set_forwarding_pipeline_config_request::Action as A;
-    // The switch starts with no program, as `pisa-switch --no-p4`.
+/// A switch with no program, as `pisa-switch --no-p4`, whose loader records what it installs.
+fn no_program_switch() -> (Running, Arc<Mutex<Option<Arc<Pipeline>>>>) {
     let pipe = Pipeline::new(Arc::new(bmv2::Empty::new()), 1, Config::default());
     let installed: Arc<Mutex<Option<Arc<Pipeline>>>> = Arc::default();
     let slot = installed.clone();
@@ -79,11 +77,44 @@ async fn a_bmv2_json_program_loads_with_the_ids_of_its_p4info() {
                 *slot.lock().unwrap() = Some(p);
                 Ok(())
             }),
+            running: Vec::new(),
         }),
         ..DeviceIo::detached()
     };
     let service = Service::new(pipe.control.clone(), io, ServerConfig::default());
-    let running = serve(service, "127.0.0.1:0".parse().unwrap()).unwrap();
+    (
+        serve(service, "127.0.0.1:0".parse().unwrap()).unwrap(),
+        installed,
+    )
+}
+
+/// A program whose tables are all hidden has a P4Info that names no object, as the empty
+/// program's does: its JSON still loads (behavioral-model's clone test program is one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_p4info_naming_nothing_still_loads_its_device_config() {
+    use p4::set_forwarding_pipeline_config_request::Action as A;
+    let (running, installed) = no_program_switch();
+    let mut c = Client::connect(&running.addr.to_string(), 1, 1)
+        .await
+        .unwrap();
+    let empty = p4i::P4Info {
+        pkg_info: Some(p4i::PkgInfo {
+            arch: "v1model".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    c.set_pipeline(A::VerifyAndCommit, empty, router_json(), None)
+        .await
+        .unwrap();
+    assert!(installed.lock().unwrap().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bmv2_json_program_loads_with_the_ids_of_its_p4info() {
+    use p4::set_forwarding_pipeline_config_request::Action as A;
+    // The switch starts with no program, as `pisa-switch --no-p4`.
+    let (running, installed) = no_program_switch();
     let mut c = Client::connect(&running.addr.to_string(), 1, 1)
         .await
         .unwrap();

@@ -332,7 +332,7 @@ fn program(args: &Args) -> anyhow::Result<(Arc<dyn Program>, String)> {
 
 /// Loads the programs controllers send: p4c's BMv2 JSON with the ids of their P4Info, swapped
 /// into the running switch.
-fn loader(sw: &Arc<Switch>, workers: usize, config: Config) -> Loader {
+fn loader(sw: &Arc<Switch>, workers: usize, config: Config, running: Vec<u8>) -> Loader {
     let weak = Arc::downgrade(sw);
     Loader {
         build: Box::new(move |p4info, device_config| {
@@ -354,11 +354,17 @@ fn loader(sw: &Arc<Switch>, workers: usize, config: Config) -> Loader {
             tracing::info!("{} loaded", sw.pipeline().control.schema().name);
             Ok(())
         }),
+        running,
     }
 }
 
 fn run(args: Args) -> anyhow::Result<()> {
     let (program, name) = program(&args)?;
+    // The JSON the switch starts with: a controller sending it again sends the same program.
+    let json_text = match &args.json {
+        Some(path) => std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
+        None => Vec::new(),
+    };
     // A JSON program or --no-p4: simple_switch_grpc's habits (device 0, gRPC on every address,
     // pcap files named by interface).
     let bmv2 = args.json.is_some() || args.no_p4;
@@ -502,7 +508,8 @@ fn run(args: Args) -> anyhow::Result<()> {
             max_packet_out: cpu.max_frame(),
             packet_out: Box::new(move |frame| cpu.send(frame).is_ok()),
             clock: Arc::new(sw.clock()),
-            loader: (args.json.is_some() || args.no_p4).then(|| loader(&sw, workers, config)),
+            loader: (args.json.is_some() || args.no_p4)
+                .then(|| loader(&sw, workers, config, json_text.clone())),
         };
         let config = ServerConfig {
             device_id,

@@ -44,8 +44,16 @@ impl Inner {
             .ok_or_else(|| Status::invalid_argument("config without a P4Info"))?;
         let theirs = fingerprint(p4info);
         let running = self.prog.load_full();
-        // Another program (or the same one with other ids): built now, run at commit.
-        let program = if theirs == running.fingerprint {
+        // Another program (or the same one with other ids): built now, run at commit. The same
+        // P4Info is the same program on a fixed-program switch; on one that loads programs, only
+        // with no device config or the running one (a P4Info may name none of a program's
+        // objects, when all its tables are hidden).
+        let same_config = {
+            let pc = self.pipeline_config.lock();
+            config.p4_device_config.is_empty() || config.p4_device_config == pc.device_config
+        };
+        let program = if theirs == running.fingerprint && (self.io.loader.is_none() || same_config)
+        {
             None
         } else if let Some(loader) = &self.io.loader {
             let pipe = (loader.build)(p4info, &config.p4_device_config)

@@ -98,6 +98,9 @@ pub struct Loader {
     pub build: Box<BuildFn>,
     /// Runs a pipeline `build` made, in place of the running one.
     pub install: Box<InstallFn>,
+    /// The device config of the program the switch started with (empty for none), so that
+    /// the same config sent again is known as the same program.
+    pub running: Vec<u8>,
 }
 
 /// [`Loader::build`].
@@ -409,6 +412,11 @@ enum Staged {
 impl Service {
     /// The service for `control` (the running program's) with `io`.
     pub fn new(control: Arc<Control>, io: DeviceIo, config: ServerConfig) -> Self {
+        let running_config = io
+            .loader
+            .as_ref()
+            .map(|l| l.running.clone())
+            .unwrap_or_default();
         let schema = control.schema().clone();
         let p4info = crate::p4info::p4info(&schema);
         let fingerprint = fingerprint(&p4info);
@@ -430,7 +438,10 @@ impl Service {
                     fingerprint,
                 }),
                 io,
-                pipeline_config: Mutex::new(PipelineConfig::default()),
+                pipeline_config: Mutex::new(PipelineConfig {
+                    device_config: running_config,
+                    ..PipelineConfig::default()
+                }),
                 streams: Mutex::new(streams),
                 next_stream: AtomicU64::new(1),
                 write_lock: Mutex::new(()),

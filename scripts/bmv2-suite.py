@@ -1,0 +1,349 @@
+#!/usr/bin/env python3
+"""The behaviour behavioral-model's simple_switch_grpc tests expect, checked against pisa-switch.
+
+behavioral-model's own tests (targets/simple_switch_grpc/tests/test_*.cpp) are C++ linked against
+simple_switch_grpc; they cannot drive another switch. This re-states the checks of those whose
+programs run here, against their programs and P4Infos (testdata/*.json, *.proto.txt) loaded over
+P4Runtime, packets on veth ports instead of BMv2's dataplane gRPC service. Each check prints PASS or
+FAIL with its name (`<test file>/<TEST_F name>`); the last line counts them.
+
+Run by scripts/bmv2-suite.sh, inside the namespace where pisa-switch (--no-p4, ports 1-4 on
+sw1..sw4, `-- --cpu-port 64`) has its ports' peers p1..p4, with the `shell` venv's python.
+"""
+
+import argparse
+import os
+import select
+import socket
+import sys
+import time
+import traceback
+
+import grpc
+from google.protobuf import text_format
+from p4.config.v1 import p4info_pb2
+from p4.v1 import p4runtime_pb2 as p4r
+from p4.v1 import p4runtime_pb2_grpc
+
+ETH_P_ALL = 0x0003
+PACKET_OUTGOING = 4
+ELECTION = p4r.Uint128(high=1, low=0)
+
+
+class Switch:
+    def __init__(self, addr, device_id, testdata):
+        self.stub = p4runtime_pb2_grpc.P4RuntimeStub(grpc.insecure_channel(addr))
+        self.device_id = device_id
+        self.testdata = testdata
+        self.stream_out = []
+        self.responses = None
+        self.p4info = None
+
+    def connect(self):
+        import queue
+        import threading
+
+        self.q = queue.Queue()
+
+        def requests():
+            while True:
+                item = self.q.get()
+                if item is None:
+                    return
+                yield item
+
+        self.responses = self.stub.StreamChannel(requests())
+        self.q.put(p4r.StreamMessageRequest(arbitration=p4r.MasterArbitrationUpdate(
+            device_id=self.device_id, election_id=ELECTION)))
+        first = next(self.responses)
+        assert first.HasField("arbitration"), first
+
+    def load(self, name):
+        self.p4info = p4info_pb2.P4Info()
+        text_format.Parse(open(os.path.join(self.testdata, name + ".proto.txt")).read(), self.p4info)
+        config = p4r.ForwardingPipelineConfig(
+            p4info=self.p4info,
+            p4_device_config=open(os.path.join(self.testdata, name + ".json"), "rb").read())
+        self.stub.SetForwardingPipelineConfig(p4r.SetForwardingPipelineConfigRequest(
+            device_id=self.device_id, election_id=ELECTION,
+            action=p4r.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT, config=config))
+
+    def id(self, kind, name):
+        for obj in getattr(self.p4info, kind):
+            if obj.preamble.name == name or obj.preamble.alias == name:
+                return obj.preamble.id
+        raise KeyError(name)
+
+    def mf_id(self, table, field):
+        for t in self.p4info.tables:
+            if t.preamble.name == table:
+                for f in t.match_fields:
+                    if f.name == field:
+                        return f.id
+        raise KeyError(field)
+
+    def write(self, entity, kind=p4r.Update.INSERT):
+        self.stub.Write(p4r.WriteRequest(
+            device_id=self.device_id, election_id=ELECTION,
+            updates=[p4r.Update(type=kind, entity=entity)]))
+
+    def read(self, entity):
+        out = []
+        for rep in self.stub.Read(p4r.ReadRequest(device_id=self.device_id, entities=[entity])):
+            out.extend(rep.entities)
+        return out
+
+
+class Ports:
+    def __init__(self, mapping):
+        self.socks = {}
+        for port, ifname in mapping.items():
+            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+            s.bind((ifname, 0))
+            s.setblocking(False)
+            self.socks[port] = s
+
+    def drain(self):
+        for s in self.socks.values():
+            while True:
+                try:
+                    s.recv(65535)
+                except BlockingIOError:
+                    break
+
+    def send(self, port, frame):
+        self.socks[port].send(frame)
+
+    def recv_one(self, timeout=2.0):
+        """(port, frame) of the first frame any port receives, or None."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select(list(self.socks.values()), [], [], left)
+            for port, s in self.socks.items():
+                if s in ready:
+                    try:
+                        data, addr = s.recvfrom(65535)
+                    except BlockingIOError:
+                        continue
+                    if addr[2] != PACKET_OUTGOING:
+                        return port, data
+
+    def recv_all(self, timeout=1.0):
+        got = []
+        while True:
+            r = self.recv_one(timeout)
+            if r is None:
+                return got
+            got.append(r)
+            timeout = 0.3
+
+
+CHECKS = []
+
+
+def check(name):
+    def deco(f):
+        CHECKS.append((name, f))
+        return f
+    return deco
+
+
+def expect(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
+
+
+def send_and_receive(ports, pkt, ig_port):
+    """Sends `pkt` on `ig_port`; the port the switch sends it out of (None: dropped)."""
+    ports.drain()
+    # Veth takes no frame shorter than an Ethernet header: the test's bytes, then zeros.
+    ports.send(ig_port, pkt.ljust(14, b"\0"))
+    r = ports.recv_one()
+    return None if r is None else r[0]
+
+
+def ternary_entry(sw, table, field, value, mask, priority, action):
+    return p4r.Entity(table_entry=p4r.TableEntry(
+        table_id=sw.id("tables", table),
+        match=[p4r.FieldMatch(field_id=sw.mf_id(table, field),
+                              ternary=p4r.FieldMatch.Ternary(value=value, mask=mask))],
+        priority=priority,
+        action=p4r.TableAction(action=p4r.Action(action_id=sw.id("actions", action)))))
+
+
+def optional_entry(sw, value, wildcard, priority, action):
+    match = [] if wildcard else [p4r.FieldMatch(
+        field_id=sw.mf_id("ingress.opt", "h.hdr.f1"),
+        optional=p4r.FieldMatch.Optional(value=value))]
+    return p4r.Entity(table_entry=p4r.TableEntry(
+        table_id=sw.id("tables", "ingress.opt"), match=match, priority=priority,
+        action=p4r.TableAction(action=p4r.Action(action_id=sw.id("actions", action)))))
+
+
+@check("test_ternary/ReadEntry")
+def ternary_read(sw, ports):
+    sw.load("ternary")
+    e = ternary_entry(sw, "ingress.ter", "h.hdr.f1", b"\xaa\xbb", b"\xff\xff", 128, "ingress.send_1")
+    sw.write(e)
+    got = sw.read(p4r.Entity(table_entry=p4r.TableEntry(table_id=e.table_entry.table_id)))
+    expect(len(got) == 1, f"{len(got)} entries read")
+    expect(got[0] == e, f"read {got[0]} for {e}")
+
+
+@check("test_ternary/PriorityOrder")
+def ternary_priority(sw, ports):
+    sw.load("ternary")
+    sw.write(ternary_entry(sw, "ingress.ter", "h.hdr.f1", b"\xaa\xbb", b"\xff\xff", 128, "ingress.send_1"))
+    port = send_and_receive(ports, b"\xaa\xbb", 3)
+    expect(port == 1, f"out of {port}, want 1")
+    sw.write(ternary_entry(sw, "ingress.ter", "h.hdr.f1", b"\xaa\x0b", b"\xff\x0f", 333, "ingress.send_2"))
+    port = send_and_receive(ports, b"\xaa\xbb", 3)
+    expect(port == 2, f"out of {port}, want 2")
+
+
+@check("test_ternary/PriorityZero")
+def ternary_zero(sw, ports):
+    sw.load("ternary")
+    try:
+        sw.write(ternary_entry(sw, "ingress.ter", "h.hdr.f1", b"\xaa\xbb", b"\xff\xff", 0, "ingress.send_1"))
+    except grpc.RpcError:
+        return
+    raise AssertionError("an entry of priority 0 was accepted")
+
+
+@check("test_optional/ReadEntry")
+def optional_read(sw, ports):
+    sw.load("optional")
+    e = optional_entry(sw, b"\xaa\xbb", False, 128, "ingress.send_1")
+    sw.write(e)
+    got = sw.read(p4r.Entity(table_entry=p4r.TableEntry(table_id=e.table_entry.table_id)))
+    expect(len(got) == 1, f"{len(got)} entries read")
+    expect(got[0] == e, f"read {got[0]} for {e}")
+
+
+@check("test_optional/BothEntries")
+def optional_both(sw, ports):
+    sw.load("optional")
+    sw.write(optional_entry(sw, b"\xaa\xbb", True, 128, "ingress.send_1"))
+    sw.write(optional_entry(sw, b"\xaa\xbb", False, 333, "ingress.send_2"))
+    for pkt, want in ((b"\xaa\xbb", 2), (b"\xaa\xbc", 1)):
+        port = send_and_receive(ports, pkt, 3)
+        expect(port == want, f"{pkt.hex()}: out of {port}, want {want}")
+
+
+@check("test_optional/PriorityZero")
+def optional_zero(sw, ports):
+    sw.load("optional")
+    try:
+        sw.write(optional_entry(sw, b"\xaa\xbb", False, 0, "ingress.send_1"))
+    except grpc.RpcError:
+        return
+    raise AssertionError("an entry of priority 0 was accepted")
+
+
+@check("test_packet_io/SendAndReceiveCPUPacket")
+def packet_io(sw, ports):
+    sw.load("packet_io")
+    payload = b"\xab" * 10
+    sw.q.put(p4r.StreamMessageRequest(packet=p4r.PacketOut(payload=payload)))
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        msg = next(sw.responses)
+        if msg.HasField("packet"):
+            expect(msg.packet.payload == payload, f"packet-in {msg.packet.payload.hex()}")
+            return
+    raise AssertionError("no packet-in")
+
+
+def pre_entity(kind, key, ident, replicas):
+    reps = [p4r.Replica(egress_port=port, instance=rid) for port, rid in replicas]
+    if kind == "multicast":
+        e = p4r.PacketReplicationEngineEntry(multicast_group_entry=p4r.MulticastGroupEntry(
+            multicast_group_id=ident, replicas=reps))
+    else:
+        e = p4r.PacketReplicationEngineEntry(clone_session_entry=p4r.CloneSessionEntry(
+            session_id=ident, replicas=reps))
+    return p4r.Entity(packet_replication_engine_entry=e)
+
+
+def replicas_seen(ports, ident, ig_port):
+    """Sends a frame carrying `ident` on `ig_port`; the (port, rid) of what comes out, the rid
+    being the first two bytes, where the programs' egress writes it."""
+    ports.drain()
+    ports.send(ig_port, ident.to_bytes(2, "big").ljust(14, b"\0"))
+    return {(port, int.from_bytes(f[:2], "big")) for port, f in ports.recv_all(1.0)}
+
+
+@check("test_pre/Multicast.2Rids3Ports")
+def multicast(sw, ports):
+    sw.load("multicast")
+    group = 10
+    reps = [(1, 1), (2, 2)]
+    sw.write(pre_entity("multicast", None, group, reps))
+    got = replicas_seen(ports, group, 4)
+    expect(got == set(reps), f"{sorted(got)}, want {sorted(reps)}")
+    reps.append((3, 1))
+    sw.write(pre_entity("multicast", None, group, reps), p4r.Update.MODIFY)
+    got = replicas_seen(ports, group, 4)
+    expect(got == set(reps), f"{sorted(got)}, want {sorted(reps)}")
+    reps.pop()
+    sw.write(pre_entity("multicast", None, group, reps), p4r.Update.MODIFY)
+    got = replicas_seen(ports, group, 4)
+    expect(got == set(reps), f"{sorted(got)}, want {sorted(reps)}")
+    sw.write(pre_entity("multicast", None, group, reps), p4r.Update.DELETE)
+    got = replicas_seen(ports, group, 4)
+    expect(not got, f"{sorted(got)} after the group was deleted")
+
+
+@check("test_pre/Clone.SingletonAndMulticast")
+def clone(sw, ports):
+    sw.load("clone")
+    session, ig = 10, 1
+    reps = [(2, 1)]
+    sw.write(pre_entity("clone", None, session, reps))
+    got = replicas_seen(ports, session, ig)
+    want = set(reps) | {(ig, 0)}
+    expect(got == want, f"{sorted(got)}, want {sorted(want)}")
+    reps.append((3, 2))
+    sw.write(pre_entity("clone", None, session, reps), p4r.Update.MODIFY)
+    got = replicas_seen(ports, session, ig)
+    want = set(reps) | {(ig, 0)}
+    expect(got == want, f"{sorted(got)}, want {sorted(want)}")
+    sw.write(pre_entity("clone", None, session, reps), p4r.Update.DELETE)
+    got = replicas_seen(ports, session, ig)
+    expect(got == {(ig, 0)}, f"{sorted(got)} after the session was deleted")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--grpc-addr", required=True)
+    ap.add_argument("--device-id", type=int, default=0)
+    ap.add_argument("--testdata", required=True)
+    ap.add_argument("--ports", default="1=p1,2=p2,3=p3,4=p4")
+    ap.add_argument("--only", help="run the checks whose name contains this")
+    args = ap.parse_args()
+    mapping = {int(k): v for k, v in (x.split("=") for x in args.ports.split(","))}
+    ports = Ports(mapping)
+    sw = Switch(args.grpc_addr, args.device_id, args.testdata)
+    sw.connect()
+    passed = 0
+    checks = [(n, f) for n, f in CHECKS if args.only is None or args.only in n]
+    for name, f in checks:
+        try:
+            f(sw, ports)
+            print(f"PASS {name}")
+            passed += 1
+        except Exception as e:  # a failed check is reported, and the next one runs
+            detail = e.details() if isinstance(e, grpc.RpcError) else str(e)
+            print(f"FAIL {name}: {detail}")
+            traceback.print_exc(limit=1, file=sys.stdout)
+    print(f"{passed} of {len(checks)} checks passed")
+    sw.q.put(None)
+    return 0 if passed == len(checks) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
