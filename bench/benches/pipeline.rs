@@ -215,6 +215,104 @@ fn basic(c: &mut Criterion) {
     );
 }
 
+/// The loader's test router (`pipeline/bmv2/tests/programs/router.json`: a P4 program in p4c's
+/// BMv2 JSON, checksums verified and updated, LPM route, ternary ACL, egress counter and
+/// register) on `basic`'s workload: the same routes and traffic, per packet, in batches of 32;
+/// side by side with `basic` in one run.
+fn bmv2_router(c: &mut Criterion) {
+    let (_, prefixes) = basic_with(Workload::default(), 1);
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../pipeline/bmv2/tests/programs/router.json"
+    );
+    let text = std::fs::read_to_string(path).expect("router.json");
+    // Room for basic's 100k routes (the file's table holds 1,024).
+    let mut json: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    for t in json["pipelines"][0]["tables"]
+        .as_array_mut()
+        .expect("tables")
+    {
+        if t["name"] == "ingress.ipv4_lpm" {
+            t["max_size"] = 131_072.into();
+        }
+    }
+    let program = bmv2::load(&json.to_string(), "router").expect("the router loads");
+    let pipe = pipeline::runtime::Pipeline::new(Arc::new(program), 1, Default::default());
+    let s = pipe.control.schema().clone();
+    let table = s.tables[s.table_by_name("ipv4_lpm").unwrap()].id;
+    let nhop = s.actions[s.action_by_name("set_nhop").unwrap()].id;
+    let updates: Vec<Update> = prefixes
+        .iter()
+        .enumerate()
+        .map(|(i, &(value, len))| Update {
+            kind: UpdateKind::Insert,
+            entity: Entity::TableEntry(TableEntry {
+                table_id: table,
+                matches: vec![(
+                    1,
+                    FieldMatch::Lpm {
+                        value: u128::from(value),
+                        prefix_len: len,
+                    },
+                )],
+                action: Some(TableAction::Action(ActionSpec {
+                    action_id: nhop,
+                    params: vec![
+                        (1, 0x0200_0000_0000 | i as u128),
+                        (2, 0x0200_0000_00fe),
+                        (3, 1 + (i as u128 % 4)),
+                    ],
+                })),
+                ..TableEntry::default()
+            }),
+        })
+        .collect();
+    for chunk in updates.chunks(10_000) {
+        for r in pipe.control.write(chunk, Atomicity::ContinueOnError) {
+            r.expect("route");
+        }
+    }
+    let mut g = c.benchmark_group("bmv2_router");
+    g.throughput(Throughput::Elements(32));
+    for flows in [64usize, 4096, 65536] {
+        let frames = traffic(&prefixes, flows, 64);
+        let mut worker = Worker::new(pipe.clone(), 0, 1);
+        let mut bufs: Vec<Vec<u8>> = (0..32).map(|_| vec![0u8; 2048]).collect();
+        let mut next = 0usize;
+        let mut now = 0u64;
+        g.bench_function(BenchmarkId::new("batch32_flows", flows), |b| {
+            b.iter(|| {
+                worker.begin_batch();
+                let mut sent = 0u32;
+                for buf in bufs.iter_mut() {
+                    let src = &frames[next % frames.len()];
+                    next += 1;
+                    now += 100;
+                    buf[256..256 + src.len()].copy_from_slice(src);
+                    let mut f = Frame::new(buf, 256, src.len());
+                    let mut md = StdMeta::new(1, src.len(), now);
+                    let v = worker.ingress(now, &mut f, &mut md);
+                    if let Dest::Port { port, .. } = v.dest {
+                        md.egress_port = port;
+                        worker.egress(now, &mut f, &mut md);
+                        sent += 1;
+                    }
+                }
+                worker.end_batch();
+                sent
+            })
+        });
+    }
+    g.finish();
+    let drops: u64 = pipe
+        .control
+        .drop_counts()
+        .iter()
+        .map(|(_, d)| d.packets)
+        .sum();
+    eprintln!("bmv2_router: {drops} drops");
+}
+
 /// Single-entry write visibility with 1M entries in the written table: time from the start of
 /// `Control::write` until a fresh snapshot returns the new entry on lookup.
 fn write_visibility(c: &mut Criterion) {
@@ -349,5 +447,12 @@ fn write_visibility(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, parser, tables, basic, write_visibility);
+criterion_group!(
+    benches,
+    parser,
+    tables,
+    basic,
+    bmv2_router,
+    write_visibility
+);
 criterion_main!(benches);

@@ -40,6 +40,13 @@ pub(crate) fn mask(width: u32) -> u128 {
 /// checked that the bits are inside `buf`.
 #[inline]
 pub(crate) fn read(buf: &[u8], off: usize, width: u32) -> u128 {
+    if off.is_multiple_of(8) && width.is_multiple_of(8) {
+        // Whole bytes (most header fields): no shifting within bytes.
+        let start = off / 8;
+        return buf[start..start + width as usize / 8]
+            .iter()
+            .fold(0u128, |v, &b| (v << 8) | u128::from(b));
+    }
     let mut v: u128 = 0;
     let mut remaining = width;
     let mut pos = off;
@@ -59,6 +66,14 @@ pub(crate) fn read(buf: &[u8], off: usize, width: u32) -> u128 {
 #[inline]
 pub(crate) fn write(buf: &mut [u8], off: usize, width: u32, v: u128) {
     let v = v & mask(width);
+    if off.is_multiple_of(8) && width.is_multiple_of(8) {
+        let start = off / 8;
+        let n = width as usize / 8;
+        for (k, b) in buf[start..start + n].iter_mut().enumerate() {
+            *b = (v >> (8 * (n - 1 - k))) as u8;
+        }
+        return;
+    }
     let mut remaining = width;
     let mut pos = off;
     while remaining > 0 {

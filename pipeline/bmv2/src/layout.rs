@@ -29,6 +29,8 @@ pub(crate) struct Header {
     pub count: u32,
     /// Whole bytes on the wire (metadata: its fields packed, rounded up).
     pub bytes: usize,
+    /// Bytes in a bridge: each field in whole bytes of its own ([`Phv::save`]).
+    pub saved_bytes: usize,
     pub metadata: bool,
 }
 
@@ -138,7 +140,11 @@ impl Layout {
                 ));
             }
             l.header_ix.insert(h.name.clone(), header);
+            let saved_bytes = (first..first + ty.fields.len() as u32)
+                .map(|f| l.fields[f as usize].width.div_ceil(8) as usize)
+                .sum();
             l.headers.push(Header {
+                saved_bytes,
                 name: h.name.clone(),
                 first,
                 count: u32::try_from(ty.fields.len()).expect("fewer than 2^32 fields"),
@@ -352,6 +358,32 @@ impl Phv {
         }
         let next = &mut self.next[stack as usize];
         *next = usize::from(*next).saturating_sub(n) as u8;
+    }
+
+    /// Header `h`'s fields into `out` (at least its `saved_bytes`), each in whole bytes of its
+    /// own, little end first: cheaper than the wire's bit packing, for the bridge.
+    pub(crate) fn save(&self, l: &Layout, h: u32, out: &mut [u8]) {
+        let hd = &l.headers[h as usize];
+        let mut off = 0;
+        for f in hd.first..hd.first + hd.count {
+            let n = l.fields[f as usize].width.div_ceil(8) as usize;
+            out[off..off + n].copy_from_slice(&self.vals[f as usize].to_le_bytes()[..n]);
+            off += n;
+        }
+    }
+
+    /// The inverse of [`Phv::save`]; marks the header valid.
+    pub(crate) fn load(&mut self, l: &Layout, h: u32, bytes: &[u8]) {
+        let hd = &l.headers[h as usize];
+        let mut off = 0;
+        for f in hd.first..hd.first + hd.count {
+            let n = l.fields[f as usize].width.div_ceil(8) as usize;
+            let mut b = [0u8; 16];
+            b[..n].copy_from_slice(&bytes[off..off + n]);
+            self.vals[f as usize] = u128::from_le_bytes(b);
+            off += n;
+        }
+        self.valid[h as usize] = true;
     }
 
     /// Header `h`'s fields into `out` (at least its length).

@@ -364,7 +364,7 @@ impl Bmv2Program {
         let mut len = nh.div_ceil(8) + ns + orig.len() + FOOTER;
         for (h, hd) in l.headers.iter().enumerate() {
             if hd.metadata || (s.phv.valid[h] && !self.deparsed(h as u32)) {
-                len += hd.bytes;
+                len += hd.saved_bytes;
             }
         }
         let (Ok(e16), Ok(o16), Ok(l16), Ok(t16)) = (
@@ -390,8 +390,8 @@ impl Bmv2Program {
         off += ns;
         for (h, hd) in l.headers.iter().enumerate() {
             if hd.metadata || (s.phv.valid[h] && !self.deparsed(h as u32)) {
-                s.phv.emit(l, h as u32, &mut out[off..off + hd.bytes]);
-                off += hd.bytes;
+                s.phv.save(l, h as u32, &mut out[off..off + hd.saved_bytes]);
+                off += hd.saved_bytes;
             }
         }
         out[off..off + orig.len()].copy_from_slice(orig);
@@ -435,9 +435,9 @@ impl Bmv2Program {
         off += ns;
         for (h, hd) in l.headers.iter().enumerate() {
             if hd.metadata || (s.phv.valid[h] && !self.deparsed(h as u32)) {
-                let bytes = b.get(off..off + hd.bytes)?;
-                s.phv.extract(l, h as u32, bytes);
-                off += hd.bytes;
+                let bytes = b.get(off..off + hd.saved_bytes)?;
+                s.phv.load(l, h as u32, bytes);
+                off += hd.saved_bytes;
             }
         }
         let orig = b.get(off..off + orig_len)?;
