@@ -13,6 +13,8 @@ sw1..sw4, `-- --cpu-port 64`) has its ports' peers p1..p4, with the `shell` venv
 
 import argparse
 import os
+import queue
+import threading
 import select
 import socket
 import sys
@@ -57,6 +59,33 @@ class Switch:
             device_id=self.device_id, election_id=ELECTION)))
         first = next(self.responses)
         assert first.HasField("arbitration"), first
+        # Everything else the stream brings (packet-ins, digests), for the checks to take.
+        self.inbox = queue.Queue()
+
+        def reader():
+            try:
+                for msg in self.responses:
+                    self.inbox.put(msg)
+            except grpc.RpcError:
+                pass
+
+        threading.Thread(target=reader, daemon=True).start()
+
+    def next_message(self, kind, timeout):
+        """The next stream message with field `kind` set (others are dropped), or None."""
+        import queue
+
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            try:
+                msg = self.inbox.get(timeout=left)
+            except queue.Empty:
+                return None
+            if msg.HasField(kind):
+                return msg
 
     def load(self, name):
         self.p4info = p4info_pb2.P4Info()
@@ -249,13 +278,47 @@ def packet_io(sw, ports):
     sw.load("packet_io")
     payload = b"\xab" * 10
     sw.q.put(p4r.StreamMessageRequest(packet=p4r.PacketOut(payload=payload)))
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline:
-        msg = next(sw.responses)
-        if msg.HasField("packet"):
-            expect(msg.packet.payload == payload, f"packet-in {msg.packet.payload.hex()}")
-            return
-    raise AssertionError("no packet-in")
+    msg = sw.next_message("packet", 3)
+    expect(msg is not None, "no packet-in")
+    expect(msg.packet.payload == payload, f"packet-in {msg.packet.payload.hex()}")
+
+
+def digest_config(sw, ack_timeout_ns):
+    entry = p4r.DigestEntry(digest_id=sw.id("digests", "L2_digest"), config=p4r.DigestEntry.Config(
+        max_list_size=1, max_timeout_ns=0, ack_timeout_ns=ack_timeout_ns))
+    sw.write(p4r.Entity(digest_entry=entry))
+
+
+def learn_frame(ports):
+    """test_digest's frame: destination 01:01:01:01:01:01, source 11:22:33:44:55:66, type abab."""
+    ports.drain()
+    ports.send(1, b"\x01" * 6 + bytes.fromhex("112233445566") + b"\xab\xab")
+
+
+@check("test_digest/OneSample")
+def digest_one(sw, ports):
+    sw.load("digest")
+    digest_config(sw, 0)
+    learn_frame(ports)
+    msg = sw.next_message("digest", 1)
+    expect(msg is not None, "no digest")
+    expect(msg.digest.digest_id == sw.id("digests", "L2_digest"), f"digest {msg.digest.digest_id}")
+
+
+@check("test_digest/Ack")
+def digest_ack(sw, ports):
+    sw.load("digest")
+    digest_config(sw, 1_000_000_000)
+    learn_frame(ports)
+    msg = sw.next_message("digest", 1)
+    expect(msg is not None, "no first digest")
+    learn_frame(ports)
+    again = sw.next_message("digest", 0.2)
+    expect(again is None, "a second digest before the ack")
+    sw.q.put(p4r.StreamMessageRequest(digest_ack=p4r.DigestListAck(
+        digest_id=msg.digest.digest_id, list_id=msg.digest.list_id)))
+    learn_frame(ports)
+    expect(sw.next_message("digest", 1) is not None, "no digest after the ack")
 
 
 def pre_entity(kind, key, ident, replicas):
