@@ -167,15 +167,18 @@ fn tables(c: &mut Criterion) {
     g.finish();
 }
 
-/// `basic` on the workload, per packet, in batches of 32 (ingress and egress, one core).
-/// The traffic cycles over `flows` distinct 5-tuples to random installed routes: 64 flows keep
-/// the working set in L1/L2, 65536 spread it over the 100k-route trie (memory-latency bound).
-fn basic(c: &mut Criterion) {
-    let (pipe, prefixes) = basic_with(Workload::default(), 1);
-    let mut g = c.benchmark_group("basic");
+/// Benchmark group `name`: `pipe` per packet, ingress and egress, in batches of 32 on one core,
+/// traffic of 64, 4,096 and 65,536 flows towards `prefixes`.
+fn batches(
+    c: &mut Criterion,
+    name: &str,
+    pipe: &Arc<pipeline::runtime::Pipeline>,
+    prefixes: &[(u32, u8)],
+) {
+    let mut g = c.benchmark_group(name);
     g.throughput(Throughput::Elements(32));
     for flows in [64usize, 4096, 65536] {
-        let frames = traffic(&prefixes, flows, 64);
+        let frames = traffic(prefixes, flows, 64);
         let mut worker = Worker::new(pipe.clone(), 0, 1);
         let mut bufs: Vec<Vec<u8>> = (0..32).map(|_| vec![0u8; 2048]).collect();
         let mut next = 0usize;
@@ -204,6 +207,14 @@ fn basic(c: &mut Criterion) {
         });
     }
     g.finish();
+}
+
+/// `basic` on the workload, per packet, in batches of 32 (ingress and egress, one core).
+/// The traffic cycles over `flows` distinct 5-tuples to random installed routes: 64 flows keep
+/// the working set in L1/L2, 65536 spread it over the 100k-route trie (memory-latency bound).
+fn basic(c: &mut Criterion) {
+    let (pipe, prefixes) = basic_with(Workload::default(), 1);
+    batches(c, "basic", &pipe, &prefixes);
     let drops: u64 = pipe
         .control
         .drop_counts()
@@ -272,38 +283,7 @@ fn bmv2_router(c: &mut Criterion) {
             r.expect("route");
         }
     }
-    let mut g = c.benchmark_group("bmv2_router");
-    g.throughput(Throughput::Elements(32));
-    for flows in [64usize, 4096, 65536] {
-        let frames = traffic(&prefixes, flows, 64);
-        let mut worker = Worker::new(pipe.clone(), 0, 1);
-        let mut bufs: Vec<Vec<u8>> = (0..32).map(|_| vec![0u8; 2048]).collect();
-        let mut next = 0usize;
-        let mut now = 0u64;
-        g.bench_function(BenchmarkId::new("batch32_flows", flows), |b| {
-            b.iter(|| {
-                worker.begin_batch();
-                let mut sent = 0u32;
-                for buf in bufs.iter_mut() {
-                    let src = &frames[next % frames.len()];
-                    next += 1;
-                    now += 100;
-                    buf[256..256 + src.len()].copy_from_slice(src);
-                    let mut f = Frame::new(buf, 256, src.len());
-                    let mut md = StdMeta::new(1, src.len(), now);
-                    let v = worker.ingress(now, &mut f, &mut md);
-                    if let Dest::Port { port, .. } = v.dest {
-                        md.egress_port = port;
-                        worker.egress(now, &mut f, &mut md);
-                        sent += 1;
-                    }
-                }
-                worker.end_batch();
-                sent
-            })
-        });
-    }
-    g.finish();
+    batches(c, "bmv2_router", &pipe, &prefixes);
     let drops: u64 = pipe
         .control
         .drop_counts()
