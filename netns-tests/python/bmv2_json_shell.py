@@ -12,7 +12,9 @@ p4c's own would differ from the ids the switch derives from names. Steps, each a
 before the load a frame is dropped; sh.setup loads the program (VERIFY_AND_COMMIT with the P4Info
 and the JSON); two routes written with sh.TableEntry; a UDP frame from port 1 leaves port 2
 routed by the program (MACs rewritten, TTL 63, fresh IPv4 checksum); GetForwardingPipelineConfig
-returns the P4Info given; a frame to an unrouted address is dropped.
+returns the P4Info given; a packet-out leaves the port its packet_out metadata names; a punted
+frame comes in with its ingress port in the packet_in metadata; a frame to an unrouted address is
+dropped.
 """
 
 import argparse
@@ -48,6 +50,17 @@ def renumbered(path):
         c.direct_table_id += OFFSET
     for x in list(p.counters) + list(p.registers):
         x.preamble.id += OFFSET
+    # The controller headers, as p4c declares the program's @controller_header headers.
+    for i, (name, field) in enumerate((("packet_in", "ingress_port"), ("packet_out", "egress_port"))):
+        c = p.controller_packet_metadata.add()
+        c.preamble.id = 0x04000000 + OFFSET + i
+        c.preamble.name = name
+        c.preamble.alias = name
+        for mid, (mname, width) in enumerate(((field, 9), ("_pad", 7)), start=1):
+            m = c.metadata.add()
+            m.id = mid
+            m.name = mname
+            m.bitwidth = width
     out = tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False)
     out.write(text_format.MessageToString(p))
     out.close()
@@ -102,6 +115,31 @@ def main():
     got_cfg = sh.client.get_p4info()
     assert got_cfg == p4info, "GetForwardingPipelineConfig returns another P4Info"
     print("PASS GetForwardingPipelineConfig returns the P4Info given")
+
+    # Packet-out: the program reads its packet_out header and sends the frame out of port 2.
+    tag = netio.new_tag("pktout")
+    raw = netio.mac_bytes(host_mac(2)) + netio.mac_bytes(ROUTER) + b"\x88\xb5" + tag
+    out = sh.PacketOut(payload=raw)
+    out.metadata["egress_port"] = "2"
+    out.metadata["_pad"] = "0"
+    out.send()
+    got = ports.recv(tag, timeout=2.0, want=1)
+    assert netio.counts(got) == {2: 1}, f"packet-out: {netio.counts(got)}"
+    assert got[2][0][12:] == raw[12:], "the packet_out header is not stripped"
+    print("PASS a packet-out leaves the port its packet_out header names")
+
+    # Packet-in: frames from port 1 that are not IPv4 are punted behind a packet_in header.
+    te = sh.TableEntry("ingress.l2")(action="ingress.punt")
+    te.match["standard_metadata.ingress_port"] = "1"
+    te.insert()
+    sniffer = sh.PacketIn()
+    tag = netio.new_tag("pktin")
+    ports.send(1, netio.mac_bytes(ROUTER) + netio.mac_bytes(host_mac(1)) + b"\x88\xb5" + tag)
+    msgs = [m for m in sniffer.sniff(timeout=2) if tag in m.packet.payload]
+    assert len(msgs) == 1, f"{len(msgs)} packet-ins"
+    md = {m.metadata_id: int.from_bytes(m.value, "big") for m in msgs[0].packet.metadata}
+    assert md.get(1) == 1, f"packet-in metadata {md}"
+    print("PASS a punted frame comes in with its ingress port in the packet_in metadata")
 
     tag = netio.new_tag("unrouted")
     ports.send(1, frame("192.168.9.9", tag))

@@ -5,14 +5,15 @@ use super::*;
 
 impl Inner {
     pub(super) fn packet_in_loop(&self) {
-        let header = self.schema().controller_header("packet_in").cloned();
         while !self.stop.load(Ordering::Relaxed) {
             let frame = match self.io.packet_in.recv_timeout(Duration::from_millis(200)) {
                 Ok(f) => f,
                 Err(crossbeam::channel::RecvTimeoutError::Timeout) => continue,
                 Err(crossbeam::channel::RecvTimeoutError::Disconnected) => break,
             };
-            let (metadata, payload) = match &header {
+            // The running program's header: a program loaded since has its own.
+            let schema = self.schema();
+            let (metadata, payload) = match schema.controller_header("packet_in") {
                 Some(h) => {
                     let Some(values) = convert::unpack_header(&h.fields, &frame) else {
                         self.stats

@@ -134,9 +134,11 @@ impl Bmv2Program {
                 None => return md.mark_to_drop(self.bridge_drop),
             }
         }
-        let parsed = self.parse(s, cx, pkt.data(), true);
-        self.restore_list(s, keep);
+        // Standard metadata and the kept field list first: a parser may branch on them (on the
+        // ingress port, to take a controller's packet_out header from the CPU port).
         s.phv.load_ingress(l, md);
+        self.restore_list(s, keep);
+        let parsed = self.parse(s, cx, pkt.data(), true);
         let error = parsed.error.unwrap_or(self.parser.errors.no_error);
         s.phv.set_std(l, |f| f.parser_error, error as u128);
         if let Some(e) = parsed.error {

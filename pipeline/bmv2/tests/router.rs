@@ -327,3 +327,31 @@ fn a_p4info_optional_field_written_as_ternary_in_the_json_is_optional() {
     let o = sw.inject(1, &tcp4([10, 0, 1, 5], [10, 0, 3, 7], 64), 1);
     assert_eq!(ip(&o[0].bytes).dcp_and_ecn(), 2);
 }
+
+/// The controller's headers as a P4 program declares them: a frame from the CPU port carries a
+/// `packet_out` header naming its port, which the program strips; a punted frame leaves on the
+/// CPU port behind a `packet_in` header naming where it came in.
+#[test]
+fn packet_out_and_packet_in_headers_are_the_programs_own() {
+    let pipe = switch(&router());
+    commands(&pipe, &["table_add l2 punt 7 =>"]);
+    let mut sw = SimSwitch::new(pipe);
+    let mut f = vec![0u8; 60];
+    f[..6].copy_from_slice(&DST);
+    f[6..12].copy_from_slice(&SRC);
+    f[12..14].copy_from_slice(&[0x88, 0xcc]);
+    // packet_out { egress_port = 3 (9 bits), _pad (7 bits) }, then the frame.
+    let mut out = vec![(3u16 >> 1) as u8, ((3u16 & 1) << 7) as u8];
+    out.extend_from_slice(&f);
+    let o = sw.inject(common::CPU_PORT, &out, 1);
+    assert_eq!(o.len(), 1);
+    assert_eq!(o[0].port, 3);
+    assert_eq!(&o[0].bytes[12..], &f[12..], "the packet_out header is gone");
+    // Punted from port 7: packet_in { ingress_port = 7 } in front of the frame.
+    let o = sw.inject(7, &f, 1);
+    assert_eq!(o.len(), 1);
+    assert_eq!(o[0].port, common::CPU_PORT);
+    let port = (u16::from(o[0].bytes[0]) << 1) | u16::from(o[0].bytes[1] >> 7);
+    assert_eq!(port, 7);
+    assert_eq!(&o[0].bytes[2 + 12..], &f[12..]);
+}

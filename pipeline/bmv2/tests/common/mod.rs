@@ -84,12 +84,16 @@ const IPV4_FIELDS: [&str; 11] = [
     "dstAddr",
 ];
 
+/// The CPU port of the test programs (the switch's default).
+pub(crate) const CPU_PORT: u16 = 510;
+
 /// `router`: Ethernet and IPv4 with a verified and updated header checksum; parser and checksum
 /// errors dropped; an LPM route that rewrites MACs and decrements the TTL (hit: on to an ACL of
 /// const ternary entries with BMv2 priorities that tag or clone); multicast; L2 by ingress port
-/// with a resubmission that keeps a field list; egress that writes the ingress tag, the replica
-/// id and the queue depth into the packet, counts per port and records the length in a
-/// register.
+/// with a resubmission that keeps a field list, or punting to the CPU behind a `packet_in` header;
+/// frames from the CPU port carry a `packet_out` header naming their port; egress writes the
+/// ingress tag, the replica id and the instance type into the packet, counts per port and
+/// records the length in a register.
 pub(crate) fn router() -> Value {
     let mut ipv4_fields: Vec<Value> = IPV4_FIELDS
         .iter()
@@ -134,7 +138,18 @@ pub(crate) fn router() -> Value {
                                         f("standard_metadata", "packet_length")])
          ]},
         {"name": "ingress.resub", "id": 8, "runtime_data": [],
-         "primitives": [assign(f("meta", "pass"), hex(1)), prim("resubmit", vec![hex(1)])]}
+         "primitives": [assign(f("meta", "pass"), hex(1)), prim("resubmit", vec![hex(1)])]},
+        {"name": "ingress.punt", "id": 9, "runtime_data": [],
+         "primitives": [
+            assign(f("standard_metadata", "egress_spec"), hex(u128::from(CPU_PORT))),
+            prim("add_header", vec![hdr("packet_in")]),
+            assign(f("packet_in", "ingress_port"), f("standard_metadata", "ingress_port"))
+         ]},
+        {"name": "ingress.from_cpu", "id": 10, "runtime_data": [],
+         "primitives": [
+            assign(f("standard_metadata", "egress_spec"), f("packet_out", "egress_port")),
+            prim("remove_header", vec![hdr("packet_out")])
+         ]}
     ]);
     json!({
         "__meta__": {"version": [2, 23], "compiler": "written by hand for pisa-switch's tests"},
@@ -142,20 +157,34 @@ pub(crate) fn router() -> Value {
             {"name": "meta_t", "id": 0, "fields": [["tag", 8, false], ["pass", 8, false]]},
             standard_metadata(),
             {"name": "ethernet_t", "id": 2, "fields": [["dstAddr", 48, false], ["srcAddr", 48, false], ["etherType", 16, false]]},
-            {"name": "ipv4_t", "id": 3, "fields": ipv4_fields}
+            {"name": "ipv4_t", "id": 3, "fields": ipv4_fields},
+            {"name": "packet_in_t", "id": 4, "fields": [["ingress_port", 9, false], ["_pad", 7, false]]},
+            {"name": "packet_out_t", "id": 5, "fields": [["egress_port", 9, false], ["_pad", 7, false]]}
         ],
         "headers": [
             {"name": "meta", "id": 0, "header_type": "meta_t", "metadata": true},
             {"name": "standard_metadata", "id": 1, "header_type": "standard_metadata", "metadata": true},
             {"name": "ethernet", "id": 2, "header_type": "ethernet_t", "metadata": false},
-            {"name": "ipv4", "id": 3, "header_type": "ipv4_t", "metadata": false}
+            {"name": "ipv4", "id": 3, "header_type": "ipv4_t", "metadata": false},
+            {"name": "packet_in", "id": 4, "header_type": "packet_in_t", "metadata": false},
+            {"name": "packet_out", "id": 5, "header_type": "packet_out_t", "metadata": false}
         ],
         "header_stacks": [], "header_union_types": [], "header_unions": [], "header_union_stacks": [],
         "field_lists": [{"id": 1, "name": "keep_pass", "elements": [f("meta", "pass")]}],
         "errors": errors(),
         "enums": [],
         "parsers": [{"name": "parser", "id": 0, "init_state": "start", "parse_states": [
-            {"name": "start", "id": 0,
+            {"name": "start", "id": 2,
+             "parser_ops": [],
+             "transition_key": [f("standard_metadata", "ingress_port")],
+             "transitions": [
+                {"type": "hexstr", "value": format!("0x{CPU_PORT:04x}"), "mask": null, "next_state": "parse_packet_out"},
+                {"type": "default", "value": null, "mask": null, "next_state": "parse_ethernet"}]},
+            {"name": "parse_packet_out", "id": 3,
+             "parser_ops": [{"op": "extract", "parameters": [{"type": "regular", "value": "packet_out"}]}],
+             "transition_key": [],
+             "transitions": [{"type": "default", "value": null, "mask": null, "next_state": "parse_ethernet"}]},
+            {"name": "parse_ethernet", "id": 0,
              "parser_ops": [{"op": "extract", "parameters": [{"type": "regular", "value": "ethernet"}]}],
              "transition_key": [f("ethernet", "etherType")],
              "transitions": [
@@ -167,7 +196,7 @@ pub(crate) fn router() -> Value {
              "transitions": [{"value": "default", "mask": null, "next_state": null}]}
         ]}],
         "parse_vsets": [],
-        "deparsers": [{"name": "deparser", "id": 0, "order": ["ethernet", "ipv4"]}],
+        "deparsers": [{"name": "deparser", "id": 0, "order": ["packet_in", "ethernet", "ipv4"]}],
         "meter_arrays": [],
         "counter_arrays": [
             {"name": "egress.port_ctr", "id": 0, "size": 512, "is_direct": false},
@@ -178,11 +207,12 @@ pub(crate) fn router() -> Value {
         "learn_lists": [],
         "actions": actions,
         "pipelines": [
-            {"name": "ingress", "id": 0, "init_table": "node_pass2",
+            {"name": "ingress", "id": 0, "init_table": "node_from_cpu",
              "action_profiles": [],
              "tables": [
                 dummy_table("tbl_pass2", 0, 4, vec!["0x0002"], Value::Null),
                 dummy_table("tbl_drop", 1, 1, vec![], Value::Null),
+                dummy_table("tbl_from_cpu", 6, 10, vec![], Value::Null),
                 {"name": "ingress.ipv4_lpm", "id": 2,
                  "key": [{"match_type": "lpm", "name": "hdr.ipv4.dstAddr", "target": ["ipv4", "dstAddr"], "mask": null}],
                  "match_type": "lpm", "type": "simple", "max_size": 1024, "with_counters": true,
@@ -215,12 +245,15 @@ pub(crate) fn router() -> Value {
                  "key": [{"match_type": "exact", "name": "standard_metadata.ingress_port", "target": ["standard_metadata", "ingress_port"], "mask": null}],
                  "match_type": "exact", "type": "simple", "max_size": 64, "with_counters": false,
                  "support_timeout": false, "direct_meters": null,
-                 "action_ids": [4, 8, 1], "actions": ["ingress.l2_out", "ingress.resub", "ingress.drop"],
+                 "action_ids": [4, 8, 9, 1], "actions": ["ingress.l2_out", "ingress.resub", "ingress.punt", "ingress.drop"],
                  "base_default_next": null,
-                 "next_tables": {"ingress.l2_out": null, "ingress.resub": null, "ingress.drop": null},
+                 "next_tables": {"ingress.l2_out": null, "ingress.resub": null, "ingress.punt": null, "ingress.drop": null},
                  "default_entry": {"action_id": 1, "action_const": false, "action_data": [], "action_entry_const": false}}
              ],
              "conditionals": [
+                {"name": "node_from_cpu", "id": 3,
+                 "expression": op("d2b", Value::Null, f("packet_out", "$valid$")),
+                 "true_next": "tbl_from_cpu", "false_next": "node_pass2"},
                 {"name": "node_pass2", "id": 0,
                  "expression": op("==", f("meta", "pass"), hex(1)),
                  "true_next": "tbl_pass2", "false_next": "node_guard"},
