@@ -283,6 +283,51 @@ def packet_io(sw, ports):
     expect(msg.packet.payload == payload, f"packet-in {msg.packet.payload.hex()}")
 
 
+def param_id(sw, action, name):
+    for a in sw.p4info.actions:
+        if a.preamble.name == action or a.preamble.alias == action:
+            for q in a.params:
+                if q.name == name:
+                    return q.id
+    raise KeyError(name)
+
+
+@check("test_basic/Entries")
+def basic_entries(sw, ports):
+    sw.load("simple_router")
+    table = sw.id("tables", "ipv4_lpm")
+    e = p4r.Entity(table_entry=p4r.TableEntry(
+        table_id=table,
+        match=[p4r.FieldMatch(field_id=sw.mf_id("ipv4_lpm", "ipv4.dstAddr"),
+                              lpm=p4r.FieldMatch.LPM(value=b"\x0a\x00\x00\x00", prefix_len=16))],
+        action=p4r.TableAction(action=p4r.Action(action_id=sw.id("actions", "set_nhop"), params=[
+            p4r.Action.Param(param_id=param_id(sw, "set_nhop", "nhop_ipv4"), value=b"\x0a\x00\x00\x01"),
+            p4r.Action.Param(param_id=param_id(sw, "set_nhop", "port"), value=b"\x09")]))))
+    sw.write(e)
+    got = sw.read(e)
+    expect(len(got) == 1 and got[0] == e, f"read {list(got)} for {e}")
+    got = sw.read(p4r.Entity(table_entry=p4r.TableEntry(table_id=table)))
+    expect(len(got) == 1 and got[0] == e, f"read the table: {list(got)}")
+    sw.write(e, p4r.Update.DELETE)
+    expect(not sw.read(e), "the entry is still there after DELETE")
+
+
+@check("test_basic/DefaultEntry")
+def basic_default(sw, ports):
+    sw.load("simple_router")
+    table = sw.id("tables", "ipv4_lpm")
+    e = p4r.Entity(table_entry=p4r.TableEntry(table_id=table, is_default_action=True))
+    got = sw.read(e)
+    want = p4r.Entity()
+    want.CopyFrom(e)
+    want.table_entry.action.action.action_id = sw.id("actions", "NoAction")
+    expect(len(got) == 1 and got[0] == want, f"default {list(got)}, want {want}")
+    want.table_entry.action.action.action_id = sw.id("actions", "_drop")
+    sw.write(want, p4r.Update.MODIFY)
+    got = sw.read(e)
+    expect(len(got) == 1 and got[0] == want, f"default after MODIFY {list(got)}")
+
+
 def digest_config(sw, ack_timeout_ns):
     entry = p4r.DigestEntry(digest_id=sw.id("digests", "L2_digest"), config=p4r.DigestEntry.Config(
         max_list_size=1, max_timeout_ns=0, ack_timeout_ns=ack_timeout_ns))
