@@ -17,7 +17,13 @@ pub(crate) type Next = Option<u32>;
 #[derive(Debug)]
 pub(crate) enum Node {
     Table(TableNode),
-    Cond { expr: Expr, t: Next, f: Next },
+    Cond {
+        /// Its name in the JSON, for the trace.
+        name: String,
+        expr: Expr,
+        t: Next,
+        f: Next,
+    },
 }
 
 #[derive(Debug)]
@@ -55,7 +61,7 @@ impl Control {
                 return;
             }
             node = match &self.nodes[n as usize] {
-                Node::Cond { expr, t, f } => {
+                Node::Cond { name, expr, t, f } => {
                     let env = Env {
                         l: run.l,
                         phv: run.phv,
@@ -64,7 +70,9 @@ impl Control {
                         short: std::cell::Cell::new(false),
                         x: run.cx.externs,
                     };
-                    if expr.eval(&env) != 0 { *t } else { *f }
+                    let holds = expr.eval(&env) != 0;
+                    run.cx.trace(|| format!("condition={name} value={holds}"));
+                    if holds { *t } else { *f }
                 }
                 Node::Table(t) => {
                     keys.clear();

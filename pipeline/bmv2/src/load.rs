@@ -992,6 +992,7 @@ fn compile_control(
         let path = format!("pipelines[{pi}].conditionals[{ci}]");
         let expr: Expr = scope.expr(&format!("{path}.expression"), &c.expression)?;
         nodes.push(Node::Cond {
+            name: c.name.clone(),
             expr,
             t: next(&format!("{path}.true_next"), &c.true_next)?,
             f: next(&format!("{path}.false_next"), &c.false_next)?,

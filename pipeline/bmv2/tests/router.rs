@@ -355,3 +355,28 @@ fn packet_out_and_packet_in_headers_are_the_programs_own() {
     assert_eq!(port, 7);
     assert_eq!(&o[0].bytes[2 + 12..], &f[12..]);
 }
+
+/// `--trace` names the parser's states, the conditions with their outcome, and the tables and
+/// actions, by their names in the program.
+#[test]
+fn the_trace_names_states_conditions_tables_and_actions() {
+    let pipe = switch(&router());
+    commands(
+        &pipe,
+        &["table_add ipv4_lpm set_nhop 10.0.3.0/24 => 02:00:00:00:01:03 02:00:00:00:00:fe 3"],
+    );
+    let mut sw = SimSwitch::new(pipe);
+    sw.worker().set_tracing(true);
+    sw.inject(1, &tcp4([192, 168, 0, 1], [10, 0, 3, 7], 64), 1);
+    let text = sw.take_trace().join("\n");
+    for want in [
+        "parser state=parse_ipv4",
+        "condition=node_ipv4 value=true",
+        "condition=node_guard value=false",
+        "table=ingress.ipv4_lpm hit=true",
+        "action=ingress.set_nhop",
+        "table=tbl_mark hit=false action=egress.mark",
+    ] {
+        assert!(text.contains(want), "{want} not in\n{text}");
+    }
+}
