@@ -207,6 +207,13 @@ fn batches(
         });
     }
     g.finish();
+    let drops: u64 = pipe
+        .control
+        .drop_counts()
+        .iter()
+        .map(|(_, d)| d.packets)
+        .sum();
+    eprintln!("{name}: {drops} drops");
 }
 
 /// `basic` on the workload, per packet, in batches of 32 (ingress and egress, one core).
@@ -214,16 +221,8 @@ fn batches(
 /// the working set in L1/L2, 65536 spread it over the 100k-route trie (memory-latency bound).
 fn basic(c: &mut Criterion) {
     let (pipe, prefixes) = basic_with(Workload::default(), 1);
+    // The workload's ACL never matches the traffic: every lookup is a full miss.
     batches(c, "basic", &pipe, &prefixes);
-    let drops: u64 = pipe
-        .control
-        .drop_counts()
-        .iter()
-        .map(|(_, d)| d.packets)
-        .sum();
-    eprintln!(
-        "basic: {drops} drops (the workload's ACL never matches the traffic: every lookup is a full miss)"
-    );
 }
 
 /// The loader's test router (`pipeline/bmv2/tests/programs/router.json`: a P4 program in p4c's
@@ -284,13 +283,6 @@ fn bmv2_router(c: &mut Criterion) {
         }
     }
     batches(c, "bmv2_router", &pipe, &prefixes);
-    let drops: u64 = pipe
-        .control
-        .drop_counts()
-        .iter()
-        .map(|(_, d)| d.packets)
-        .sum();
-    eprintln!("bmv2_router: {drops} drops");
 }
 
 /// Single-entry write visibility with 1M entries in the written table: time from the start of

@@ -16,12 +16,15 @@ mod bits;
 mod control;
 mod error;
 mod expr;
+mod ids;
 mod json;
 mod layout;
 mod load;
 mod parse;
 mod program;
+mod tables;
 
 pub use error::LoadError;
-pub use load::{ControllerHeader, P4Ids, load, load_with_ids};
+pub use ids::{ControllerHeader, P4Ids};
+pub use load::{load, load_with_ids};
 pub use program::{Bmv2Program, Empty};
