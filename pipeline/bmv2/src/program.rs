@@ -133,6 +133,7 @@ impl Bmv2Program {
                 }
                 None => return md.mark_to_drop(self.bridge_drop),
             }
+            cx.packet_len = u32::try_from(pkt.len()).unwrap_or(u32::MAX);
         }
         // Standard metadata and the kept field list first: a parser may branch on them (on the
         // ingress port, to take a controller's packet_out header from the CPU port).
@@ -249,6 +250,8 @@ impl Bmv2Program {
                 region = f.emitted;
             }
         }
+        // Counters and meters see the packet, not the bridge that rode behind it.
+        cx.packet_len = u32::try_from(pkt.len()).unwrap_or(u32::MAX);
         s.phv.load_egress(l, md);
         let req = self.control(&self.egress, s, cx);
         if req.assert_failed {

@@ -67,7 +67,12 @@ fn routes_ipv4_rewriting_macs_and_ttl_with_a_fresh_checksum() {
         .iter()
         .position(|c| c.name == "egress.port_ctr")
         .unwrap();
-    assert_eq!(x.counters[ctr].read(3).unwrap().packets, 1);
+    let c = x.counters[ctr].read(3).unwrap();
+    assert_eq!(
+        (c.packets, c.bytes),
+        (1, f.len() as u64),
+        "the packet's bytes, not the bridge's"
+    );
     let reg = s
         .registers
         .iter()
@@ -76,7 +81,8 @@ fn routes_ipv4_rewriting_macs_and_ttl_with_a_fresh_checksum() {
     assert_eq!(x.registers[reg].read(3), Some(f.len() as u64));
     let lpm = s.table_by_name("ipv4_lpm").unwrap();
     let direct = x.table_direct_counter[lpm].unwrap();
-    assert_eq!(x.direct_counters[direct].read(0).unwrap().packets, 1);
+    let c = x.direct_counters[direct].read(0).unwrap();
+    assert_eq!((c.packets, c.bytes), (1, f.len() as u64));
 }
 
 #[test]
