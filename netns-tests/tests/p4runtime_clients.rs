@@ -6,9 +6,12 @@
 //! the script to exit 0 and the switch to stop cleanly. Needs root, iproute2, ethtool and the venvs:
 //! a missing venv fails the test.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use common::venv_python;
 use pisa_fabric::{Netns, Process, netns_exists, workspace_bin};
 
 /// Switch ports (and veth pairs) per test.
@@ -20,21 +23,6 @@ fn repo_root() -> PathBuf {
         .parent()
         .expect("workspace root")
         .to_path_buf()
-}
-
-/// The python of venv `name`; panics (fails the test) if the venv is missing or incomplete.
-fn venv_python(name: &str) -> PathBuf {
-    let root = std::env::var_os("PISA_VENV_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/cache/pisa-switch/venvs"));
-    let dir = root.join(name);
-    let py = dir.join("bin/python");
-    assert!(
-        py.exists() && dir.join(".pisa-pins").exists(),
-        "the Python venv '{name}' is missing or incomplete at {}: run scripts/py-clients.sh",
-        dir.display()
-    );
-    py
 }
 
 /// A namespace with the switch running in it, and a scratch directory.

@@ -9,3 +9,4 @@ pub mod convert;
 pub mod p4info;
 pub mod proto;
 pub mod server;
+pub mod thrift;

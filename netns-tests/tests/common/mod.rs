@@ -1,8 +1,9 @@
 //! What several namespace tests share: a small leaf-spine, pisa-ctl against one of a fabric's
-//! switches, its output's cells, the experiment runner's CSVs, and a teardown guard.
+//! switches, its output's cells, the experiment runner's CSVs, a teardown guard, and the Python
+//! venvs of the client tests.
 #![allow(dead_code, reason = "each test file uses a different subset")]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use pisa_fabric::fabric::{Fabric, GRPC_PORT, mgmt_addrs, teardown};
 use pisa_fabric::workspace_bin;
@@ -152,4 +153,21 @@ pub(crate) fn small_experiment(
     .collect();
     a.extend(extra.iter().map(|x| x.to_string()));
     a
+}
+
+/// The python of venv `name` (scripts/py-clients.sh makes them under
+/// `${PISA_VENV_DIR:-/var/cache/pisa-switch/venvs}`); panics (fails the test) if the venv is
+/// missing or incomplete.
+pub(crate) fn venv_python(name: &str) -> PathBuf {
+    let root = std::env::var_os("PISA_VENV_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/pisa-switch/venvs"));
+    let dir = root.join(name);
+    let py = dir.join("bin/python");
+    assert!(
+        py.exists() && dir.join(".pisa-pins").exists(),
+        "the Python venv '{name}' is missing or incomplete at {}: run scripts/py-clients.sh",
+        dir.display()
+    );
+    py
 }

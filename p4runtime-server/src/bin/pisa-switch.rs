@@ -197,8 +197,8 @@ struct Args {
     /// Log to this file (BMv2's `--log-file`).
     #[arg(long)]
     log_file: Option<PathBuf>,
-    /// BMv2's Thrift runtime port. Accepted so that launchers of simple_switch_grpc start this
-    /// switch unchanged; nothing is served there yet (docs/bmv2.md), which is logged.
+    /// The port of BMv2's Thrift runtime API (simple_switch_CLI's), on every address; 9090 by
+    /// default with a JSON program or --no-p4, as BMv2's, and none otherwise.
     #[arg(long)]
     thrift_port: Option<u16>,
     /// simple_switch_grpc's own options, after `--`: `--grpc-server-addr H:P`, `--cpu-port C`,
@@ -372,12 +372,8 @@ fn run(args: Args) -> anyhow::Result<()> {
     if !args.target_args.is_empty() && !bmv2 {
         bail!("options after -- are simple_switch_grpc's: give a JSON program or --no-p4");
     }
-    if let Some(port) = args.thrift_port {
-        tracing::warn!(
-            "--thrift-port {port}: no Thrift runtime server is served (simple_switch_CLI cannot \
-             drive this switch yet; use P4Runtime or --admin-socket)"
-        );
-    }
+    // BMv2 serves its runtime API on 9090 unless told otherwise.
+    let thrift_port = args.thrift_port.or(bmv2.then_some(9090));
     let device_id = args.device_id.unwrap_or(if bmv2 { 0 } else { 1 });
     let grpc_addr = args
         .grpc_addr
@@ -496,12 +492,7 @@ fn run(args: Args) -> anyhow::Result<()> {
             .context("--entries")?;
         tracing::info!("{n} commands from {}", path.display());
     }
-    let grpc = if grpc_addr == "none" {
-        None
-    } else {
-        let addr: std::net::SocketAddr = grpc_addr
-            .parse()
-            .with_context(|| format!("--grpc-addr {grpc_addr}"))?;
+    let service = {
         let cpu = sw.cpu_port().clone();
         let io = DeviceIo {
             packet_in: cpu.packet_in.clone(),
@@ -518,15 +509,22 @@ fn run(args: Args) -> anyhow::Result<()> {
                 ElectionArg::LiveHighest => Election::LiveHighest,
             },
         };
-        let service = Service::new(sw.pipeline().control.clone(), io, config);
+        Service::new(sw.pipeline().control.clone(), io, config)
+    };
+    let grpc = if grpc_addr == "none" {
+        None
+    } else {
+        let addr: std::net::SocketAddr = grpc_addr
+            .parse()
+            .with_context(|| format!("--grpc-addr {grpc_addr}"))?;
         let tls = tls_files(&args)?;
         let security = match &tls {
             None => "plaintext",
             Some(t) if t.client_ca_pem.is_some() => "mutual TLS",
             Some(_) => "TLS",
         };
-        let running =
-            serve_with(service, addr, tls).with_context(|| format!("P4Runtime on {addr}"))?;
+        let running = serve_with(service.clone(), addr, tls)
+            .with_context(|| format!("P4Runtime on {addr}"))?;
         tracing::info!(
             "P4Runtime on {} ({security}, device id {})",
             running.addr,
@@ -534,6 +532,30 @@ fn run(args: Args) -> anyhow::Result<()> {
         );
         Some(running)
     };
+    let thrift = match thrift_port {
+        Some(port) => {
+            let weak = Arc::downgrade(&sw);
+            let opts = p4runtime_server::thrift::Options {
+                device_id,
+                ports: args
+                    .interfaces
+                    .iter()
+                    .map(|(p, n)| (u32::from(*p), n.clone()))
+                    .collect(),
+                admin: Some(Arc::new(move |line: &str| {
+                    let sw = weak.upgrade().ok_or("the switch is stopping")?;
+                    dataplane::admin::run(&sw, line)
+                })),
+            };
+            let addr = std::net::SocketAddr::from(([0, 0, 0, 0], port));
+            let t = p4runtime_server::thrift::serve(service.clone(), addr, opts)
+                .with_context(|| format!("the Thrift runtime server on {addr}"))?;
+            tracing::info!("Thrift runtime server on {}", t.local_addr());
+            Some(t)
+        }
+        None => None,
+    };
+    drop(service);
     // The program's agent, on its own thread, unless told otherwise.
     let registry = args.json.is_none().then(|| programs::lookup(&args.program));
     let agent = match registry.flatten().and_then(|e| e.agent) {
@@ -566,6 +588,9 @@ fn run(args: Args) -> anyhow::Result<()> {
     }
     if let Some(g) = grpc {
         g.stop();
+    }
+    if let Some(t) = thrift {
+        t.stop();
     }
     if let Some(a) = agent {
         eprint!("{}", a.stats().line(sw.agent_packet_ins_dropped()));

@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use pipeline::control::{self, Atomicity, Control, Entity, Update, UpdateKind};
+use pipeline::control::{self, Atomicity, Control, Entity, Update, UpdateKind, WriteError};
 use pipeline::schema::Schema;
 use prost::Message;
 use tokio::sync::mpsc;
@@ -397,6 +397,37 @@ impl Service {
     /// The P4Info this switch serves.
     pub fn p4info(&self) -> p4i::P4Info {
         self.inner.prog.load().p4info.clone()
+    }
+
+    /// The running program's control plane, for a local control plane (the Thrift runtime
+    /// server). A program loaded later replaces it: fetch it again for each request.
+    pub fn control(&self) -> Arc<Control> {
+        self.inner.control()
+    }
+
+    /// The device config of the running program (a JSON program's text; empty for a
+    /// hard-wired program).
+    pub fn device_config(&self) -> Vec<u8> {
+        self.inner.pipeline_config.lock().device_config.clone()
+    }
+
+    /// Writes `updates` as one batch of a local control plane, one at a time with P4Runtime
+    /// writes and program loads, on the running program.
+    pub fn write_local(
+        &self,
+        updates: &[Update],
+        atomicity: Atomicity,
+    ) -> Vec<Result<(), WriteError>> {
+        let _serial = self.inner.write_lock.lock();
+        let control = self.inner.control();
+        control.set_now((self.inner.io.clock)());
+        control.write(updates, atomicity)
+    }
+
+    /// Clears the forwarding state as a fresh commit does (BMv2's `reset_state`).
+    pub fn reset_state(&self) {
+        let _serial = self.inner.write_lock.lock();
+        self.inner.commit_fresh();
     }
 
     /// A Write as the primary's, for in-process drivers that have no StreamChannel (the fuzz

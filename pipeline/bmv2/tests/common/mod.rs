@@ -60,11 +60,19 @@ pub(crate) fn errors() -> Value {
     ])
 }
 
-/// A table p4c would write for a direct action call: no key, a const default.
-pub(crate) fn dummy_table(name: &str, id: u32, action: u32, data: Vec<&str>, next: Value) -> Value {
+/// A table p4c would write for a direct action call: no key, a const default; `action` is the
+/// action's (id, name).
+pub(crate) fn dummy_table(
+    name: &str,
+    id: u32,
+    action: (u32, &str),
+    data: Vec<&str>,
+    next: Value,
+) -> Value {
+    let (action, action_name) = action;
     json!({"name": name, "id": id, "key": [], "match_type": "exact", "type": "simple",
            "max_size": 1024, "with_counters": false, "support_timeout": false,
-           "direct_meters": null, "action_ids": [action], "actions": [format!("a{action}")],
+           "direct_meters": null, "action_ids": [action], "actions": [action_name],
            "base_default_next": next, "next_tables": {},
            "default_entry": {"action_id": action, "action_const": true,
                              "action_data": data, "action_entry_const": true}})
@@ -210,9 +218,9 @@ pub(crate) fn router() -> Value {
             {"name": "ingress", "id": 0, "init_table": "node_from_cpu",
              "action_profiles": [],
              "tables": [
-                dummy_table("tbl_pass2", 0, 4, vec!["0x0002"], Value::Null),
-                dummy_table("tbl_drop", 1, 1, vec![], Value::Null),
-                dummy_table("tbl_from_cpu", 6, 10, vec![], Value::Null),
+                dummy_table("tbl_pass2", 0, (4, "ingress.l2_out"), vec!["0x0002"], Value::Null),
+                dummy_table("tbl_drop", 1, (1, "ingress.drop"), vec![], Value::Null),
+                dummy_table("tbl_from_cpu", 6, (10, "ingress.from_cpu"), vec![], Value::Null),
                 {"name": "ingress.ipv4_lpm", "id": 2,
                  "key": [{"match_type": "lpm", "name": "hdr.ipv4.dstAddr", "target": ["ipv4", "dstAddr"], "mask": null}],
                  "match_type": "lpm", "type": "simple", "max_size": 1024, "with_counters": true,
@@ -267,7 +275,7 @@ pub(crate) fn router() -> Value {
                  "true_next": "ingress.ipv4_lpm", "false_next": "ingress.l2"}
              ]},
             {"name": "egress", "id": 1, "init_table": "tbl_mark", "action_profiles": [],
-             "tables": [dummy_table("tbl_mark", 5, 7, vec![], Value::Null)],
+             "tables": [dummy_table("tbl_mark", 5, (7, "egress.mark"), vec![], Value::Null)],
              "conditionals": []}
         ],
         "checksums": [
@@ -386,8 +394,8 @@ pub(crate) fn mpls() -> Value {
         "pipelines": [
             {"name": "ingress", "id": 0, "init_table": "node_err", "action_profiles": [],
              "tables": [
-                dummy_table("tbl_drop", 0, 0, vec![], Value::Null),
-                dummy_table("tbl_route", 1, 1, vec![], Value::Null)
+                dummy_table("tbl_drop", 0, (0, "ingress.drop"), vec![], Value::Null),
+                dummy_table("tbl_route", 1, (1, "ingress.route"), vec![], Value::Null)
              ],
              "conditionals": [
                 {"name": "node_err", "id": 0,
@@ -395,7 +403,7 @@ pub(crate) fn mpls() -> Value {
                  "true_next": "tbl_drop", "false_next": "tbl_route"}
              ]},
             {"name": "egress", "id": 1, "init_table": "tbl_push", "action_profiles": [],
-             "tables": [dummy_table("tbl_push", 2, 2, vec![], Value::Null)], "conditionals": []}
+             "tables": [dummy_table("tbl_push", 2, (2, "egress.push"), vec![], Value::Null)], "conditionals": []}
         ]
     })
 }

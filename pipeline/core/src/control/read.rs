@@ -111,6 +111,53 @@ impl Control {
         Ok(out)
     }
 
+    /// Entries of table `table_id` with their entry ids, in id order. An entry keeps its id
+    /// while it exists, in every copy of the state (direct counters are indexed by it), so the
+    /// id serves as BMv2's entry handle.
+    pub fn read_entries_with_ids(
+        &self,
+        table_id: u32,
+        with_counter: bool,
+        with_meter: bool,
+    ) -> Result<Vec<(EntryId, TableEntry)>, WriteError> {
+        let table = self.table_index(table_id)?;
+        let state = self.snapshot();
+        Ok(state.tables[table]
+            .matcher
+            .iter()
+            .map(|(id, _, _)| id)
+            .filter_map(|id| {
+                self.read_entry(&state, table, id, with_counter, with_meter)
+                    .map(|e| (id, e))
+            })
+            .collect())
+    }
+
+    /// The entry of table `table_id` whose id is `id`, or NOT_FOUND.
+    pub fn read_entry_by_id(
+        &self,
+        table_id: u32,
+        id: EntryId,
+        with_counter: bool,
+        with_meter: bool,
+    ) -> Result<TableEntry, WriteError> {
+        let table = self.table_index(table_id)?;
+        let state = self.snapshot();
+        self.read_entry(&state, table, id, with_counter, with_meter)
+            .ok_or_else(|| {
+                WriteError::NotFound(format!(
+                    "{}: no entry with handle {id}",
+                    self.schema.tables[table].name
+                ))
+            })
+    }
+
+    /// The id of the entry with `e`'s key, or NOT_FOUND.
+    pub fn entry_id(&self, e: &TableEntry) -> Result<EntryId, WriteError> {
+        let state = self.snapshot();
+        Ok(self.existing_entry(&state, e)?.1)
+    }
+
     /// The entry with `e`'s key, or NOT_FOUND.
     pub fn read_entry_by_key(
         &self,
