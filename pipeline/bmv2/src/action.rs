@@ -140,6 +140,7 @@ impl Calc {
                 CalcInput::Payload => rest(w),
             }
         }
+        w.finish();
     }
 }
 

@@ -62,8 +62,9 @@ pub(crate) fn read(buf: &[u8], off: usize, width: u32) -> u128 {
     v
 }
 
-/// Writes the low `width` (1..=128) bits of `v` into `buf` at bit `off`, leaving the other bits.
-#[inline]
+/// Writes the low `width` (1..=128) bits of `v` into `buf` at bit `off`, leaving the other bits
+/// (the reference the streaming [`Packer`] is tested against).
+#[cfg(test)]
 pub(crate) fn write(buf: &mut [u8], off: usize, width: u32, v: u128) {
     let v = v & mask(width);
     if off.is_multiple_of(8) && width.is_multiple_of(8) {
@@ -92,42 +93,224 @@ pub(crate) fn write(buf: &mut [u8], off: usize, width: u32, v: u128) {
 }
 
 /// Appends bits to a byte string, most significant first (the input of a calculation: fields
-/// packed without padding, the whole padded to a byte at the end as BMv2 does).
+/// packed without padding, the whole padded to a byte at the end as BMv2 does). Bits gather in
+/// a word and leave it a byte at a time; [`BitWriter::finish`] pads and writes the last byte.
 #[derive(Debug, Default)]
 pub(crate) struct BitWriter {
+    /// The bytes so far (all of them after [`BitWriter::finish`]).
     pub bytes: Vec<u8>,
-    bits: usize,
+    /// Bits not yet written (fewer than 8 between calls), in the low `n` bits.
+    acc: u64,
+    n: u32,
 }
 
 impl BitWriter {
     pub(crate) fn clear(&mut self) {
         self.bytes.clear();
-        self.bits = 0;
+        self.acc = 0;
+        self.n = 0;
     }
 
+    #[inline]
     pub(crate) fn push(&mut self, width: u32, v: u128) {
-        let need = (self.bits + width as usize).div_ceil(8);
-        self.bytes.resize(need, 0);
-        write(&mut self.bytes, self.bits, width, v);
-        self.bits += width as usize;
+        if width <= 56 {
+            // One step in a machine word (most fields).
+            self.acc = (self.acc << width) | (v as u64 & ((1u64 << width) - 1));
+            self.n += width;
+            while self.n >= 8 {
+                self.n -= 8;
+                self.bytes.push((self.acc >> self.n) as u8);
+            }
+            self.acc &= (1u64 << self.n) - 1;
+            return;
+        }
+        let v = v & mask(width);
+        let mut w = width;
+        while w > 0 {
+            // At most 56 bits at a time, so that the word never overflows (n < 8 here).
+            let k = w.min(56);
+            let chunk = ((v >> (w - k)) as u64) & ((1u64 << k) - 1);
+            self.acc = (self.acc << k) | chunk;
+            self.n += k;
+            w -= k;
+            while self.n >= 8 {
+                self.n -= 8;
+                self.bytes.push((self.acc >> self.n) as u8);
+            }
+            self.acc &= (1u64 << self.n) - 1;
+        }
     }
 
     pub(crate) fn push_bytes(&mut self, b: &[u8]) {
-        if self.bits.is_multiple_of(8) {
-            self.bytes.truncate(self.bits / 8);
+        if self.n == 0 {
             self.bytes.extend_from_slice(b);
-            self.bits += b.len() * 8;
         } else {
             for &x in b {
                 self.push(8, u128::from(x));
             }
         }
     }
+
+    /// Writes the bits still pending as a last byte, padded with zeros.
+    pub(crate) fn finish(&mut self) {
+        if self.n > 0 {
+            self.bytes.push((self.acc << (8 - self.n)) as u8);
+            self.acc = 0;
+            self.n = 0;
+        }
+    }
+}
+
+/// Writes fields one after another into a byte slice from its first bit, most significant
+/// first, a byte at a time (a header's fields are contiguous): the deparser's writer.
+pub(crate) struct Packer<'a> {
+    out: &'a mut [u8],
+    pos: usize,
+    acc: u64,
+    n: u32,
+}
+
+impl<'a> Packer<'a> {
+    pub(crate) fn new(out: &'a mut [u8]) -> Self {
+        Packer {
+            out,
+            pos: 0,
+            acc: 0,
+            n: 0,
+        }
+    }
+
+    /// Appends the low `width` bits of `v`. The caller has checked that they fit the slice.
+    #[inline]
+    pub(crate) fn put(&mut self, width: u32, v: u128) {
+        if width <= 56 {
+            self.acc = (self.acc << width) | (v as u64 & ((1u64 << width) - 1));
+            self.n += width;
+            while self.n >= 8 {
+                self.n -= 8;
+                self.out[self.pos] = (self.acc >> self.n) as u8;
+                self.pos += 1;
+            }
+            self.acc &= (1u64 << self.n) - 1;
+            return;
+        }
+        let v = v & mask(width);
+        let mut w = width;
+        while w > 0 {
+            let k = w.min(56);
+            let chunk = ((v >> (w - k)) as u64) & ((1u64 << k) - 1);
+            self.acc = (self.acc << k) | chunk;
+            self.n += k;
+            w -= k;
+            while self.n >= 8 {
+                self.n -= 8;
+                self.out[self.pos] = (self.acc >> self.n) as u8;
+                self.pos += 1;
+            }
+            self.acc &= (1u64 << self.n) - 1;
+        }
+    }
+}
+
+impl Packer<'_> {
+    /// Writes the bits still pending into the next byte's top, leaving its other bits.
+    pub(crate) fn finish(self) {
+        if self.n > 0 {
+            let shift = 8 - self.n;
+            let b = &mut self.out[self.pos];
+            *b = (*b & ((1u8 << shift) - 1)) | ((self.acc as u8) << shift);
+        }
+    }
+}
+
+/// Reads fields one after another from a byte slice's first bit (the inverse of [`Packer`]).
+pub(crate) struct Unpacker<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    acc: u64,
+    n: u32,
+}
+
+impl<'a> Unpacker<'a> {
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
+        Unpacker {
+            buf,
+            pos: 0,
+            acc: 0,
+            n: 0,
+        }
+    }
+
+    /// The next `width` bits. The caller has checked that they are inside the slice.
+    #[inline]
+    pub(crate) fn take(&mut self, width: u32) -> u128 {
+        if width <= 56 {
+            while self.n < width {
+                self.acc = (self.acc << 8) | u64::from(self.buf[self.pos]);
+                self.pos += 1;
+                self.n += 8;
+            }
+            self.n -= width;
+            let v = (self.acc >> self.n) & ((1u64 << width) - 1);
+            self.acc &= (1u64 << self.n) - 1;
+            return u128::from(v);
+        }
+        let mut v = 0u128;
+        let mut w = width;
+        while w > 0 {
+            let k = w.min(56);
+            while self.n < k {
+                self.acc = (self.acc << 8) | u64::from(self.buf[self.pos]);
+                self.pos += 1;
+                self.n += 8;
+            }
+            self.n -= k;
+            let chunk = (self.acc >> self.n) & ((1u64 << k) - 1);
+            self.acc &= (1u64 << self.n) - 1;
+            v = (v << k) | u128::from(chunk);
+            w -= k;
+        }
+        v
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn streaming_writers_and_readers_agree_with_bit_writes() {
+        let widths = [
+            4u32, 4, 8, 16, 16, 3, 13, 8, 8, 16, 32, 32, 1, 7, 128, 9, 64, 57, 2,
+        ];
+        let vals: Vec<u128> = widths
+            .iter()
+            .enumerate()
+            .map(|(i, &w)| {
+                0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835u128.rotate_left(i as u32 * 7) & mask(w)
+            })
+            .collect();
+        let total: u32 = widths.iter().sum();
+        let mut expect = vec![0u8; total.div_ceil(8) as usize];
+        let mut off = 0;
+        for (&w, &v) in widths.iter().zip(&vals) {
+            write(&mut expect, off, w, v);
+            off += w as usize;
+        }
+        let mut got = vec![0u8; expect.len()];
+        let mut p = Packer::new(&mut got);
+        widths.iter().zip(&vals).for_each(|(&w, &v)| p.put(w, v));
+        p.finish();
+        assert_eq!(got, expect);
+        let mut u = Unpacker::new(&expect);
+        for (&w, &v) in widths.iter().zip(&vals) {
+            assert_eq!(u.take(w), v, "width {w}");
+        }
+        let mut bw = BitWriter::default();
+        widths.iter().zip(&vals).for_each(|(&w, &v)| bw.push(w, v));
+        bw.finish();
+        assert_eq!(bw.bytes, expect);
+    }
 
     #[test]
     fn hex_strings() {
@@ -167,6 +350,7 @@ mod tests {
         w.push(12, 0xaba);
         w.push(4, 0x3);
         w.push(3, 0b101);
+        w.finish();
         assert_eq!(w.bytes, [0xab, 0xa3, 0b1010_0000]);
     }
 }

@@ -14,9 +14,9 @@ use crate::json::Doc;
 pub(crate) struct Field {
     pub name: String,
     pub header: u32,
-    /// Offset in bits from the start of its header.
-    pub offset: u32,
     pub width: u32,
+    /// The low `width` bits.
+    pub mask: u128,
     pub signed: bool,
 }
 
@@ -127,8 +127,8 @@ impl Layout {
                 l.fields.push(Field {
                     name: name.to_owned(),
                     header,
-                    offset,
                     width,
+                    mask: bits::mask(width),
                     signed,
                 });
                 offset += width;
@@ -279,7 +279,7 @@ impl Phv {
         let v = self.vals[f as usize];
         let fd = &l.fields[f as usize];
         if fd.signed && fd.width < 128 && (v >> (fd.width - 1)) & 1 == 1 {
-            (v | !bits::mask(fd.width)) as i128
+            (v | !fd.mask) as i128
         } else {
             v as i128
         }
@@ -288,7 +288,7 @@ impl Phv {
     /// Sets field `f` to `v` truncated to its width.
     #[inline]
     pub(crate) fn set(&mut self, l: &Layout, f: u32, v: i128) {
-        self.vals[f as usize] = (v as u128) & bits::mask(l.fields[f as usize].width);
+        self.vals[f as usize] = (v as u128) & l.fields[f as usize].mask;
     }
 
     fn set_opt(&mut self, l: &Layout, f: Option<u32>, v: u128) {
@@ -314,9 +314,10 @@ impl Phv {
     /// Header `h`'s fields from `bytes` (at least its length); marks it valid.
     pub(crate) fn extract(&mut self, l: &Layout, h: u32, bytes: &[u8]) {
         let hd = &l.headers[h as usize];
+        // A header's fields are contiguous from its first bit.
+        let mut u = bits::Unpacker::new(&bytes[..hd.bytes]);
         for f in hd.first..hd.first + hd.count {
-            let fd = &l.fields[f as usize];
-            self.vals[f as usize] = bits::read(bytes, fd.offset as usize, fd.width);
+            self.vals[f as usize] = u.take(l.fields[f as usize].width);
         }
         self.valid[h as usize] = true;
     }
@@ -367,7 +368,12 @@ impl Phv {
         let mut off = 0;
         for f in hd.first..hd.first + hd.count {
             let n = l.fields[f as usize].width.div_ceil(8) as usize;
-            out[off..off + n].copy_from_slice(&self.vals[f as usize].to_le_bytes()[..n]);
+            // Byte by byte: a field is a few bytes, and a copy of a variable length would be a
+            // call.
+            let v = self.vals[f as usize];
+            for (k, b) in out[off..off + n].iter_mut().enumerate() {
+                *b = (v >> (8 * k)) as u8;
+            }
             off += n;
         }
     }
@@ -378,9 +384,10 @@ impl Phv {
         let mut off = 0;
         for f in hd.first..hd.first + hd.count {
             let n = l.fields[f as usize].width.div_ceil(8) as usize;
-            let mut b = [0u8; 16];
-            b[..n].copy_from_slice(&bytes[off..off + n]);
-            self.vals[f as usize] = u128::from_le_bytes(b);
+            self.vals[f as usize] = bytes[off..off + n]
+                .iter()
+                .rev()
+                .fold(0u128, |v, &b| (v << 8) | u128::from(b));
             off += n;
         }
         self.valid[h as usize] = true;
@@ -389,10 +396,11 @@ impl Phv {
     /// Header `h`'s fields into `out` (at least its length).
     pub(crate) fn emit(&self, l: &Layout, h: u32, out: &mut [u8]) {
         let hd = &l.headers[h as usize];
+        let mut p = bits::Packer::new(&mut out[..hd.bytes]);
         for f in hd.first..hd.first + hd.count {
-            let fd = &l.fields[f as usize];
-            bits::write(out, fd.offset as usize, fd.width, self.vals[f as usize]);
+            p.put(l.fields[f as usize].width, self.vals[f as usize]);
         }
+        p.finish();
     }
 
     /// The v1model's ingress view of `md`: ports, length, times (BMv2 counts microseconds),

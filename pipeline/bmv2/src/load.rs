@@ -432,11 +432,16 @@ pub fn load_with_ids(
     };
     let ingress = control("ingress")?;
     let egress = control("egress")?;
+    let mut is_deparsed = vec![false; l.headers.len()];
+    for &h in &deparser {
+        is_deparsed[h as usize] = true;
+    }
     Ok(Bmv2Program {
         schema: Arc::new(schema),
         l,
         parser,
         deparser,
+        is_deparsed,
         ingress,
         egress,
         actions,

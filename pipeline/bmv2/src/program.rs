@@ -46,6 +46,8 @@ pub struct Bmv2Program {
     pub(crate) l: Layout,
     pub(crate) parser: Parser,
     pub(crate) deparser: Vec<u32>,
+    /// Per header: the deparser emits it.
+    pub(crate) is_deparsed: Vec<bool>,
     pub(crate) ingress: Control,
     pub(crate) egress: Control,
     pub(crate) actions: Vec<Action>,
@@ -343,9 +345,8 @@ impl Bmv2Program {
         let mut off = 0;
         for &h in self.deparser.iter().filter(valid) {
             let n = l.headers[h as usize].bytes;
-            let out = &mut d[off..off + n];
-            out.fill(0);
-            s.phv.emit(l, h, out);
+            // The packer writes every byte of a header (headers are whole bytes).
+            s.phv.emit(l, h, &mut d[off..off + n]);
             off += n;
         }
         Some(e)
@@ -453,7 +454,7 @@ impl Bmv2Program {
     }
 
     fn deparsed(&self, h: u32) -> bool {
-        self.deparser.contains(&h)
+        self.is_deparsed[h as usize]
     }
 
     /// Keeps the values of field list `list` (+1; 0 is none) of the header vector.
