@@ -207,6 +207,44 @@ pub enum Forwarder {
     Kernel,
     /// `pisa-switch` with this many workers.
     Switch(usize),
+    /// `pisa-switch` running a P4 program in BMv2 JSON with this many workers.
+    Json(usize, JsonProgram),
+    /// BMv2's `simple_switch` (this binary) running the same program, on these CPUs (a
+    /// taskset list).
+    Bmv2(PathBuf, &'static str, JsonProgram),
+}
+
+/// A P4 program in p4c's BMv2 JSON with the runtime CLI commands that program it, sent
+/// through `simple_switch_CLI` on BMv2's Thrift port to whichever switch runs it.
+#[derive(Debug, Clone)]
+pub struct JsonProgram {
+    /// The JSON.
+    pub json: PathBuf,
+    /// `simple_switch_CLI` commands.
+    pub commands: PathBuf,
+    /// `simple_switch_CLI`.
+    pub cli: PathBuf,
+}
+
+/// The Thrift port the JSON-program forwarders serve in `sw`.
+const THRIFT_PORT: &str = "9090";
+
+/// Sends `p`'s commands through `simple_switch_CLI` to the switch in `t.sw`; panics on a
+/// command the switch refused.
+fn program_cli(t: &Topo, p: &JsonProgram) {
+    let script = format!(
+        "{} --thrift-port {THRIFT_PORT} < {}",
+        p.cli.display(),
+        p.commands.display()
+    );
+    let out =
+        t.sw.exec("sh", &["-c", &script])
+            .expect("simple_switch_CLI");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !text.contains("Error") && !text.contains("Invalid"),
+        "simple_switch_CLI: {text}"
+    );
 }
 
 /// Starts a forwarder in `sw`; returns its process (None for the kernel program).
@@ -272,7 +310,85 @@ pub fn start(t: &Topo, f: &Forwarder) -> Option<Process> {
             let cpus = if *workers == 1 { "1" } else { "0,1" };
             Some(start_switch(t, *workers, cpus, &[]))
         }
+        Forwarder::Json(workers, p) => {
+            let cpus = if *workers == 1 { "1" } else { "0,1" };
+            let log = t.dir.join("switch.log");
+            let sock = t.dir.join("admin.sock");
+            let _ = std::fs::remove_file(&sock);
+            let (p1, p2, w) = (
+                format!("1@{}", t.p1),
+                format!("2@{}", t.p2),
+                workers.to_string(),
+            );
+            let bin = bin("pisa-switch");
+            let argv = [
+                "-c",
+                cpus,
+                bin.as_str(),
+                p.json.to_str().expect("utf-8 path"),
+                "-i",
+                &p1,
+                "-i",
+                &p2,
+                "--io",
+                "af-xdp",
+                "--workers",
+                &w,
+                "--queue-depth",
+                "4096",
+                "--thrift-port",
+                THRIFT_PORT,
+                "--grpc-addr",
+                "none",
+                "--admin-socket",
+                sock.to_str().expect("utf-8 path"),
+            ];
+            let proc = Process::spawn(&t.sw, "taskset", &argv, &log).unwrap();
+            wait_for(&log, "running on");
+            program_cli(t, p);
+            Some(proc)
+        }
+        Forwarder::Bmv2(path, cpus, p) => {
+            let log = t.dir.join("bmv2.log");
+            let (p1, p2) = (format!("1@{}", t.p1), format!("2@{}", t.p2));
+            let argv = [
+                "-c",
+                cpus,
+                path.to_str().expect("utf-8 path"),
+                "-i",
+                &p1,
+                "-i",
+                &p2,
+                "--thrift-port",
+                THRIFT_PORT,
+                p.json.to_str().expect("utf-8 path"),
+            ];
+            let proc = Process::spawn(&t.sw, "taskset", &argv, &log).unwrap();
+            t.sw.wait_listening(9090, Duration::from_secs(30))
+                .expect("simple_switch's Thrift port");
+            program_cli(t, p);
+            Some(proc)
+        }
     }
+}
+
+/// The highest rate the generator offered at which the sink received at least 99.9% of it
+/// (the loss-free rate, RFC 2544's throughput with a 0.1% tolerance for the veth harness), by
+/// bisection over `probes` runs of `seconds` between 0 and `hi` frames/s.
+pub fn loss_free(t: &Topo, size: usize, hi: f64, seconds: f64, probes: usize) -> f64 {
+    let (mut lo, mut hi, mut best) = (0.0f64, hi, 0.0f64);
+    for _ in 0..probes {
+        let mid = (lo + hi) / 2.0;
+        let (got, sent) = measure_offered(t, size, mid.max(1.0) as u64, seconds);
+        eprintln!("  offered {mid:.0} (sent {sent:.0}) -> delivered {got:.0} frames/s");
+        if sent > 0.0 && got >= 0.999 * sent {
+            lo = mid;
+            best = best.max(sent.min(mid));
+        } else {
+            hi = mid;
+        }
+    }
+    best
 }
 
 /// Starts `pisa-switch --program basic` (AF_XDP) in `sw` with `workers` workers on CPUs `cpus`

@@ -558,6 +558,33 @@ fn a_hard_wired_program_is_described_and_takes_bmv2_priorities() {
         .collect();
     assert_eq!(prios, vec![10, 5], "read back in BMv2's numbers");
 
+    // A const default action (20), and an action outside its scope (8): smac's default is
+    // const, and `learn` may only be its default.
+    assert_eq!(
+        code(c.std(
+            "bm_mt_set_default_action",
+            vec![s("ingress.smac"), s("NoAction"), data(&[])]
+        )),
+        20
+    );
+    let mac = Value::structs([Struct::new().with(1, Value::I32(0)).with(
+        2,
+        Value::Struct(Struct::new().with(1, b(&[2, 0, 0, 0, 0, 1]))),
+    )]);
+    assert_eq!(
+        code(c.std(
+            "bm_mt_add_entry",
+            vec![
+                s("ingress.smac"),
+                mac,
+                s("ingress.learn"),
+                data(&[]),
+                options(0)
+            ]
+        )),
+        8
+    );
+
     // Action profile members and groups get the smallest free handles.
     let mut prof = |m: &str, args: Vec<Value>| {
         let mut v = vec![s("ingress.ecmp_selector")];

@@ -5,14 +5,22 @@
 //! (a) the bare AF_XDP forwarder (`pisa-fwd`: descriptor passing, no pipeline),
 //! (b) the kernel's own XDP_REDIRECT p1 -> p2 (native XDP, generic as a fallback),
 //! (c) `pisa-switch --program basic` (AF_XDP), with 1 and 2 workers,
-//! at 64 and 1500 bytes; then idle ping latency through the switch against a direct veth pair, and
-//! the delivered rate under a flood against the peak over a ramp of offered rates.
-//! Medians of `--runs` runs. Needs root, iproute2, ethtool, clang (for the two XDP programs).
+//! with `--json`, (d) `pisa-switch PROGRAM.json`, a P4 program in p4c's BMv2 JSON programmed
+//! through BMv2's runtime CLI (`--commands`, sent by `simple_switch_CLI`), with 1 and 2 workers,
+//! and with `--bmv2`, (e) BMv2's `simple_switch` running the same JSON with the same commands,
+//! at 64 and 1500 bytes; with `--loss-free`, each switch's loss-free rate; then idle ping latency
+//! through the switch against a direct veth pair, and the delivered rate under a flood against the
+//! peak over a ramp of offered rates. Medians of `--runs` runs. Needs root, iproute2, ethtool,
+//! clang (for the two XDP programs), and for (d) and (e) the `bmcli` venv
+//! (scripts/py-clients.sh).
 
 use std::time::Duration;
 
+use std::path::PathBuf;
+
 use bench::harness::{
-    Forwarder, ROUTER, RunArgs, measure, median, start, start_switch, stop, topo,
+    Forwarder, JsonProgram, ROUTER, RunArgs, loss_free, measure, median, start, start_switch, stop,
+    topo,
 };
 use clap::Parser;
 use pisa_fabric::{Netns, veth};
@@ -27,6 +35,26 @@ struct Args {
     /// Only the idle-latency part.
     #[arg(long)]
     latency_only: bool,
+    /// Only the throughput table (and the loss-free rates): no flood ramp, no latency.
+    #[arg(long, conflicts_with = "latency_only")]
+    throughput_only: bool,
+    /// A P4 program in p4c's BMv2 JSON to measure beside `basic` (e.g. behavioral-model's
+    /// mininet/simple_router.json).
+    #[arg(long, requires = "commands")]
+    json: Option<PathBuf>,
+    /// The `simple_switch_CLI` commands that program `--json` (e.g. bench/bmv2/simple_router.txt).
+    #[arg(long, requires = "json")]
+    commands: Option<PathBuf>,
+    /// BMv2's `simple_switch` (scripts/bmv2-build.sh builds one): the same program through it.
+    #[arg(long, requires = "json")]
+    bmv2: Option<PathBuf>,
+    /// `simple_switch_CLI` [default: the bmcli venv's].
+    #[arg(long)]
+    cli: Option<PathBuf>,
+    /// Also find each switch's loss-free rate: the highest offered rate losing at most 0.1%,
+    /// by bisection over 7 runs below 1.2x its median delivered rate.
+    #[arg(long)]
+    loss_free: bool,
 }
 
 /// Ping RTTs (ms): p50 and p99 of `n` pings.
@@ -73,24 +101,73 @@ fn main() {
     let mut report = String::new();
     if !args.latency_only {
         report += "| path | 64 B | 1500 B |\n|---|---|---|\n";
-        let cases: [(&str, Forwarder); 4] = [
-            ("(a) bare AF_XDP forwarder", Forwarder::Bare),
-            ("(b) kernel XDP_REDIRECT", Forwarder::Kernel),
-            ("(c) pisa-switch basic, 1 worker", Forwarder::Switch(1)),
-            ("(c) pisa-switch basic, 2 workers", Forwarder::Switch(2)),
+        let mut cases: Vec<(String, Forwarder)> = vec![
+            ("(a) bare AF_XDP forwarder".into(), Forwarder::Bare),
+            ("(b) kernel XDP_REDIRECT".into(), Forwarder::Kernel),
+            (
+                "(c) pisa-switch basic, 1 worker".into(),
+                Forwarder::Switch(1),
+            ),
+            (
+                "(c) pisa-switch basic, 2 workers".into(),
+                Forwarder::Switch(2),
+            ),
         ];
+        let program = args.json.as_ref().map(|json| JsonProgram {
+            json: json.clone(),
+            commands: args.commands.clone().expect("--commands"),
+            cli: args.cli.clone().unwrap_or_else(|| {
+                let root = std::env::var_os("PISA_VENV_DIR").map_or_else(
+                    || PathBuf::from("/var/cache/pisa-switch/venvs"),
+                    PathBuf::from,
+                );
+                root.join("bmcli/bin/simple_switch_CLI")
+            }),
+        });
+        if let Some(p) = &program {
+            let name = p.json.file_name().unwrap_or_default().to_string_lossy();
+            for w in [1, 2] {
+                let label = format!(
+                    "(d) pisa-switch {name}, {w} worker{}",
+                    if w == 1 { "" } else { "s" }
+                );
+                cases.push((label, Forwarder::Json(w, p.clone())));
+            }
+            if let Some(bin) = &args.bmv2 {
+                // On CPU 1 as the 1-worker switches, and on both CPUs (BMv2 runs a thread per
+                // stage and per queue).
+                for (cpus, label) in [("1", "CPU 1"), ("0,1", "CPUs 0-1")] {
+                    cases.push((
+                        format!("(e) BMv2 simple_switch {name}, {label}"),
+                        Forwarder::Bmv2(bin.clone(), cpus, p.clone()),
+                    ));
+                }
+            }
+        }
         let mut results = Vec::new();
+        let mut lossless = Vec::new();
         for (name, f) in &cases {
             let mut row = Vec::new();
+            let mut free = Vec::new();
             for size in [64usize, 1500] {
                 let p = start(&t, f);
                 std::thread::sleep(Duration::from_millis(200));
                 let rates: Vec<f64> = (0..args.run.runs)
                     .map(|_| measure(&t, size, 0, args.run.seconds))
                     .collect();
-                stop(&t, f, p);
                 let m = median(rates.clone());
                 eprintln!("{name} {size} B: runs {rates:.0?} -> median {m:.0} frames/s");
+                // The loss-free rate of the switches (not of the bare forwarder or the kernel).
+                if args.loss_free
+                    && matches!(
+                        f,
+                        Forwarder::Switch(1) | Forwarder::Json(1, _) | Forwarder::Bmv2(..)
+                    )
+                {
+                    eprintln!("{name} {size} B: loss-free rate");
+                    free.push(loss_free(&t, size, 1.2 * m, args.run.seconds, 7));
+                }
+                stop(&t, f, p);
                 row.push(m);
             }
             report += &format!(
@@ -98,6 +175,9 @@ fn main() {
                 row[0] / 1e6,
                 row[1] / 1e6
             );
+            if !free.is_empty() {
+                lossless.push((name.clone(), free));
+            }
             results.push(row);
         }
         let ratio = |c: usize, base: usize, s: usize| results[c][s] / results[base][s].max(1.0);
@@ -115,6 +195,41 @@ fn main() {
             ratio(2, 1, 1),
             ratio(3, 1, 1)
         );
+        if program.is_some() {
+            for (s, size) in [(0, "64 B"), (1, "1500 B")] {
+                report += &format!(
+                    "Ratios at {size}: (d,1w)/(c,1w) = {:.2}, (d,2w)/(c,2w) = {:.2}",
+                    ratio(4, 2, s),
+                    ratio(5, 3, s)
+                );
+                if args.bmv2.is_some() {
+                    report += &format!(
+                        ", (d,1w)/(e,CPU 1) = {:.1}, (d,2w)/(e,CPUs 0-1) = {:.1}",
+                        ratio(4, 6, s),
+                        ratio(5, 7, s)
+                    );
+                }
+                report += "\n";
+            }
+        }
+        if !lossless.is_empty() {
+            report += "\nLoss-free rates (at most 0.1% lost, bisection over 7 runs):\n\n| switch | 64 B | 1500 B |\n|---|---|---|\n";
+            for (name, free) in &lossless {
+                report += &format!(
+                    "| {name} | {:.3} Mpps | {:.3} Mpps |\n",
+                    free[0] / 1e6,
+                    free[1] / 1e6
+                );
+            }
+        }
+        if args.throughput_only {
+            println!("{report}");
+            if let Some(out) = &args.run.out {
+                std::fs::write(out, &report)
+                    .unwrap_or_else(|e| panic!("writing {}: {e}", out.display()));
+            }
+            return;
+        }
 
         // Flood: offered rate ramp through the 1-worker switch at 64 B; peak vs the unlimited flood.
         let f = Forwarder::Switch(1);

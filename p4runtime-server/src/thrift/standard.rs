@@ -168,8 +168,12 @@ fn table_err(e: WriteError, not_found: i32) -> Fail {
         WriteError::AlreadyExists(_) => DUPLICATE_ENTRY,
         WriteError::NotFound(_) => not_found,
         WriteError::ResourceExhausted(_) => TABLE_FULL,
-        WriteError::PermissionDenied(m) if m.contains("default") => DEFAULT_ACTION_IS_CONST,
-        WriteError::PermissionDenied(_) => IMMUTABLE_TABLE_ENTRIES,
+        WriteError::PermissionDenied(m) if m.ends_with("const default action") => {
+            DEFAULT_ACTION_IS_CONST
+        }
+        WriteError::PermissionDenied(m) if m.ends_with("const table") => IMMUTABLE_TABLE_ENTRIES,
+        // An action outside its scope (table only, default only).
+        WriteError::PermissionDenied(_) => INVALID_ACTION_NAME,
         WriteError::FailedPrecondition(_) => MBR_STILL_USED,
         _ => TABLE_ERROR,
     };
