@@ -37,15 +37,43 @@ fn router_json() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../pipeline/bmv2/tests/programs/router.json")
 }
 
-#[test]
-fn a_bmv2_json_router_forwards_ping_and_tcp_between_namespaces() {
-    let h1 = Netns::new("bj-h1").expect("namespace");
-    let h2 = Netns::new("bj-h2").expect("namespace");
-    let sw = Netns::new("bj-sw").expect("namespace");
+/// Two hosts (10.0.1.1 and 10.0.2.1) on veths into a switch namespace, namespaces named from
+/// `tag`, and a scratch directory.
+struct Rig {
+    h1: Netns,
+    h2: Netns,
+    sw: Netns,
+    /// The switch's `-i` arguments for ports 1 and 2.
+    ports: (String, String),
+    dir: PathBuf,
+}
+
+fn rig(tag: &str) -> Rig {
+    let h1 = Netns::new(&format!("{tag}-h1")).expect("namespace");
+    let h2 = Netns::new(&format!("{tag}-h2")).expect("namespace");
+    let sw = Netns::new(&format!("{tag}-sw")).expect("namespace");
     let p1 = host(&h1, &sw, "10.0.1.1/24", "02:00:00:00:01:01", "10.0.1.254");
     let p2 = host(&h2, &sw, "10.0.2.1/24", "02:00:00:00:02:01", "10.0.2.254");
     let dir = std::env::temp_dir().join(sw.name());
     std::fs::create_dir_all(&dir).unwrap();
+    Rig {
+        h1,
+        h2,
+        sw,
+        ports: (format!("1@{p1}"), format!("2@{p2}")),
+        dir,
+    }
+}
+
+#[test]
+fn a_bmv2_json_router_forwards_ping_and_tcp_between_namespaces() {
+    let Rig {
+        h1,
+        h2,
+        sw,
+        ports: (i1, i2),
+        dir,
+    } = rig("bj");
     let entries = dir.join("entries.txt");
     std::fs::write(
         &entries,
@@ -58,7 +86,6 @@ fn a_bmv2_json_router_forwards_ping_and_tcp_between_namespaces() {
     let sock = dir.join("admin.sock");
     let log = dir.join("switch.log");
     let json = router_json();
-    let (i1, i2) = (format!("1@{p1}"), format!("2@{p2}"));
     let pcap = dir.join("pcap");
     let pcap_arg = format!("--pcap={}", pcap.display());
     // simple_switch_grpc's command line, then this switch's own options.
@@ -138,16 +165,15 @@ fn a_bmv2_json_router_forwards_ping_and_tcp_between_namespaces() {
 /// routes then carry kernel ping, and the register holds what the data plane wrote.
 #[test]
 fn simple_switch_cli_programs_a_bmv2_json_router() {
-    let h1 = Netns::new("bc-h1").expect("namespace");
-    let h2 = Netns::new("bc-h2").expect("namespace");
-    let sw = Netns::new("bc-sw").expect("namespace");
-    let p1 = host(&h1, &sw, "10.0.1.1/24", "02:00:00:00:01:01", "10.0.1.254");
-    let p2 = host(&h2, &sw, "10.0.2.1/24", "02:00:00:00:02:01", "10.0.2.254");
-    let dir = std::env::temp_dir().join(sw.name());
-    std::fs::create_dir_all(&dir).unwrap();
+    let Rig {
+        h1,
+        h2: _h2,
+        sw,
+        ports: (i1, i2),
+        dir,
+    } = rig("bc");
     let sock = dir.join("admin.sock");
     let log = dir.join("switch.log");
-    let (i1, i2) = (format!("1@{p1}"), format!("2@{p2}"));
     let json = router_json();
     let mut proc = Process::spawn(
         &sw,

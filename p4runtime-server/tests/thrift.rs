@@ -124,6 +124,17 @@ fn router() -> (Service, ThriftServer) {
     (service, t)
 }
 
+/// Multicast group `g`'s copies as (port, rid), as the control plane reads them.
+fn copies(control: &Control, g: u32) -> Vec<(u16, u16)> {
+    let groups = control.read_multicast_groups(Some(g)).unwrap();
+    groups[0]
+        .1
+        .replicas
+        .iter()
+        .map(|r| (r.port, r.rid))
+        .collect()
+}
+
 fn opts() -> Options {
     Options {
         device_id: 0,
@@ -393,14 +404,7 @@ fn registers_counters_multicast_and_mirroring() {
         "bm_mc_node_associate",
         vec![Value::I32(5), Value::I32(n1)],
     ));
-    let groups = control.read_multicast_groups(Some(5)).unwrap();
-    let copies: Vec<(u16, u16)> = groups[0]
-        .1
-        .replicas
-        .iter()
-        .map(|r| (r.port, r.rid))
-        .collect();
-    assert_eq!(copies, vec![(3, 9), (1, 7), (2, 7)]);
+    assert_eq!(copies(&control, 5), vec![(3, 9), (1, 7), (2, 7)]);
     // A node in a group cannot join another; LAGs are refused; unknown nodes are code 4.
     assert_eq!(
         code(pre(
@@ -432,14 +436,7 @@ fn registers_counters_multicast_and_mirroring() {
         "bm_mc_node_dissociate",
         vec![Value::I32(5), Value::I32(n2)],
     ));
-    let groups = control.read_multicast_groups(Some(5)).unwrap();
-    let copies: Vec<(u16, u16)> = groups[0]
-        .1
-        .replicas
-        .iter()
-        .map(|r| (r.port, r.rid))
-        .collect();
-    assert_eq!(copies, vec![(4, 7)]);
+    assert_eq!(copies(&control, 5), vec![(4, 7)]);
     let Some(Value::Bytes(dump)) = ok(pre(&mut c, "bm_mc_get_entries", vec![])) else {
         panic!()
     };

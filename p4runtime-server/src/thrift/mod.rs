@@ -76,6 +76,7 @@ pub(crate) mod code {
     pub(crate) const GRP_STILL_USED: i32 = 15;
     pub(crate) const DUPLICATE_ENTRY: i32 = 17;
     pub(crate) const BAD_MATCH_KEY: i32 = 18;
+    pub(crate) const INVALID_METER_OPERATION: i32 = 19;
     pub(crate) const DEFAULT_ACTION_IS_CONST: i32 = 20;
     pub(crate) const INVALID_ACTION_PROFILE_NAME: i32 = 23;
     pub(crate) const NO_ACTION_PROFILE_SELECTION: i32 = 24;

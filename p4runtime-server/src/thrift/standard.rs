@@ -217,6 +217,22 @@ impl Tables<'_> {
         Ok((h, e))
     }
 
+    /// The table of field 2, which must have a direct counter (or meter).
+    fn with_direct(&self, a: &Struct, counter: bool) -> Result<&TableDef, Fail> {
+        let (_, t) = self.table(a)?;
+        match (counter, t.direct_counter, t.direct_meter) {
+            (true, Some(_), _) | (false, _, Some(_)) => Ok(t),
+            (true, None, _) => Err(Fail::Code(
+                COUNTERS_DISABLED,
+                format!("{}: no direct counter", t.name),
+            )),
+            (false, _, None) => Err(Fail::Code(
+                METERS_DISABLED,
+                format!("{}: no direct meter", t.name),
+            )),
+        }
+    }
+
     fn num_entries(&self, a: &Struct) -> Reply {
         let (_, t) = self.table(a)?;
         let n = self
@@ -383,13 +399,7 @@ impl Tables<'_> {
     }
 
     fn read_counter(&self, a: &Struct) -> Reply {
-        let (_, t) = self.table(a)?;
-        if t.direct_counter.is_none() {
-            return Err(Fail::Code(
-                COUNTERS_DISABLED,
-                format!("{}: no direct counter", t.name),
-            ));
-        }
+        let t = self.with_direct(a, true)?;
         let (_, e) = self.by_handle(t, a, true, false)?;
         Ok(Some(Value::Struct(counter_value(
             e.counter_data.unwrap_or_default(),
@@ -397,13 +407,7 @@ impl Tables<'_> {
     }
 
     fn write_counter(&self, a: &Struct) -> Reply {
-        let (_, t) = self.table(a)?;
-        if t.direct_counter.is_none() {
-            return Err(Fail::Code(
-                COUNTERS_DISABLED,
-                format!("{}: no direct counter", t.name),
-            ));
-        }
+        let t = self.with_direct(a, true)?;
         let (_, e) = self.by_handle(t, a, false, false)?;
         let data = counter_data(a.strukt(4)?)?;
         self.rt
@@ -416,13 +420,7 @@ impl Tables<'_> {
     }
 
     fn reset_counters(&self, a: &Struct) -> Reply {
-        let (_, t) = self.table(a)?;
-        if t.direct_counter.is_none() {
-            return Err(Fail::Code(
-                COUNTERS_DISABLED,
-                format!("{}: no direct counter", t.name),
-            ));
-        }
+        let t = self.with_direct(a, true)?;
         let updates: Vec<Update> = self
             .v
             .control
@@ -444,17 +442,11 @@ impl Tables<'_> {
     }
 
     fn set_meter(&self, a: &Struct) -> Reply {
-        let (_, t) = self.table(a)?;
-        if t.direct_meter.is_none() {
-            return Err(Fail::Code(
-                METERS_DISABLED,
-                format!("{}: no direct meter", t.name),
-            ));
-        }
+        let t = self.with_direct(a, false)?;
         let (_, e) = self.by_handle(t, a, false, false)?;
         // A bad rate list is an INVALID_METER_OPERATION of the table.
         let config = meter_config(a.list(4)?).map_err(|f| match f {
-            Fail::Code(_, why) => Fail::Code(19, why),
+            Fail::Code(_, why) => Fail::Code(INVALID_METER_OPERATION, why),
             f => f,
         })?;
         self.rt
@@ -470,13 +462,7 @@ impl Tables<'_> {
     }
 
     fn get_meter(&self, a: &Struct) -> Reply {
-        let (_, t) = self.table(a)?;
-        if t.direct_meter.is_none() {
-            return Err(Fail::Code(
-                METERS_DISABLED,
-                format!("{}: no direct meter", t.name),
-            ));
-        }
+        let t = self.with_direct(a, false)?;
         let (_, e) = self.by_handle(t, a, false, true)?;
         Ok(Some(rates(e.meter_config)))
     }

@@ -92,42 +92,22 @@ pub(crate) fn write(buf: &mut [u8], off: usize, width: u32, v: u128) {
     }
 }
 
-/// Appends bits to a byte string, most significant first (the input of a calculation: fields
-/// packed without padding, the whole padded to a byte at the end as BMv2 does). Bits gather in
-/// a word and leave it a byte at a time; [`BitWriter::finish`] pads and writes the last byte.
+/// Bits on their way out a byte at a time, most significant first: fewer than 8 wait between
+/// calls, in the low `n` bits of a word.
 #[derive(Debug, Default)]
-pub(crate) struct BitWriter {
-    /// The bytes so far (all of them after [`BitWriter::finish`]).
-    pub bytes: Vec<u8>,
-    /// Bits not yet written (fewer than 8 between calls), in the low `n` bits.
+struct Bits {
     acc: u64,
     n: u32,
 }
 
-impl BitWriter {
-    pub(crate) fn clear(&mut self) {
-        self.bytes.clear();
-        self.acc = 0;
-        self.n = 0;
-    }
-
+impl Bits {
+    /// Feeds the low `width` bits of `v`; every byte they complete goes to `out`.
     #[inline]
-    pub(crate) fn push(&mut self, width: u32, v: u128) {
-        if width <= 56 {
-            // One step in a machine word (most fields).
-            self.acc = (self.acc << width) | (v as u64 & ((1u64 << width) - 1));
-            self.n += width;
-            while self.n >= 8 {
-                self.n -= 8;
-                self.bytes.push((self.acc >> self.n) as u8);
-            }
-            self.acc &= (1u64 << self.n) - 1;
-            return;
-        }
-        let v = v & mask(width);
+    fn put(&mut self, width: u32, v: u128, mut out: impl FnMut(u8)) {
         let mut w = width;
         while w > 0 {
-            // At most 56 bits at a time, so that the word never overflows (n < 8 here).
+            // At most 56 bits at a time, so that the word never overflows (n < 8 here); one
+            // step for most fields.
             let k = w.min(56);
             let chunk = ((v >> (w - k)) as u64) & ((1u64 << k) - 1);
             self.acc = (self.acc << k) | chunk;
@@ -135,14 +115,46 @@ impl BitWriter {
             w -= k;
             while self.n >= 8 {
                 self.n -= 8;
-                self.bytes.push((self.acc >> self.n) as u8);
+                out((self.acc >> self.n) as u8);
             }
             self.acc &= (1u64 << self.n) - 1;
         }
     }
 
-    pub(crate) fn push_bytes(&mut self, b: &[u8]) {
+    /// The bits still waiting, at the top of a byte, and how many there are.
+    fn rest(&self) -> (u8, u32) {
         if self.n == 0 {
+            (0, 0)
+        } else {
+            ((self.acc << (8 - self.n)) as u8, self.n)
+        }
+    }
+}
+
+/// Appends bits to a byte string, most significant first (the input of a calculation: fields
+/// packed without padding, the whole padded to a byte at the end as BMv2 does);
+/// [`BitWriter::finish`] pads and writes the last byte.
+#[derive(Debug, Default)]
+pub(crate) struct BitWriter {
+    /// The bytes so far (all of them after [`BitWriter::finish`]).
+    pub bytes: Vec<u8>,
+    bits: Bits,
+}
+
+impl BitWriter {
+    pub(crate) fn clear(&mut self) {
+        self.bytes.clear();
+        self.bits = Bits::default();
+    }
+
+    #[inline]
+    pub(crate) fn push(&mut self, width: u32, v: u128) {
+        let bytes = &mut self.bytes;
+        self.bits.put(width, v, |b| bytes.push(b));
+    }
+
+    pub(crate) fn push_bytes(&mut self, b: &[u8]) {
+        if self.bits.n == 0 {
             self.bytes.extend_from_slice(b);
         } else {
             for &x in b {
@@ -153,11 +165,11 @@ impl BitWriter {
 
     /// Writes the bits still pending as a last byte, padded with zeros.
     pub(crate) fn finish(&mut self) {
-        if self.n > 0 {
-            self.bytes.push((self.acc << (8 - self.n)) as u8);
-            self.acc = 0;
-            self.n = 0;
+        let (last, n) = self.bits.rest();
+        if n > 0 {
+            self.bytes.push(last);
         }
+        self.bits = Bits::default();
     }
 }
 
@@ -166,8 +178,7 @@ impl BitWriter {
 pub(crate) struct Packer<'a> {
     out: &'a mut [u8],
     pos: usize,
-    acc: u64,
-    n: u32,
+    bits: Bits,
 }
 
 impl<'a> Packer<'a> {
@@ -175,50 +186,26 @@ impl<'a> Packer<'a> {
         Packer {
             out,
             pos: 0,
-            acc: 0,
-            n: 0,
+            bits: Bits::default(),
         }
     }
 
     /// Appends the low `width` bits of `v`. The caller has checked that they fit the slice.
     #[inline]
     pub(crate) fn put(&mut self, width: u32, v: u128) {
-        if width <= 56 {
-            self.acc = (self.acc << width) | (v as u64 & ((1u64 << width) - 1));
-            self.n += width;
-            while self.n >= 8 {
-                self.n -= 8;
-                self.out[self.pos] = (self.acc >> self.n) as u8;
-                self.pos += 1;
-            }
-            self.acc &= (1u64 << self.n) - 1;
-            return;
-        }
-        let v = v & mask(width);
-        let mut w = width;
-        while w > 0 {
-            let k = w.min(56);
-            let chunk = ((v >> (w - k)) as u64) & ((1u64 << k) - 1);
-            self.acc = (self.acc << k) | chunk;
-            self.n += k;
-            w -= k;
-            while self.n >= 8 {
-                self.n -= 8;
-                self.out[self.pos] = (self.acc >> self.n) as u8;
-                self.pos += 1;
-            }
-            self.acc &= (1u64 << self.n) - 1;
-        }
+        let (out, pos) = (&mut *self.out, &mut self.pos);
+        self.bits.put(width, v, |b| {
+            out[*pos] = b;
+            *pos += 1;
+        });
     }
-}
 
-impl Packer<'_> {
     /// Writes the bits still pending into the next byte's top, leaving its other bits.
     pub(crate) fn finish(self) {
-        if self.n > 0 {
-            let shift = 8 - self.n;
+        let (last, n) = self.bits.rest();
+        if n > 0 {
             let b = &mut self.out[self.pos];
-            *b = (*b & ((1u8 << shift) - 1)) | ((self.acc as u8) << shift);
+            *b = (*b & ((1u8 << (8 - n)) - 1)) | last;
         }
     }
 }
