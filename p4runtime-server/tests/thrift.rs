@@ -672,3 +672,132 @@ fn bad_input_never_stops_the_server() {
     assert!(ok(c.std("bm_get_config", vec![])).is_some());
     t.stop();
 }
+
+/// Two clients at once, changes the engine refuses, and calls the CLI must survive: state
+/// read and written in one step, nodes kept only when their group was written, a mirroring
+/// session that follows its group, and every mirroring failure as the code the CLI knows.
+#[test]
+fn concurrent_clients_and_refused_changes_keep_the_state_whole() {
+    let f = Fixture::new(Election::Spec, 1);
+    let t = thrift::serve(
+        f.running.service().clone(),
+        "127.0.0.1:0".parse().unwrap(),
+        opts(),
+    )
+    .unwrap();
+    let nh = data(&[&[2, 0, 0, 0, 0, 2], &[2, 0, 0, 0, 0, 1], &[0, 2]]);
+    let mut c = Cli::connect(&t);
+    let prof = |c: &mut Cli, m: &str, args: Vec<Value>| {
+        let mut v = vec![s("ingress.ecmp_selector")];
+        v.extend(args);
+        c.std(m, v)
+    };
+    assert_eq!(
+        ok(prof(&mut c, "bm_mt_act_prof_create_group", vec![])),
+        Some(Value::I32(0))
+    );
+    // Two clients each create 20 members and add them to the one group, interleaved: every
+    // member gets its own handle and ends in the group.
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            let (addr, nh) = (t.local_addr(), nh.clone());
+            std::thread::spawn(move || {
+                let s0 = TcpStream::connect(addr).unwrap();
+                let mut c = Cli {
+                    r: Reader::new(BufReader::new(s0.try_clone().unwrap())),
+                    s: s0,
+                };
+                for _ in 0..20 {
+                    let Some(Value::I32(m)) = ok(prof(
+                        &mut c,
+                        "bm_mt_act_prof_add_member",
+                        vec![s("ingress.set_nhop"), nh.clone()],
+                    )) else {
+                        panic!()
+                    };
+                    ok(prof(
+                        &mut c,
+                        "bm_mt_act_prof_add_member_to_group",
+                        vec![Value::I32(m), Value::I32(0)],
+                    ));
+                }
+            })
+        })
+        .collect();
+    workers.into_iter().for_each(|w| w.join().unwrap());
+    let selector = f.id("profile", "ingress.ecmp_selector");
+    let groups = f.control.read_groups(Some(selector)).unwrap();
+    assert_eq!(
+        groups[0].2.len(),
+        40,
+        "no member lost to the other client's write"
+    );
+
+    // Two nodes with the same (port, rid): the engine refuses the group with both, so the
+    // second association fails and leaves its node out, in the engine and in mc_dump.
+    let pre = |c: &mut Cli, m: &str, args: Vec<Value>| {
+        let mut st = Struct::new().with(1, Value::I32(0));
+        for (i, a) in args.into_iter().enumerate() {
+            st = st.with(i as i16 + 2, a);
+        }
+        c.call("simple_pre_lag", m, st)
+    };
+    ok(pre(&mut c, "bm_mc_mgrp_create", vec![Value::I32(6)]));
+    let cfg = Value::Struct(Struct::new().with(2, Value::I32(6)));
+    ok(c.call(
+        "simple_switch",
+        "mirroring_session_add",
+        Struct::new().with(1, Value::I32(10)).with(2, cfg),
+    ));
+    let node = |c: &mut Cli| {
+        let Some(Value::I32(h)) = ok(pre(
+            c,
+            "bm_mc_node_create",
+            vec![Value::I32(3), s("100"), s("")],
+        )) else {
+            panic!()
+        };
+        h
+    };
+    let (n1, n2) = (node(&mut c), node(&mut c));
+    ok(pre(
+        &mut c,
+        "bm_mc_node_associate",
+        vec![Value::I32(6), Value::I32(n1)],
+    ));
+    assert_eq!(
+        code(pre(
+            &mut c,
+            "bm_mc_node_associate",
+            vec![Value::I32(6), Value::I32(n2)]
+        )),
+        5
+    );
+    assert_eq!(copies(&f.control, 6), vec![(2, 3)]);
+    let Some(Value::Bytes(dump)) = ok(pre(&mut c, "bm_mc_get_entries", vec![])) else {
+        panic!()
+    };
+    let dump: serde_json::Value = serde_json::from_slice(&dump).unwrap();
+    assert_eq!(dump["mgrps"][0]["l1_handles"], serde_json::json!([n1]));
+    // The session to group 6, made while the group was empty, copies what it has now.
+    let sessions = f.control.read_clone_sessions(Some(10)).unwrap();
+    let ports: Vec<u16> = sessions[0].1.replicas.iter().map(|r| r.port).collect();
+    assert_eq!(ports, vec![2]);
+
+    // Mirroring failures are SESSION_NOT_FOUND (1), the one code the CLI knows, never an
+    // exception that would end it.
+    let port = Value::Struct(Struct::new().with(1, Value::I32(1)));
+    for id in [0, 5000] {
+        let add = Struct::new().with(1, Value::I32(id)).with(2, port.clone());
+        assert_eq!(
+            code(c.call("simple_switch", "mirroring_session_add", add)),
+            1
+        );
+    }
+    // serialize_state answers with a note, not an exception.
+    assert!(matches!(
+        ok(c.std("bm_serialize_state", vec![])),
+        Some(Value::Bytes(_))
+    ));
+    t.stop();
+}

@@ -28,7 +28,7 @@ impl Inner {
                 Status::failed_precondition("COMMIT without a config saved by VERIFY_AND_SAVE")
             })?;
             if let Some((pipe, p4info)) = saved.program {
-                self.install(pipe, p4info)?;
+                self.install(pipe, p4info, saved.device_config.clone())?;
             }
             let mut pc = self.pipeline_config.lock();
             pc.cookie = saved.cookie;
@@ -92,7 +92,9 @@ impl Inner {
             }
             A::VerifyAndCommit => {
                 match program {
-                    Some((pipe, p4info)) => self.install(pipe, p4info)?,
+                    Some((pipe, p4info)) => {
+                        self.install(pipe, p4info, config.p4_device_config.clone())?
+                    }
                     None => self.commit_fresh(),
                 }
                 let mut pc = self.pipeline_config.lock();
@@ -121,6 +123,7 @@ impl Inner {
         &self,
         pipe: Arc<pipeline::runtime::Pipeline>,
         p4info: p4i::P4Info,
+        device_config: Vec<u8>,
     ) -> Result<(), Status> {
         let loader = self
             .io
@@ -134,6 +137,7 @@ impl Inner {
         self.prog.store(Arc::new(Prog {
             control,
             schema,
+            device_config: Arc::from(device_config),
             fingerprint: fingerprint(&p4info),
             p4info,
         }));

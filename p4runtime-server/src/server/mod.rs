@@ -172,6 +172,8 @@ struct Saved {
 struct Prog {
     control: Arc<Control>,
     schema: Arc<Schema>,
+    /// Its device config (a JSON program's text), empty for a hard-wired program.
+    device_config: Arc<[u8]>,
     /// The P4Info as the controller gave it (or as generated from the schema).
     p4info: p4i::P4Info,
     fingerprint: Vec<String>,
@@ -367,6 +369,7 @@ impl Service {
                 prog: arc_swap::ArcSwap::from_pointee(Prog {
                     control,
                     schema,
+                    device_config: Arc::from(running_config.clone()),
                     p4info,
                     fingerprint,
                 }),
@@ -405,23 +408,34 @@ impl Service {
         self.inner.control()
     }
 
-    /// The device config of the running program (a JSON program's text; empty for a
-    /// hard-wired program).
-    pub fn device_config(&self) -> Vec<u8> {
-        self.inner.pipeline_config.lock().device_config.clone()
+    /// The running program's control plane and device config (a JSON program's text; empty
+    /// for a hard-wired program), as one pair: a program loaded later replaces both.
+    pub fn program(&self) -> (Arc<Control>, Arc<[u8]>) {
+        let p = self.inner.prog.load();
+        (p.control.clone(), p.device_config.clone())
     }
 
-    /// Writes `updates` as one batch of a local control plane, one at a time with P4Runtime
-    /// writes and program loads, on the running program.
-    pub fn write_local(
+    /// Writes what `build` makes as one batch of a local control plane (the Thrift runtime
+    /// server): one at a time with P4Runtime writes and program loads, with `build` run under
+    /// the same lock, so that what it reads is what the batch changes. `expected` is the control
+    /// plane the caller resolved its names in; if another program was loaded since, the batch is
+    /// refused (ABORTED) and `build` does not run.
+    pub fn write_local<E>(
         &self,
-        updates: &[Update],
+        expected: &Control,
         atomicity: Atomicity,
-    ) -> Vec<Result<(), WriteError>> {
+        build: impl FnOnce() -> Result<Vec<Update>, E>,
+    ) -> Result<Vec<Result<(), WriteError>>, E> {
         let _serial = self.inner.write_lock.lock();
         let control = self.inner.control();
+        if !std::ptr::eq(&*control, expected) {
+            return Ok(vec![Err(WriteError::Aborted(
+                "another program was loaded during the call".into(),
+            ))]);
+        }
+        let updates = build()?;
         control.set_now((self.inner.io.clock)());
-        control.write(updates, atomicity)
+        Ok(control.write(&updates, atomicity))
     }
 
     /// Clears the forwarding state as a fresh commit does (BMv2's `reset_state`).

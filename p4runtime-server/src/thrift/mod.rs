@@ -26,7 +26,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use parking_lot::Mutex;
-use pipeline::control::{Atomicity, Update, WriteError};
+use pipeline::control::{Atomicity, Control, Update, WriteError};
 
 use crate::server::Service;
 use program::View;
@@ -91,7 +91,9 @@ pub(crate) mod code {
     pub(crate) const BAD_RATES_LIST: i32 = 3;
     pub(crate) const INVALID_INFO_RATE_VALUE: i32 = 4;
     pub(crate) const INVALID_BURST_SIZE_VALUE: i32 = 5;
+    pub(crate) const METER_ERROR: i32 = 6;
     // McOperationErrorCode.
+    pub(crate) const MC_TABLE_FULL: i32 = 1;
     pub(crate) const MC_INVALID_MGID: i32 = 2;
     pub(crate) const MC_INVALID_MGRP_HANDLE: i32 = 3;
     pub(crate) const MC_INVALID_L1_HANDLE: i32 = 4;
@@ -137,25 +139,33 @@ struct Runtime {
 impl Runtime {
     /// The running program's view (rebuilt when a program was loaded since).
     fn view(&self) -> Arc<View> {
-        let control = self.service.control();
+        let (control, config) = self.service.program();
         let mut v = self.view.lock();
         if let Some(v) = &*v
             && Arc::ptr_eq(&v.control, &control)
         {
             return v.clone();
         }
-        let fresh = Arc::new(View::new(control, &self.service.device_config()));
+        let fresh = Arc::new(View::new(control, &config));
         *v = Some(fresh.clone());
         fresh
     }
 
-    /// Writes `updates` all or none.
-    fn write(&self, updates: &[Update]) -> Result<(), WriteError> {
-        self.service
-            .write_local(updates, Atomicity::RollbackOnError)
+    /// Writes what `build` makes, all or none, on program `expected` (the one the call's names
+    /// were resolved in): `build` runs under the service's write lock, so that the state it
+    /// reads is the state the write changes, and a program loaded meanwhile refuses the write.
+    fn write_with<E>(
+        &self,
+        expected: &Control,
+        build: impl FnOnce() -> Result<Vec<Update>, E>,
+    ) -> Result<Result<(), WriteError>, E> {
+        let results = self
+            .service
+            .write_local(expected, Atomicity::RollbackOnError, build)?;
+        Ok(results
             .into_iter()
             .find_map(Result::err)
-            .map_or(Ok(()), Err)
+            .map_or(Ok(()), Err))
     }
 
     fn call(&self, method: &str, a: &Struct) -> Reply {
@@ -211,19 +221,38 @@ pub fn serve(service: Service, addr: SocketAddr, opts: Options) -> io::Result<Th
     let thread = std::thread::Builder::new()
         .name("thrift".into())
         .spawn(move || {
+            let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
             for conn in listener.incoming() {
                 if stopping.load(Ordering::Acquire) {
                     break;
                 }
-                let Ok(conn) = conn else { continue };
-                let rt = rt.clone();
-                let _ = std::thread::Builder::new()
+                let conn = match conn {
+                    Ok(c) => c,
+                    Err(e) => {
+                        // Out of descriptors, say: wait rather than spin.
+                        tracing::warn!("thrift accept: {e}");
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                        continue;
+                    }
+                };
+                if open.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+                    open.fetch_sub(1, Ordering::AcqRel);
+                    tracing::warn!("thrift: {MAX_CONNECTIONS} connections open, one refused");
+                    continue;
+                }
+                let (rt, done) = (rt.clone(), open.clone());
+                let spawned = std::thread::Builder::new()
                     .name("thrift-conn".into())
                     .spawn(move || {
                         if let Err(e) = connection(&rt, conn) {
                             tracing::debug!("thrift connection ended: {e}");
                         }
+                        done.fetch_sub(1, Ordering::AcqRel);
                     });
+                if spawned.is_err() {
+                    open.fetch_sub(1, Ordering::AcqRel);
+                    tracing::warn!("thrift: no thread for a connection");
+                }
             }
         })?;
     Ok(ThriftServer {
@@ -232,6 +261,9 @@ pub fn serve(service: Service, addr: SocketAddr, opts: Options) -> io::Result<Th
         thread: Some(thread),
     })
 }
+
+/// The most clients at once (each has a thread).
+const MAX_CONNECTIONS: usize = 64;
 
 /// TApplicationException types.
 const UNKNOWN_METHOD: i32 = 1;

@@ -5,12 +5,14 @@
 //! associated with at most one group each. The engine has P4Runtime's groups (a list of
 //! (port, rid) copies), so the nodes are kept here and a group is rewritten whenever its nodes
 //! change: its copies are its nodes in the order they were associated, each node's ports in
-//! ascending order. LAGs are refused.
+//! ascending order. A change is made on a copy of the nodes and kept only once the engine has
+//! taken the group. A mirroring session to a group follows the group's changes. LAGs are
+//! refused.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use pipeline::control::{Entity, Update, UpdateKind, WriteError};
+use pipeline::control::{Control, Entity, Update, UpdateKind, WriteError};
 use pipeline::pre::{CloneSession, Replica};
 use serde_json::json;
 
@@ -20,8 +22,10 @@ use super::{Fail, Reply, Runtime};
 
 /// The most ports a port map may name (BMv2's `bitset<512>`).
 const MAX_PORTS: usize = 512;
+/// The most nodes (BMv2's L1 table has a size too).
+const MAX_NODES: usize = 1 << 16;
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Node {
     rid: u16,
     ports: Vec<u16>,
@@ -29,10 +33,11 @@ struct Node {
 }
 
 /// The nodes and groups written through this service, for one program instance.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct State {
-    /// (control plane, its generation): a program load or a reset starts afresh.
-    owner: Option<(usize, u64)>,
+    /// (control plane, its generation): a program load or a reset starts afresh. Held, so that
+    /// no later control plane can have its address.
+    owner: Option<(Arc<Control>, u64)>,
     nodes: BTreeMap<u32, Node>,
     /// Groups created here, with their nodes in association order.
     groups: BTreeMap<u32, Vec<u32>>,
@@ -43,11 +48,15 @@ pub(super) struct State {
 /// The method `method` of `simple_pre_lag` or `simple_switch`, or None if it is neither's.
 pub(super) fn call(rt: &Runtime, method: &str, a: &Struct) -> Option<Reply> {
     let control = rt.service.control();
-    let owner = (Arc::as_ptr(&control) as usize, control.generation());
+    let generation = control.generation();
     let mut st = rt.pre.lock();
-    if st.owner != Some(owner) {
+    let same = st
+        .owner
+        .as_ref()
+        .is_some_and(|(c, g)| Arc::ptr_eq(c, &control) && *g == generation);
+    if !same {
         *st = State {
-            owner: Some(owner),
+            owner: Some((control, generation)),
             ..State::default()
         };
     }
@@ -63,7 +72,7 @@ pub(super) fn call(rt: &Runtime, method: &str, a: &Struct) -> Option<Reply> {
         "bm_mc_get_entries" => Ok(Some(Value::str(entries(&st).to_string()))),
         "mirroring_session_add" => mirror_add(rt, &mut st, a),
         "mirroring_session_delete" => mirror_delete(rt, &mut st, a),
-        "mirroring_session_get" => mirror_get(rt, &st, a),
+        "mirroring_session_get" => mirror_get(&st, a),
         "get_time_elapsed_us" => Ok(Some(Value::I64(
             i64::try_from(rt.started.elapsed().as_micros()).unwrap_or(i64::MAX),
         ))),
@@ -82,6 +91,35 @@ pub(super) fn call(rt: &Runtime, method: &str, a: &Struct) -> Option<Reply> {
 
 fn mc_err(e: WriteError) -> Fail {
     Fail::Code(MC_ERROR, e.to_string())
+}
+
+impl State {
+    /// The control plane the state belongs to.
+    fn control(&self) -> Arc<Control> {
+        self.owner.as_ref().expect("set by call()").0.clone()
+    }
+
+    /// Group `g`'s copies: its nodes' ports with their replication ids.
+    fn replicas(&self, g: u32) -> Vec<Replica> {
+        self.groups
+            .get(&g)
+            .into_iter()
+            .flatten()
+            .filter_map(|n| self.nodes.get(n))
+            .flat_map(|n| n.ports.iter().map(|&port| Replica { port, rid: n.rid }))
+            .collect()
+    }
+}
+
+/// Writes `updates` on the state's program; `err` reports a refusal.
+fn write(
+    rt: &Runtime,
+    st: &State,
+    updates: Vec<Update>,
+    err: impl FnOnce(WriteError) -> Fail,
+) -> Result<(), Fail> {
+    let Ok(r) = rt.write_with::<std::convert::Infallible>(&st.control(), || Ok(updates));
+    r.map_err(err)
 }
 
 /// Ports of a BMv2 port map: '1' at position i from the right is port i.
@@ -120,51 +158,66 @@ fn group_id(a: &Struct, id: i16, invalid: i32) -> Result<u32, Fail> {
         .ok_or_else(|| Fail::Code(invalid, format!("multicast group {g}")))
 }
 
-/// Rewrites group `g` from its nodes.
-fn rewrite(rt: &Runtime, st: &State, g: u32) -> Result<(), Fail> {
-    let replicas = st.groups[&g]
-        .iter()
-        .filter_map(|n| st.nodes.get(n))
-        .flat_map(|n| n.ports.iter().map(|&port| Replica { port, rid: n.rid }))
-        .collect();
-    rt.write(&[Update {
+/// Writes group `g` as `next` has it, with the mirroring sessions that copy it, and keeps
+/// `next` only if the engine took them.
+fn commit(rt: &Runtime, st: &mut State, next: State, g: u32) -> Result<(), Fail> {
+    let replicas = next.replicas(g);
+    let mut updates = vec![Update {
         kind: UpdateKind::Modify,
         entity: Entity::MulticastGroup {
             group_id: g,
-            replicas,
+            replicas: replicas.clone(),
             metadata: Vec::new(),
         },
-    }])
-    .map_err(mc_err)
+    }];
+    for (&session_id, _) in next.mirror_groups.iter().filter(|(_, x)| **x == g) {
+        updates.push(Update {
+            kind: UpdateKind::Modify,
+            entity: Entity::CloneSession {
+                session_id,
+                session: CloneSession {
+                    replicas: replicas.clone(),
+                    ..CloneSession::default()
+                },
+            },
+        });
+    }
+    write(rt, st, updates, mc_err)?;
+    *st = next;
+    Ok(())
 }
 
-fn mgrp_create(rt: &Runtime, st: &mut State, a: &Struct) -> Reply {
-    let g = group_id(a, 2, MC_INVALID_MGID)?;
-    rt.write(&[Update {
-        kind: UpdateKind::Insert,
+fn group_update(kind: UpdateKind, g: u32) -> Vec<Update> {
+    vec![Update {
+        kind,
         entity: Entity::MulticastGroup {
             group_id: g,
             replicas: Vec::new(),
             metadata: Vec::new(),
         },
-    }])
-    .map_err(mc_err)?;
-    st.groups.insert(g, Vec::new());
+    }]
+}
+
+fn mgrp_create(rt: &Runtime, st: &mut State, a: &Struct) -> Reply {
+    let g = group_id(a, 2, MC_INVALID_MGID)?;
+    if !st.groups.contains_key(&g) {
+        match write(rt, st, group_update(UpdateKind::Insert, g), mc_err) {
+            // A group a P4Runtime client made: BMv2 answers a create of an existing group with
+            // its handle, and its copies are this service's from now on.
+            Ok(()) | Err(Fail::Code(_, _))
+                if st.control().read_multicast_groups(Some(g)).is_ok() => {}
+            Ok(()) => {}
+            Err(f) => return Err(f),
+        }
+        st.groups.insert(g, Vec::new());
+    }
     // BMv2's group handle is the group id.
     Ok(Some(Value::I32(g as i32)))
 }
 
 fn mgrp_destroy(rt: &Runtime, st: &mut State, a: &Struct) -> Reply {
     let g = group_id(a, 2, MC_INVALID_MGRP_HANDLE)?;
-    rt.write(&[Update {
-        kind: UpdateKind::Delete,
-        entity: Entity::MulticastGroup {
-            group_id: g,
-            replicas: Vec::new(),
-            metadata: Vec::new(),
-        },
-    }])
-    .map_err(|e| match e {
+    write(rt, st, group_update(UpdateKind::Delete, g), |e| match e {
         WriteError::NotFound(m) => Fail::Code(MC_INVALID_MGRP_HANDLE, m),
         e => mc_err(e),
     })?;
@@ -182,6 +235,9 @@ fn node_create(st: &mut State, a: &Struct) -> Reply {
         .map_err(|_| Fail::Code(MC_ERROR, format!("replication id {rid} is not 16 bits")))?;
     let ports = port_map(&a.string(3)?)?;
     no_lags(a, 4)?;
+    if st.nodes.len() >= MAX_NODES {
+        return Err(Fail::Code(MC_TABLE_FULL, format!("{MAX_NODES} nodes")));
+    }
     let h = (0u32..).find(|h| !st.nodes.contains_key(h)).unwrap_or(0);
     st.nodes.insert(
         h,
@@ -194,33 +250,39 @@ fn node_create(st: &mut State, a: &Struct) -> Reply {
     Ok(Some(Value::I32(h as i32)))
 }
 
-fn node<'a>(st: &'a mut State, a: &Struct, id: i16) -> Result<(u32, &'a mut Node), Fail> {
+/// The node whose handle is field `id`.
+fn node_of(st: &State, a: &Struct, id: i16) -> Result<u32, Fail> {
     let h = a.int(id)?;
-    let key = u32::try_from(h).unwrap_or(u32::MAX);
-    st.nodes
-        .get_mut(&key)
-        .map(|n| (key, n))
+    u32::try_from(h)
+        .ok()
+        .filter(|k| st.nodes.contains_key(k))
         .ok_or_else(|| Fail::Code(MC_INVALID_L1_HANDLE, format!("no node {h}")))
 }
 
 fn node_update(rt: &Runtime, st: &mut State, a: &Struct) -> Reply {
     let ports = port_map(&a.string(3)?)?;
     no_lags(a, 4)?;
-    let (_, n) = node(st, a, 2)?;
+    let h = node_of(st, a, 2)?;
+    let mut next = st.clone();
+    let n = next.nodes.get_mut(&h).expect("checked");
     n.ports = ports;
-    if let Some(g) = n.group {
-        rewrite(rt, st, g)?;
+    match n.group {
+        Some(g) => commit(rt, st, next, g)?,
+        None => *st = next,
     }
     Ok(None)
 }
 
 fn node_destroy(rt: &Runtime, st: &mut State, a: &Struct) -> Reply {
-    let (h, n) = node(st, a, 2)?;
-    let group = n.group;
-    st.nodes.remove(&h);
-    if let Some(g) = group {
-        st.groups.entry(g).or_default().retain(|&x| x != h);
-        rewrite(rt, st, g)?;
+    let h = node_of(st, a, 2)?;
+    let mut next = st.clone();
+    let group = next.nodes.remove(&h).and_then(|n| n.group);
+    match group {
+        Some(g) => {
+            next.groups.entry(g).or_default().retain(|&x| x != h);
+            commit(rt, st, next, g)?;
+        }
+        None => *st = next,
     }
     Ok(None)
 }
@@ -233,7 +295,9 @@ fn associate(rt: &Runtime, st: &mut State, a: &Struct, on: bool) -> Reply {
             format!("group {g} was not created by this runtime API"),
         ));
     }
-    let (h, n) = node(st, a, 3)?;
+    let h = node_of(st, a, 3)?;
+    let mut next = st.clone();
+    let n = next.nodes.get_mut(&h).expect("checked");
     match (on, n.group) {
         (true, None) => n.group = Some(g),
         (false, Some(x)) if x == g => n.group = None,
@@ -247,13 +311,13 @@ fn associate(rt: &Runtime, st: &mut State, a: &Struct, on: bool) -> Reply {
             ));
         }
     }
-    let members = st.groups.entry(g).or_default();
+    let members = next.groups.entry(g).or_default();
     if on {
         members.push(h);
     } else {
         members.retain(|&x| x != h);
     }
-    rewrite(rt, st, g)?;
+    commit(rt, st, next, g)?;
     Ok(None)
 }
 
@@ -279,13 +343,19 @@ fn entries(st: &State) -> serde_json::Value {
     json!({"mgrps": mgrps, "l1_handles": l1, "l2_handles": l2, "lags": []})
 }
 
+/// A mirroring failure: `simple_switch`'s service declares one error code, which the CLI
+/// prints; the switch's log says why.
+fn no_session(why: impl Into<String>) -> Fail {
+    Fail::Code(SESSION_NOT_FOUND, why.into())
+}
+
 fn session_id(a: &Struct) -> Result<u32, Fail> {
     let id = a.int(1)?;
     u32::try_from(id)
         .ok()
         .filter(|&s| (1..=pipeline::pre::MAX_SESSION_ID).contains(&s))
         .ok_or_else(|| {
-            Fail::App(format!(
+            no_session(format!(
                 "mirroring session {id}: ids are 1 to {}",
                 pipeline::pre::MAX_SESSION_ID
             ))
@@ -298,48 +368,51 @@ fn mirror_add(rt: &Runtime, st: &mut State, a: &Struct) -> Reply {
     let (replicas, group) = match (cfg.get(1), cfg.get(2)) {
         (Some(_), _) => {
             let port = cfg.int(1)?;
-            let port =
-                u16::try_from(port).map_err(|_| Fail::App(format!("mirroring port {port}")))?;
+            let port = u16::try_from(port).map_err(|_| no_session(format!("port {port}")))?;
             (vec![Replica { port, rid: 0 }], None)
         }
-        // A session to a group copies the group's replicas as they are now.
+        // A session to a group copies the group's replicas, and follows the changes made
+        // here to the group's nodes.
         (None, Some(_)) => {
-            let g = group_id(cfg, 2, MC_INVALID_MGID).map_err(|_| {
-                Fail::App("mirroring to a multicast group needs a group id 1 to 65535".into())
-            })?;
-            let groups = rt
-                .service
-                .control()
-                .read_multicast_groups(Some(g))
-                .map_err(|e| Fail::App(e.to_string()))?;
-            let replicas = groups.into_iter().flat_map(|(_, g)| g.replicas).collect();
+            let g = group_id(cfg, 2, MC_INVALID_MGID)
+                .map_err(|_| no_session("a group id is 1 to 65535"))?;
+            let replicas = if st.groups.contains_key(&g) {
+                st.replicas(g)
+            } else {
+                st.control()
+                    .read_multicast_groups(Some(g))
+                    .map_err(|e| no_session(e.to_string()))?
+                    .into_iter()
+                    .flat_map(|(_, g)| g.replicas)
+                    .collect()
+            };
             (replicas, Some(g))
         }
-        (None, None) => {
-            return Err(Fail::App(
-                "a mirroring session needs a port or a group".into(),
-            ));
-        }
+        (None, None) => return Err(no_session("a session needs a port or a group")),
     };
     let session = CloneSession {
         replicas,
         ..CloneSession::default()
     };
-    let write = |kind| {
-        rt.write(&[Update {
+    let update = |kind| {
+        vec![Update {
             kind,
             entity: Entity::CloneSession {
                 session_id: id,
                 session: session.clone(),
             },
-        }])
+        }]
     };
     // BMv2's add replaces a session that exists.
-    match write(UpdateKind::Insert) {
-        Err(WriteError::AlreadyExists(_)) => write(UpdateKind::Modify),
-        r => r,
+    match write(rt, st, update(UpdateKind::Insert), |e| match e {
+        WriteError::AlreadyExists(m) => Fail::App(m),
+        e => no_session(e.to_string()),
+    }) {
+        Err(Fail::App(_)) => write(rt, st, update(UpdateKind::Modify), |e| {
+            no_session(e.to_string())
+        })?,
+        r => r?,
     }
-    .map_err(|e| Fail::App(e.to_string()))?;
     match group {
         Some(g) => st.mirror_groups.insert(id, g),
         None => st.mirror_groups.remove(&id),
@@ -349,32 +422,28 @@ fn mirror_add(rt: &Runtime, st: &mut State, a: &Struct) -> Reply {
 
 fn mirror_delete(rt: &Runtime, st: &mut State, a: &Struct) -> Reply {
     let id = session_id(a)?;
-    rt.write(&[Update {
+    let update = vec![Update {
         kind: UpdateKind::Delete,
         entity: Entity::CloneSession {
             session_id: id,
             session: CloneSession::default(),
         },
-    }])
-    .map_err(|e| match e {
-        WriteError::NotFound(m) => Fail::Code(SESSION_NOT_FOUND, m),
-        e => Fail::App(e.to_string()),
-    })?;
+    }];
+    write(rt, st, update, |e| no_session(e.to_string()))?;
     st.mirror_groups.remove(&id);
     Ok(None)
 }
 
-fn mirror_get(rt: &Runtime, st: &State, a: &Struct) -> Reply {
+fn mirror_get(st: &State, a: &Struct) -> Reply {
     let id = session_id(a)?;
-    let sessions = rt
-        .service
+    let sessions = st
         .control()
         .read_clone_sessions(Some(id))
-        .map_err(|e| Fail::Code(SESSION_NOT_FOUND, e.to_string()))?;
+        .map_err(|e| no_session(e.to_string()))?;
     let (_, s) = sessions
         .into_iter()
         .next()
-        .ok_or_else(|| Fail::Code(SESSION_NOT_FOUND, format!("no session {id}")))?;
+        .ok_or_else(|| no_session(format!("no session {id}")))?;
     let cfg = match (st.mirror_groups.get(&id), s.replicas.first()) {
         (Some(g), _) => Struct::new().with(2, Value::I32(*g as i32)),
         (None, Some(r)) => Struct::new().with(1, Value::I32(i32::from(r.port))),

@@ -48,6 +48,11 @@ pub(super) fn call(rt: &Runtime, method: &str, a: &Struct) -> Option<Reply> {
             CRC_WRONG_TYPE,
             "the program has no custom-parameter CRC calculation".into(),
         )),
+        // The CLI prints (or saves) the answer; it declares no exception.
+        "bm_serialize_state" => Ok(Some(Value::str(
+            "# pisa-switch does not serialize its state: read it over P4Runtime, or with \
+             table_dump, counter_read and register_read\n",
+        ))),
         "bm_parse_vset_add"
         | "bm_parse_vset_remove"
         | "bm_parse_vset_get"
@@ -180,8 +185,8 @@ fn table_err(e: WriteError, not_found: i32) -> Fail {
     Fail::Code(code, e.to_string())
 }
 
-fn update(kind: UpdateKind, entity: Entity) -> [Update; 1] {
-    [Update { kind, entity }]
+fn update(kind: UpdateKind, entity: Entity) -> Vec<Update> {
+    vec![Update { kind, entity }]
 }
 
 /// The table calls, on one view of the program.
@@ -198,6 +203,19 @@ type ActionOf = fn(&View, &TableDef, &Struct) -> Result<TableAction, Fail>;
 impl Tables<'_> {
     fn table(&self, a: &Struct) -> Result<(usize, &TableDef), Fail> {
         self.v.table(&a.string(2)?)
+    }
+
+    /// Writes what `build` makes of the current state, all or none: `build` runs under the
+    /// service's write lock, so that what it reads is what the write changes. A refusal is
+    /// reported with `not_found` for a missing object.
+    fn write(
+        &self,
+        not_found: i32,
+        build: impl FnOnce() -> Result<Vec<Update>, Fail>,
+    ) -> Result<(), Fail> {
+        self.rt
+            .write_with(&self.v.control, build)?
+            .map_err(|e| table_err(e, not_found))
     }
 
     /// The entry of the handle in field 3.
@@ -246,23 +264,23 @@ impl Tables<'_> {
 
     fn clear(&self, a: &Struct) -> Reply {
         let (_, t) = self.table(a)?;
-        let mut updates: Vec<Update> = self
-            .v
-            .control
-            .read_entries_with_ids(t.id, false, false)
-            .map_err(|e| table_err(e, INVALID_TABLE_NAME))?
-            .into_iter()
-            .map(|(_, e)| Update {
-                kind: UpdateKind::Delete,
-                entity: Entity::TableEntry(e),
-            })
-            .collect();
-        if matches!(a.get(3), Some(Value::Bool(true))) {
-            updates.push(self.default_update(t, None));
-        }
-        self.rt
-            .write(&updates)
-            .map_err(|e| table_err(e, INVALID_HANDLE))?;
+        self.write(INVALID_HANDLE, || {
+            let mut updates: Vec<Update> = self
+                .v
+                .control
+                .read_entries_with_ids(t.id, false, false)
+                .map_err(|e| table_err(e, INVALID_TABLE_NAME))?
+                .into_iter()
+                .map(|(_, e)| Update {
+                    kind: UpdateKind::Delete,
+                    entity: Entity::TableEntry(e),
+                })
+                .collect();
+            if matches!(a.get(3), Some(Value::Bool(true))) {
+                updates.push(self.default_update(t, None));
+            }
+            Ok(updates)
+        })?;
         Ok(None)
     }
 
@@ -270,10 +288,15 @@ impl Tables<'_> {
         let (ti, t) = self.table(a)?;
         let priority = a.strukt(6).ok().and_then(|o| o.int(1).ok());
         let mut e = self.v.key(ti, a.list(3)?, priority)?;
-        e.action = Some(action(self.v, t, a)?);
-        self.rt
-            .write(&update(UpdateKind::Insert, Entity::TableEntry(e.clone())))
-            .map_err(|e| table_err(e, INVALID_MBR_HANDLE))?;
+        let action = action(self.v, t, a)?;
+        let missing = match action {
+            TableAction::Group(_) => INVALID_GRP_HANDLE,
+            _ => INVALID_MBR_HANDLE,
+        };
+        e.action = Some(action);
+        self.write(missing, || {
+            Ok(update(UpdateKind::Insert, Entity::TableEntry(e.clone())))
+        })?;
         let id = self
             .v
             .control
@@ -284,20 +307,21 @@ impl Tables<'_> {
 
     fn delete(&self, a: &Struct) -> Reply {
         let (_, t) = self.table(a)?;
-        let (_, e) = self.by_handle(t, a, false, false)?;
-        self.rt
-            .write(&update(UpdateKind::Delete, Entity::TableEntry(e)))
-            .map_err(|e| table_err(e, INVALID_HANDLE))?;
+        self.write(INVALID_HANDLE, || {
+            let (_, e) = self.by_handle(t, a, false, false)?;
+            Ok(update(UpdateKind::Delete, Entity::TableEntry(e)))
+        })?;
         Ok(None)
     }
 
     fn modify(&self, a: &Struct, action: ActionOf) -> Reply {
         let (_, t) = self.table(a)?;
-        let (_, mut e) = self.by_handle(t, a, false, false)?;
-        e.action = Some(action(self.v, t, a)?);
-        self.rt
-            .write(&update(UpdateKind::Modify, Entity::TableEntry(e)))
-            .map_err(|e| table_err(e, INVALID_MBR_HANDLE))?;
+        let action = action(self.v, t, a)?;
+        self.write(INVALID_MBR_HANDLE, || {
+            let (_, mut e) = self.by_handle(t, a, false, false)?;
+            e.action = Some(action);
+            Ok(update(UpdateKind::Modify, Entity::TableEntry(e)))
+        })?;
         Ok(None)
     }
 
@@ -334,9 +358,9 @@ impl Tables<'_> {
     ) -> Reply {
         let (_, t) = self.table(a)?;
         let action = action(self.v, t, a)?;
-        self.rt
-            .write(&[self.default_update(t, action)])
-            .map_err(|e| table_err(e, INVALID_MBR_HANDLE))?;
+        self.write(INVALID_MBR_HANDLE, || {
+            Ok(vec![self.default_update(t, action)])
+        })?;
         Ok(None)
     }
 
@@ -348,13 +372,13 @@ impl Tables<'_> {
                 format!("{} does not support idle timeouts", t.name),
             ));
         }
-        let (_, mut e) = self.by_handle(t, a, false, false)?;
         let ms = u64::try_from(a.int(4)?).unwrap_or(0);
-        e.idle_timeout_ns = ms * 1_000_000;
-        e.elapsed_since_hit_ns = None;
-        self.rt
-            .write(&update(UpdateKind::Modify, Entity::TableEntry(e)))
-            .map_err(|e| table_err(e, INVALID_HANDLE))?;
+        self.write(INVALID_HANDLE, || {
+            let (_, mut e) = self.by_handle(t, a, false, false)?;
+            e.idle_timeout_ns = ms.saturating_mul(1_000_000);
+            e.elapsed_since_hit_ns = None;
+            Ok(update(UpdateKind::Modify, Entity::TableEntry(e)))
+        })?;
         Ok(None)
     }
 
@@ -408,56 +432,55 @@ impl Tables<'_> {
 
     fn write_counter(&self, a: &Struct) -> Reply {
         let t = self.with_direct(a, true)?;
-        let (_, e) = self.by_handle(t, a, false, false)?;
         let data = counter_data(a.strukt(4)?)?;
-        self.rt
-            .write(&update(
+        self.write(INVALID_HANDLE, || {
+            let (_, entry) = self.by_handle(t, a, false, false)?;
+            Ok(update(
                 UpdateKind::Modify,
-                Entity::DirectCounter { entry: e, data },
+                Entity::DirectCounter { entry, data },
             ))
-            .map_err(|e| table_err(e, INVALID_HANDLE))?;
+        })?;
         Ok(None)
     }
 
     fn reset_counters(&self, a: &Struct) -> Reply {
         let t = self.with_direct(a, true)?;
-        let updates: Vec<Update> = self
-            .v
-            .control
-            .read_entries_with_ids(t.id, false, false)
-            .map_err(|e| table_err(e, INVALID_TABLE_NAME))?
-            .into_iter()
-            .map(|(_, entry)| Update {
-                kind: UpdateKind::Modify,
-                entity: Entity::DirectCounter {
-                    entry,
-                    data: CounterData::default(),
-                },
-            })
-            .collect();
-        self.rt
-            .write(&updates)
-            .map_err(|e| table_err(e, INVALID_HANDLE))?;
+        self.write(INVALID_HANDLE, || {
+            Ok(self
+                .v
+                .control
+                .read_entries_with_ids(t.id, false, false)
+                .map_err(|e| table_err(e, INVALID_TABLE_NAME))?
+                .into_iter()
+                .map(|(_, entry)| Update {
+                    kind: UpdateKind::Modify,
+                    entity: Entity::DirectCounter {
+                        entry,
+                        data: CounterData::default(),
+                    },
+                })
+                .collect())
+        })?;
         Ok(None)
     }
 
     fn set_meter(&self, a: &Struct) -> Reply {
         let t = self.with_direct(a, false)?;
-        let (_, e) = self.by_handle(t, a, false, false)?;
         // A bad rate list is an INVALID_METER_OPERATION of the table.
         let config = meter_config(a.list(4)?).map_err(|f| match f {
             Fail::Code(_, why) => Fail::Code(INVALID_METER_OPERATION, why),
             f => f,
         })?;
-        self.rt
-            .write(&update(
+        self.write(INVALID_HANDLE, || {
+            let (_, entry) = self.by_handle(t, a, false, false)?;
+            Ok(update(
                 UpdateKind::Modify,
                 Entity::DirectMeter {
-                    entry: e,
+                    entry,
                     config: Some(config),
                 },
             ))
-            .map_err(|e| table_err(e, INVALID_HANDLE))?;
+        })?;
         Ok(None)
     }
 
@@ -500,17 +523,18 @@ impl Tables<'_> {
         let p = self.profile(a)?;
         let act = self.profile_action(p, &a.string(3)?)?;
         let spec = self.v.action_spec(act, a.list(4)?)?;
-        let used: std::collections::HashSet<u32> = self
-            .v
-            .control
-            .read_members(Some(p.id))
-            .map_err(|e| table_err(e, INVALID_ACTION_PROFILE_NAME))?
-            .into_iter()
-            .map(|(_, m, _)| m)
-            .collect();
-        let id = (0u32..).find(|m| !used.contains(m)).unwrap_or(0);
-        self.rt
-            .write(&update(
+        let mut id = 0;
+        self.write(INVALID_MBR_HANDLE, || {
+            let used: std::collections::HashSet<u32> = self
+                .v
+                .control
+                .read_members(Some(p.id))
+                .map_err(|e| table_err(e, INVALID_ACTION_PROFILE_NAME))?
+                .into_iter()
+                .map(|(_, m, _)| m)
+                .collect();
+            id = (0u32..).find(|m| !used.contains(m)).unwrap_or(0);
+            Ok(update(
                 UpdateKind::Insert,
                 Entity::Member {
                     profile_id: p.id,
@@ -518,15 +542,15 @@ impl Tables<'_> {
                     action: Some(spec),
                 },
             ))
-            .map_err(|e| table_err(e, INVALID_MBR_HANDLE))?;
+        })?;
         Ok(Some(Value::I32(id as i32)))
     }
 
     fn delete_member(&self, a: &Struct) -> Reply {
         let p = self.profile(a)?;
         let m = handle(a.int(3)?, INVALID_MBR_HANDLE)?;
-        self.rt
-            .write(&update(
+        self.write(INVALID_MBR_HANDLE, || {
+            Ok(update(
                 UpdateKind::Delete,
                 Entity::Member {
                     profile_id: p.id,
@@ -534,7 +558,7 @@ impl Tables<'_> {
                     action: None,
                 },
             ))
-            .map_err(|e| table_err(e, INVALID_MBR_HANDLE))?;
+        })?;
         Ok(None)
     }
 
@@ -543,8 +567,8 @@ impl Tables<'_> {
         let m = handle(a.int(3)?, INVALID_MBR_HANDLE)?;
         let act = self.profile_action(p, &a.string(4)?)?;
         let spec = self.v.action_spec(act, a.list(5)?)?;
-        self.rt
-            .write(&update(
+        self.write(INVALID_MBR_HANDLE, || {
+            Ok(update(
                 UpdateKind::Modify,
                 Entity::Member {
                     profile_id: p.id,
@@ -552,7 +576,7 @@ impl Tables<'_> {
                     action: Some(spec),
                 },
             ))
-            .map_err(|e| table_err(e, INVALID_MBR_HANDLE))?;
+        })?;
         Ok(None)
     }
 
@@ -584,7 +608,7 @@ impl Tables<'_> {
         p: u32,
         g: u32,
         members: Vec<(u32, u32)>,
-    ) -> [Update; 1] {
+    ) -> Vec<Update> {
         update(
             kind,
             Entity::Group {
@@ -598,25 +622,27 @@ impl Tables<'_> {
 
     fn create_group(&self, a: &Struct) -> Reply {
         let p = self.selector(a)?;
-        let groups = self.groups_of(p.id)?;
-        let id = (0u32..)
-            .find(|g| !groups.iter().any(|(x, _)| x == g))
-            .unwrap_or(0);
-        self.rt
-            .write(&self.group_update(UpdateKind::Insert, p.id, id, Vec::new()))
-            .map_err(|e| table_err(e, INVALID_GRP_HANDLE))?;
+        let mut id = 0;
+        self.write(INVALID_GRP_HANDLE, || {
+            let groups = self.groups_of(p.id)?;
+            id = (0u32..)
+                .find(|g| !groups.iter().any(|(x, _)| x == g))
+                .unwrap_or(0);
+            Ok(self.group_update(UpdateKind::Insert, p.id, id, Vec::new()))
+        })?;
         Ok(Some(Value::I32(id as i32)))
     }
 
     fn delete_group(&self, a: &Struct) -> Reply {
         let p = self.selector(a)?;
         let g = handle(a.int(3)?, INVALID_GRP_HANDLE)?;
-        self.rt
-            .write(&self.group_update(UpdateKind::Delete, p.id, g, Vec::new()))
-            .map_err(|e| match table_err(e, INVALID_GRP_HANDLE) {
-                Fail::Code(MBR_STILL_USED, why) => Fail::Code(GRP_STILL_USED, why),
-                f => f,
-            })?;
+        self.write(INVALID_GRP_HANDLE, || {
+            Ok(self.group_update(UpdateKind::Delete, p.id, g, Vec::new()))
+        })
+        .map_err(|f| match f {
+            Fail::Code(MBR_STILL_USED, why) => Fail::Code(GRP_STILL_USED, why),
+            f => f,
+        })?;
         Ok(None)
     }
 
@@ -624,33 +650,33 @@ impl Tables<'_> {
         let p = self.selector(a)?;
         let m = handle(a.int(3)?, INVALID_MBR_HANDLE)?;
         let g = handle(a.int(4)?, INVALID_GRP_HANDLE)?;
-        let (_, mut members) = self
-            .groups_of(p.id)?
-            .into_iter()
-            .find(|(x, _)| *x == g)
-            .ok_or_else(|| Fail::Code(INVALID_GRP_HANDLE, format!("no group {g}")))?;
-        let at = members.iter().position(|(x, _)| *x == m);
-        match (add, at) {
-            (true, Some(_)) => {
-                return Err(Fail::Code(
-                    MBR_ALREADY_IN_GRP,
-                    format!("member {m} is in group {g}"),
-                ));
+        self.write(INVALID_MBR_HANDLE, || {
+            let (_, mut members) = self
+                .groups_of(p.id)?
+                .into_iter()
+                .find(|(x, _)| *x == g)
+                .ok_or_else(|| Fail::Code(INVALID_GRP_HANDLE, format!("no group {g}")))?;
+            let at = members.iter().position(|(x, _)| *x == m);
+            match (add, at) {
+                (true, Some(_)) => {
+                    return Err(Fail::Code(
+                        MBR_ALREADY_IN_GRP,
+                        format!("member {m} is in group {g}"),
+                    ));
+                }
+                (true, None) => members.push((m, 1)),
+                (false, None) => {
+                    return Err(Fail::Code(
+                        MBR_NOT_IN_GRP,
+                        format!("member {m} is not in group {g}"),
+                    ));
+                }
+                (false, Some(i)) => {
+                    members.remove(i);
+                }
             }
-            (true, None) => members.push((m, 1)),
-            (false, None) => {
-                return Err(Fail::Code(
-                    MBR_NOT_IN_GRP,
-                    format!("member {m} is not in group {g}"),
-                ));
-            }
-            (false, Some(i)) => {
-                members.remove(i);
-            }
-        }
-        self.rt
-            .write(&self.group_update(UpdateKind::Modify, p.id, g, members))
-            .map_err(|e| table_err(e, INVALID_MBR_HANDLE))?;
+            Ok(self.group_update(UpdateKind::Modify, p.id, g, members))
+        })?;
         Ok(None)
     }
 
@@ -811,14 +837,16 @@ fn counter_write(rt: &Runtime, v: &View, a: &Struct, reset: bool) -> Reply {
     } else {
         counter_data(a.strukt(4)?)?
     };
-    rt.write(&update(
-        UpdateKind::Modify,
-        Entity::Counter {
-            counter_id: id,
-            index,
-            data,
-        },
-    ))
+    rt.write_with(&v.control, || {
+        Ok::<_, Fail>(update(
+            UpdateKind::Modify,
+            Entity::Counter {
+                counter_id: id,
+                index,
+                data,
+            },
+        ))
+    })?
     .map_err(extern_err)?;
     Ok(None)
 }
@@ -827,15 +855,21 @@ fn meter_set(rt: &Runtime, v: &View, a: &Struct, index: Option<i64>) -> Reply {
     let defs = v.schema.meters.iter().map(|m| (m.id, m.name, m.size));
     let (id, _, index) = cell(defs, a, index.is_some())?;
     let config = meter_config(a.list(if index.is_some() { 4 } else { 3 })?)?;
-    rt.write(&update(
-        UpdateKind::Modify,
-        Entity::Meter {
-            meter_id: id,
-            index,
-            config: Some(config),
-        },
-    ))
-    .map_err(extern_err)?;
+    rt.write_with(&v.control, || {
+        Ok::<_, Fail>(update(
+            UpdateKind::Modify,
+            Entity::Meter {
+                meter_id: id,
+                index,
+                config: Some(config),
+            },
+        ))
+    })?
+    .map_err(|e| match extern_err(e) {
+        // MeterOperationErrorCode's catch-all is 6 (3 is BAD_RATES_LIST).
+        Fail::Code(EXTERN_ERROR, why) => Fail::Code(METER_ERROR, why),
+        f => f,
+    })?;
     Ok(None)
 }
 
@@ -883,14 +917,16 @@ fn register_write(rt: &Runtime, v: &View, a: &Struct, reset: bool) -> Reply {
             raw & ((1u64 << width) - 1)
         }
     };
-    rt.write(&update(
-        UpdateKind::Modify,
-        Entity::Register {
-            register_id: id,
-            index,
-            value: u128::from(value),
-        },
-    ))
+    rt.write_with(&v.control, || {
+        Ok::<_, Fail>(update(
+            UpdateKind::Modify,
+            Entity::Register {
+                register_id: id,
+                index,
+                value: u128::from(value),
+            },
+        ))
+    })?
     .map_err(extern_err)?;
     Ok(None)
 }

@@ -131,6 +131,11 @@ pub const MAX_BYTES: usize = 64 << 20;
 pub const MAX_ELEMENTS: usize = 1 << 20;
 /// The deepest nesting of structs and containers.
 pub const MAX_DEPTH: usize = 32;
+/// The most values one message may hold (a value takes tens of bytes in memory, whatever its
+/// size on the wire).
+pub const MAX_MESSAGE_VALUES: usize = 1 << 20;
+/// The most string and binary bytes one message may hold.
+pub const MAX_MESSAGE_BYTES: usize = 2 * MAX_BYTES;
 
 fn invalid(msg: impl Into<String>) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg.into())
@@ -140,12 +145,19 @@ fn invalid(msg: impl Into<String>) -> io::Error {
 #[derive(Debug)]
 pub struct Reader<R> {
     r: R,
+    /// What the current message may still hold.
+    values: usize,
+    bytes: usize,
 }
 
 impl<R: Read> Reader<R> {
     /// A reader of `r`.
     pub fn new(r: R) -> Self {
-        Reader { r }
+        Reader {
+            r,
+            values: MAX_MESSAGE_VALUES,
+            bytes: MAX_MESSAGE_BYTES,
+        }
     }
 
     fn array<const N: usize>(&mut self) -> io::Result<[u8; N]> {
@@ -168,6 +180,10 @@ impl<R: Read> Reader<R> {
 
     fn bytes(&mut self) -> io::Result<Vec<u8>> {
         let n = self.length(MAX_BYTES)?;
+        self.bytes = self
+            .bytes
+            .checked_sub(n)
+            .ok_or_else(|| invalid("a message of too many bytes"))?;
         let mut b = Vec::new();
         // Reads what arrives, never trusting the prefix for the allocation.
         (&mut self.r).take(n as u64).read_to_end(&mut b)?;
@@ -177,8 +193,11 @@ impl<R: Read> Reader<R> {
         Ok(b)
     }
 
-    /// Reads a message header, strict (`0x8001` version word) or old-style.
+    /// Reads a message header, strict (`0x8001` version word) or old-style; the message's
+    /// budget of values and bytes starts afresh.
     pub fn message(&mut self) -> io::Result<Message> {
+        self.values = MAX_MESSAGE_VALUES;
+        self.bytes = MAX_MESSAGE_BYTES;
         let first = self.i32()?;
         let (name, kind) = if first < 0 {
             if (first as u32) & 0xffff_0000 != 0x8001_0000 {
@@ -241,6 +260,10 @@ impl<R: Read> Reader<R> {
         if depth > MAX_DEPTH {
             return Err(invalid("nested too deep"));
         }
+        self.values = self
+            .values
+            .checked_sub(1)
+            .ok_or_else(|| invalid("a message of too many values"))?;
         Ok(match t {
             TType::Stop => return Err(invalid("a stop where a value belongs")),
             TType::Bool => Value::Bool(self.array::<1>()?[0] != 0),
@@ -568,6 +591,14 @@ mod tests {
             Reader::new(&b[..]).strukt().unwrap_err().kind(),
             io::ErrorKind::InvalidData
         );
+        // A message of more values than its budget, however small each, is refused.
+        let mut w = Writer::default();
+        let lists = (0..4)
+            .map(|_| Value::List(TType::Bool, vec![Value::Bool(true); MAX_MESSAGE_VALUES / 3]))
+            .collect();
+        w.strukt(&Struct::new().with(1, Value::List(TType::List, lists)));
+        let e = Reader::new(&w.buf[..]).strukt().unwrap_err();
+        assert!(e.to_string().contains("too many values"), "{e}");
         // Unknown wire types and message versions.
         assert!(Reader::new(&[7u8, 0, 1][..]).strukt().is_err());
         assert!(
