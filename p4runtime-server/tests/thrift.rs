@@ -49,14 +49,31 @@ impl Cli {
         }
     }
 
+    /// A `simple_pre_lag` call with cxt_id 0 and `args` from field 2.
+    fn pre(&mut self, method: &str, args: Vec<Value>) -> Answer {
+        self.call("simple_pre_lag", method, numbered(args))
+    }
+
+    /// A `standard` call on `basic`'s action selector, `args` after its name.
+    fn prof(&mut self, method: &str, args: Vec<Value>) -> Answer {
+        let mut v = vec![s("ingress.ecmp_selector")];
+        v.extend(args);
+        self.std(method, v)
+    }
+
     /// A `standard` call with cxt_id 0 and `args` from field 2.
     fn std(&mut self, method: &str, args: Vec<Value>) -> Answer {
-        let mut s = Struct::new().with(1, Value::I32(0));
-        for (i, a) in args.into_iter().enumerate() {
-            s = s.with(i as i16 + 2, a);
-        }
-        self.call("standard", method, s)
+        self.call("standard", method, numbered(args))
     }
+}
+
+/// Arguments as a call takes them: cxt_id 0 in field 1, `args` from field 2.
+fn numbered(args: Vec<Value>) -> Struct {
+    let mut s = Struct::new().with(1, Value::I32(0));
+    for (i, a) in args.into_iter().enumerate() {
+        s = s.with(i as i16 + 2, a);
+    }
+    s
 }
 
 /// The success value of a reply.
@@ -369,75 +386,36 @@ fn registers_counters_multicast_and_mirroring() {
     assert_eq!(z.int(2).unwrap(), 0);
 
     // Multicast: a group and two nodes become one P4Runtime group's copies, in order.
-    let pre = |c: &mut Cli, m: &str, args: Vec<Value>| {
-        let mut st = Struct::new().with(1, Value::I32(0));
-        for (i, a) in args.into_iter().enumerate() {
-            st = st.with(i as i16 + 2, a);
-        }
-        c.call("simple_pre_lag", m, st)
-    };
     assert_eq!(
-        ok(pre(&mut c, "bm_mc_mgrp_create", vec![Value::I32(5)])),
+        ok(c.pre("bm_mc_mgrp_create", vec![Value::I32(5)])),
         Some(Value::I32(5))
     );
-    let Some(Value::I32(n1)) = ok(pre(
-        &mut c,
-        "bm_mc_node_create",
-        vec![Value::I32(7), s("110"), s("")],
-    )) else {
+    let Some(Value::I32(n1)) = ok(c.pre("bm_mc_node_create", vec![Value::I32(7), s("110"), s("")]))
+    else {
         panic!()
     };
-    let Some(Value::I32(n2)) = ok(pre(
-        &mut c,
-        "bm_mc_node_create",
-        vec![Value::I32(9), s("1000"), s("")],
-    )) else {
+    let Some(Value::I32(n2)) =
+        ok(c.pre("bm_mc_node_create", vec![Value::I32(9), s("1000"), s("")]))
+    else {
         panic!()
     };
-    ok(pre(
-        &mut c,
-        "bm_mc_node_associate",
-        vec![Value::I32(5), Value::I32(n2)],
-    ));
-    ok(pre(
-        &mut c,
-        "bm_mc_node_associate",
-        vec![Value::I32(5), Value::I32(n1)],
-    ));
+    ok(c.pre("bm_mc_node_associate", vec![Value::I32(5), Value::I32(n2)]));
+    ok(c.pre("bm_mc_node_associate", vec![Value::I32(5), Value::I32(n1)]));
     assert_eq!(copies(&control, 5), vec![(3, 9), (1, 7), (2, 7)]);
     // A node in a group cannot join another; LAGs are refused; unknown nodes are code 4.
     assert_eq!(
-        code(pre(
-            &mut c,
-            "bm_mc_node_associate",
-            vec![Value::I32(5), Value::I32(n1)]
-        )),
+        code(c.pre("bm_mc_node_associate", vec![Value::I32(5), Value::I32(n1)])),
         5
     );
     assert_eq!(
-        code(pre(
-            &mut c,
-            "bm_mc_node_create",
-            vec![Value::I32(1), s("1"), s("1")]
-        )),
+        code(c.pre("bm_mc_node_create", vec![Value::I32(1), s("1"), s("1")])),
         5
     );
-    assert_eq!(
-        code(pre(&mut c, "bm_mc_node_destroy", vec![Value::I32(99)])),
-        4
-    );
-    ok(pre(
-        &mut c,
-        "bm_mc_node_update",
-        vec![Value::I32(n1), s("10000"), s("")],
-    ));
-    ok(pre(
-        &mut c,
-        "bm_mc_node_dissociate",
-        vec![Value::I32(5), Value::I32(n2)],
-    ));
+    assert_eq!(code(c.pre("bm_mc_node_destroy", vec![Value::I32(99)])), 4);
+    ok(c.pre("bm_mc_node_update", vec![Value::I32(n1), s("10000"), s("")]));
+    ok(c.pre("bm_mc_node_dissociate", vec![Value::I32(5), Value::I32(n2)]));
     assert_eq!(copies(&control, 5), vec![(4, 7)]);
-    let Some(Value::Bytes(dump)) = ok(pre(&mut c, "bm_mc_get_entries", vec![])) else {
+    let Some(Value::Bytes(dump)) = ok(c.pre("bm_mc_get_entries", vec![])) else {
         panic!()
     };
     let dump: serde_json::Value = serde_json::from_slice(&dump).unwrap();
@@ -583,47 +561,39 @@ fn a_hard_wired_program_is_described_and_takes_bmv2_priorities() {
     );
 
     // Action profile members and groups get the smallest free handles.
-    let mut prof = |m: &str, args: Vec<Value>| {
-        let mut v = vec![s("ingress.ecmp_selector")];
-        v.extend(args);
-        c.std(m, v)
-    };
     let nh = data(&[&[2, 0, 0, 0, 0, 2], &[2, 0, 0, 0, 0, 1], &[0, 2]]);
     assert_eq!(
-        ok(prof(
+        ok(c.prof(
             "bm_mt_act_prof_add_member",
             vec![s("ingress.set_nhop"), nh.clone()]
         )),
         Some(Value::I32(0))
     );
     assert_eq!(
-        ok(prof(
-            "bm_mt_act_prof_add_member",
-            vec![s("ingress.set_nhop"), nh]
-        )),
+        ok(c.prof("bm_mt_act_prof_add_member", vec![s("ingress.set_nhop"), nh])),
         Some(Value::I32(1))
     );
     assert_eq!(
-        ok(prof("bm_mt_act_prof_create_group", vec![])),
+        ok(c.prof("bm_mt_act_prof_create_group", vec![])),
         Some(Value::I32(0))
     );
-    ok(prof(
+    ok(c.prof(
         "bm_mt_act_prof_add_member_to_group",
         vec![Value::I32(1), Value::I32(0)],
     ));
     assert_eq!(
-        code(prof(
+        code(c.prof(
             "bm_mt_act_prof_add_member_to_group",
             vec![Value::I32(1), Value::I32(0)]
         )),
         12
     );
     assert_eq!(
-        code(prof("bm_mt_act_prof_delete_member", vec![Value::I32(1)])),
+        code(c.prof("bm_mt_act_prof_delete_member", vec![Value::I32(1)])),
         11,
         "still in a group"
     );
-    let Some(Value::List(_, groups)) = ok(prof("bm_mt_act_prof_get_groups", vec![])) else {
+    let Some(Value::List(_, groups)) = ok(c.prof("bm_mt_act_prof_get_groups", vec![])) else {
         panic!()
     };
     assert_eq!(groups.len(), 1);
@@ -687,13 +657,8 @@ fn concurrent_clients_and_refused_changes_keep_the_state_whole() {
     .unwrap();
     let nh = data(&[&[2, 0, 0, 0, 0, 2], &[2, 0, 0, 0, 0, 1], &[0, 2]]);
     let mut c = Cli::connect(&t);
-    let prof = |c: &mut Cli, m: &str, args: Vec<Value>| {
-        let mut v = vec![s("ingress.ecmp_selector")];
-        v.extend(args);
-        c.std(m, v)
-    };
     assert_eq!(
-        ok(prof(&mut c, "bm_mt_act_prof_create_group", vec![])),
+        ok(c.prof("bm_mt_act_prof_create_group", vec![])),
         Some(Value::I32(0))
     );
     // Two clients each create 20 members and add them to the one group, interleaved: every
@@ -708,15 +673,13 @@ fn concurrent_clients_and_refused_changes_keep_the_state_whole() {
                     s: s0,
                 };
                 for _ in 0..20 {
-                    let Some(Value::I32(m)) = ok(prof(
-                        &mut c,
+                    let Some(Value::I32(m)) = ok(c.prof(
                         "bm_mt_act_prof_add_member",
                         vec![s("ingress.set_nhop"), nh.clone()],
                     )) else {
                         panic!()
                     };
-                    ok(prof(
-                        &mut c,
+                    ok(c.prof(
                         "bm_mt_act_prof_add_member_to_group",
                         vec![Value::I32(m), Value::I32(0)],
                     ));
@@ -735,14 +698,7 @@ fn concurrent_clients_and_refused_changes_keep_the_state_whole() {
 
     // Two nodes with the same (port, rid): the engine refuses the group with both, so the
     // second association fails and leaves its node out, in the engine and in mc_dump.
-    let pre = |c: &mut Cli, m: &str, args: Vec<Value>| {
-        let mut st = Struct::new().with(1, Value::I32(0));
-        for (i, a) in args.into_iter().enumerate() {
-            st = st.with(i as i16 + 2, a);
-        }
-        c.call("simple_pre_lag", m, st)
-    };
-    ok(pre(&mut c, "bm_mc_mgrp_create", vec![Value::I32(6)]));
+    ok(c.pre("bm_mc_mgrp_create", vec![Value::I32(6)]));
     let cfg = Value::Struct(Struct::new().with(2, Value::I32(6)));
     ok(c.call(
         "simple_switch",
@@ -750,31 +706,21 @@ fn concurrent_clients_and_refused_changes_keep_the_state_whole() {
         Struct::new().with(1, Value::I32(10)).with(2, cfg),
     ));
     let node = |c: &mut Cli| {
-        let Some(Value::I32(h)) = ok(pre(
-            c,
-            "bm_mc_node_create",
-            vec![Value::I32(3), s("100"), s("")],
-        )) else {
+        let Some(Value::I32(h)) =
+            ok(c.pre("bm_mc_node_create", vec![Value::I32(3), s("100"), s("")]))
+        else {
             panic!()
         };
         h
     };
     let (n1, n2) = (node(&mut c), node(&mut c));
-    ok(pre(
-        &mut c,
-        "bm_mc_node_associate",
-        vec![Value::I32(6), Value::I32(n1)],
-    ));
+    ok(c.pre("bm_mc_node_associate", vec![Value::I32(6), Value::I32(n1)]));
     assert_eq!(
-        code(pre(
-            &mut c,
-            "bm_mc_node_associate",
-            vec![Value::I32(6), Value::I32(n2)]
-        )),
+        code(c.pre("bm_mc_node_associate", vec![Value::I32(6), Value::I32(n2)])),
         5
     );
     assert_eq!(copies(&f.control, 6), vec![(2, 3)]);
-    let Some(Value::Bytes(dump)) = ok(pre(&mut c, "bm_mc_get_entries", vec![])) else {
+    let Some(Value::Bytes(dump)) = ok(c.pre("bm_mc_get_entries", vec![])) else {
         panic!()
     };
     let dump: serde_json::Value = serde_json::from_slice(&dump).unwrap();
