@@ -129,7 +129,23 @@ fn s4_5_one_pint_flow_completes_and_its_acks_carry_the_switches_digests() {
     assert!(u(rx, "digest_max") > 0);
 }
 
+/// How many fairness runs; the median of their goodput ratios is judged. One run on a shared
+/// 2-core machine can be decided by a stall of one sender (a ratio of 1.37 was seen once,
+/// with the runs before and after it within tolerance).
+const FAIR_RUNS: usize = 3;
+
 fn fair(tag: char, int: bool) {
+    let mut ratios: Vec<f64> = (0..FAIR_RUNS).map(|_| fair_run(tag, int)).collect();
+    ratios.sort_by(f64::total_cmp);
+    let median = ratios[FAIR_RUNS / 2];
+    assert!(
+        median <= 1.0 + FAIR_TOLERANCE,
+        "goodput ratios {ratios:?}: the median is not within {FAIR_TOLERANCE}"
+    );
+}
+
+/// One fairness run: its checks, and the larger goodput over the smaller.
+fn fair_run(tag: char, int: bool) -> f64 {
     let r = run(tag, int, &[("h1", SHARED_BYTES), ("h2", SHARED_BYTES)]);
     let flows = completed(&r);
     let g: Vec<f64> = flows.iter().map(|f| u(f, "goodput_bps") as f64).collect();
@@ -156,14 +172,12 @@ fn fair(tag: char, int: bool) {
     // finishes the favoured flow early, and its goodput over its own FCT is the larger.
     let (lo, hi) = (g[0].min(g[1]), g[0].max(g[1]));
     assert!(
-        hi / lo <= 1.0 + FAIR_TOLERANCE,
-        "goodputs {lo} and {hi} b/s: not within {FAIR_TOLERANCE} of each other"
-    );
-    assert!(
         lo + hi >= MIN_USE * RATE as f64,
         "together {} b/s: the bottleneck was not used",
         lo + hi
     );
+    eprintln!("goodput ratio {:.3}", hi / lo);
+    hi / lo
 }
 
 #[test]
