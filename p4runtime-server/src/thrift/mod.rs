@@ -13,6 +13,7 @@
 //! here and each group is rewritten as a P4Runtime group when its nodes change. What is refused,
 //! and how, is in docs/bmv2.md ("The runtime CLI").
 
+mod externs;
 mod pre;
 mod program;
 mod standard;
