@@ -196,16 +196,48 @@ impl Scoreboard {
         if s.retransmitted {
             return;
         }
-        if let Some(high) = self.high_sacked
-            && s.end <= high
-        {
-            let metric = (high - s.start).div_ceil(self.mss) as u32;
-            if metric > self.reordering {
-                self.reordering = metric.min(self.max_reordering);
-            }
-            self.reord_seen += 1;
+        if self.high_sacked.is_some_and(|high| s.end <= high) {
+            self.reordered_from(s.start);
             d.reordered = true;
         }
+    }
+
+    /// Reordering whose low end is `low` (relative): the loss threshold rises to the distance
+    /// from it to the highest SACKed byte, in segments, up to `max_reordering` (Linux's
+    /// `tcp_check_sack_reordering`), and the event is counted.
+    pub fn reordered_from(&mut self, low: u64) {
+        let Some(high) = self.high_sacked.filter(|&h| h > low) else {
+            return;
+        };
+        let metric = u32::try_from((high - low).div_ceil(self.mss)).unwrap_or(u32::MAX);
+        if metric > self.reordering {
+            self.reordering = metric.min(self.max_reordering);
+        }
+        self.reord_seen += 1;
+    }
+
+    /// A D-SACK for `[l, r)` above the cumulative ACK: a retransmitted segment in it whose
+    /// original had already been SACKed arrived twice because the original was only late, so
+    /// it shows reordering from its start (Linux's `tcp_sacktag_one` for a D-SACKed
+    /// retransmission that is `TCPCB_SACKED_ACKED`).
+    pub fn dsack_reordered(&mut self, l: u64, r: u64) {
+        let low = self
+            .segs
+            .iter()
+            .find(|s| s.start >= l && s.end <= r && s.sacked && s.retransmitted)
+            .map(|s| s.start);
+        if let Some(low) = low {
+            self.reordered_from(low);
+        }
+    }
+
+    /// Every segment's lost mark cleared: a recovery undone as spurious retransmits nothing
+    /// more (Linux's `tcp_undo_cwnd_reduction` with `unmark_loss`).
+    pub fn unmark_lost(&mut self) {
+        for s in &mut self.segs {
+            s.lost = false;
+        }
+        self.lost_out = 0;
     }
 
     /// A cumulative acknowledgment up to `una` (relative) and SACK blocks `[l, r)` (relative,
@@ -434,6 +466,31 @@ mod tests {
             (b.packets_out(), b.sacked_out, b.lost_out, b.retrans_out),
             (6, 0, 0, 0)
         );
+    }
+
+    #[test]
+    fn a_dsack_of_a_retransmission_whose_original_was_sacked_raises_the_threshold() {
+        let mut b = board(10);
+        // Segment 0 missing, 1-3 SACKed: lost, and retransmitted.
+        b.on_ack(0, &mut [(100, 400)], 1000, None);
+        assert_eq!(b.mark_lost(), (true, 1));
+        // Segment 5 missing, 6-8 SACKed: lost and retransmitted too.
+        b.on_ack(0, &mut [(100, 500), (600, 900)], 2000, None);
+        assert_eq!(b.mark_lost(), (true, 1));
+        let i = b.next_lost().unwrap();
+        assert_eq!(b.retransmit(i, 2100), (0, 100));
+        let i = b.next_lost().unwrap();
+        assert_eq!(b.retransmit(i, 2100), (500, 600));
+        // Segment 5's original arrives (a retransmitted segment: no reordering yet) ...
+        b.on_ack(0, &mut [(100, 900)], 2200, None);
+        assert_eq!((b.reordering, b.reord_seen), (3, 0));
+        // ... then its retransmission, reported by a D-SACK above the cumulative ACK: the
+        // original was late by the four segments from it to the highest SACK.
+        b.dsack_reordered(500, 600);
+        assert_eq!((b.reordering, b.reord_seen), (4, 1));
+        // A D-SACK of a segment whose original never arrived first shows nothing.
+        b.dsack_reordered(0, 100);
+        assert_eq!(b.reord_seen, 1);
     }
 
     #[test]

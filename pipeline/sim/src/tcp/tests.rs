@@ -320,6 +320,29 @@ fn a_reduction_that_a_dsack_shows_spurious_is_undone_and_racks_window_widens() {
 
 /// Segment 40 and its first retransmission are lost: RACK finds the lost retransmission once
 /// segments sent after it are SACKed; the threshold alone cannot, so the RTO repairs it.
+#[test]
+fn a_hole_the_late_original_fills_in_recovery_undoes_at_once_and_raises_the_threshold() {
+    // 100 Mb/s, 5 ms each way, 1000-byte segments (80 µs each). Segment 200 takes a path 3 ms
+    // longer. RACK deems it lost once later segments are SACKed (about 10 ms after it left)
+    // and sends it again, but the original reaches the receiver first (8 ms after it left; the
+    // retransmission about 15 ms). The ACK it brings advances, short of the recovery's end,
+    // and echoes the original's timestamp: Linux's tcp_try_undo_partial.
+    let mut n = Net::new(cfg(Kind::Cubic), 100_000_000, 5_000_000, 1000);
+    n.hold = vec![(200, 3_000_000)];
+    n.transfer(4_000_000, 10 * G).expect("finished");
+    let st = n.c.stats();
+    assert_eq!(
+        (st.retransmits, st.recoveries, st.timeouts),
+        (1, 1, 0),
+        "{st:?}"
+    );
+    assert_eq!(st.undos, 1, "{st:?}");
+    // The threshold rose from 3 to the distance the original was overtaken by, as Linux's
+    // tcpi_reordering would show: 24 segments here (the 3 ms it was late, less what the
+    // bottleneck's queue had already delayed the segments behind it).
+    assert!(n.c.reordering() > 10, "{}", n.c.reordering());
+}
+
 fn lost_retransmission(rack: bool) -> (u64, Stats) {
     let mut n = Net::new(
         Config {

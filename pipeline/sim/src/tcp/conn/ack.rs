@@ -36,6 +36,8 @@ impl Conn {
         let prior_una = self.una;
         let mut sacks = [(0u64, 0u64); MAX_SACK_BLOCKS];
         let mut n = 0;
+        // A D-SACK above the cumulative ACK, for the reordering it may show.
+        let mut dsack_above = None;
         if self.sack_ok {
             // A D-SACK (RFC 2883 §4): the first block, below the cumulative ACK or inside the
             // second block.
@@ -52,6 +54,7 @@ impl Conn {
                         .is_some_and(|(l1, r1)| l >= l1 && r <= r1))
             {
                 self.undo_on_dsack(l, r);
+                dsack_above = (r > data_ack).then_some((l, r));
             }
             self.undo_update_reo_wnd(prior_una);
             for &(l, r) in seg.sack_blocks() {
@@ -70,6 +73,9 @@ impl Conn {
         let d = self
             .sb
             .on_ack(data_ack, &mut sacks[..n], now, self.rtt.min_rtt());
+        if let Some((l, r)) = dsack_above {
+            self.sb.dsack_reordered(l, r);
+        }
         self.una = data_ack;
         self.ack_max = ack;
         if self.fin_sent && ack == self.written + 1 {
@@ -126,6 +132,22 @@ impl Conn {
                 self.dupacks = 0;
             }
         }
+        // Linux's tcp_try_undo_partial: an ACK that advances in recovery but not to its end,
+        // for data the original transmission brought (its echoed timestamp predates the first
+        // retransmission, Eifel), shows the hole was only late. The loss threshold rises to the
+        // distance from the old cumulative ACK to the highest SACK; with retransmissions still
+        // in flight this ACK marks nothing more lost, else the reduction is undone and the
+        // lost marks cleared.
+        let mut hold_losses = false;
+        if self.ca == Ca::Recovery && advanced && !leave && self.undo_packet_delayed(seg) {
+            self.sb.reordered_from(prior_una);
+            if self.sb.retrans_out > 0 {
+                hold_losses = true;
+            } else {
+                self.sb.unmark_lost();
+                self.undo_reduction();
+            }
+        }
         // Linux's tcp_try_undo_dsack, in recovery or once open again: late D-SACKs for every
         // retransmission of the last recovery undo it.
         if matches!(self.ca, Ca::Open | Ca::Recovery) && self.undo_all_dsacked() {
@@ -137,7 +159,9 @@ impl Conn {
             self.ca = Ca::Cwr;
             self.stats.cwr += 1;
         }
-        let (lost_head, newly_lost) = if self.sack_ok && self.cfg.rack {
+        let (lost_head, newly_lost) = if hold_losses {
+            (false, 0)
+        } else if self.sack_ok && self.cfg.rack {
             // Linux's tcp_time_to_recover with RACK: anything deemed lost starts recovery.
             let newly = if d.rack_advanced {
                 self.rack_mark_lost(now)
