@@ -22,8 +22,8 @@ e14-fig2.
       E14's Fig. 2 arrangement (a `pisa-fabric experiment --pattern flows:docs/spray/fig2.flows`
       output): reads DIR/uplinks.csv and DIR/flows.csv and prints the shares of pod 1's four
       core links, T1's split between its uplinks and each flow's goodput (medians over the
-      reps, each column on its own, and the 95% bootstrap CI of the goodputs' medians); the
-      per-rep packet counts go to stderr. PNG: the shares against the paper's counter skew.
+      reps, each column on its own, and the 95% bootstrap CI of the goodputs' medians) and how
+      many reps kept fidelity (summary.csv's `fidelity`); the per-rep packet counts go to stderr. PNG: the shares against the paper's counter skew.
 """
 
 from __future__ import annotations
@@ -149,6 +149,13 @@ LINKS = ["p1a1-core1", "p1a1-core2", "p1a2-core3", "p1a2-core4"]
 FLOWS = {("h1", "h5"): "A", ("h2", "h3"): "B", ("h4", "h6"): "C"}
 
 
+def fidelity_cell(verdicts: list[str]) -> str:
+    """`k/n`: of a scheme's n reps, the k the emulator kept up with; "-" for runs without
+    verdicts (before the runner had them, or pisa-sim's)."""
+    judged = [v for v in verdicts if v not in ("", "-")]
+    return f"{sum(v == 'ok' for v in judged)}/{len(verdicts)}" if judged else "-"
+
+
 def fig2(a: argparse.Namespace) -> None:
     d = a.dir
     ups: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
@@ -162,10 +169,14 @@ def fig2(a: argparse.Namespace) -> None:
         if data.finished(r):
             good[(r["scheme"], r["rep"])][FLOWS[(r["src"], r["dst"])]] = \
                 int(r["size_bytes"]) * 8 / float(r["fct_us"])
+    verdicts: dict[str, list[str]] = defaultdict(list)
+    for r in data.read_csv(f"{d}/summary.csv"):
+        v = r.get("fidelity") or "-"
+        verdicts[r["scheme"]].append(v.split(":")[0].split(" ")[0])
     shares: dict[str, dict[str, stats.RepSummary]] = {}
     print("| scheme | A1-C1 | A1-C2 | A2-C3 | A2-C4 | T1-A1 : T1-A2 | A Mb/s | B Mb/s | C Mb/s "
-          "| A / B / C Mb/s, 95% CI |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| A / B / C Mb/s, 95% CI | fidelity ok |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for s in dict.fromkeys(k[0] for k in ups):
         reps = [k for k in ups if k[0] == s]
         shares[s] = {ln: stats.over_reps(ups[k][ln] / sum(ups[k][x] for x in LINKS) for k in reps)
@@ -176,7 +187,8 @@ def fig2(a: argparse.Namespace) -> None:
         print(f"| {s} | " + " | ".join(f"{shares[s][ln].median:.3f}" for ln in LINKS)
               + f" | {t1:.2f} : {1 - t1:.2f} | "
               + " | ".join(cell(g[f].median, ".1f") for f in "ABC") + " | "
-              + " / ".join(style.ci_cell(g[f].ci, ".1f") for f in "ABC") + " |")
+              + " / ".join(style.ci_cell(g[f].ci, ".1f") for f in "ABC") + " | "
+              + fidelity_cell(verdicts[s]) + " |")
         for k in reps:
             print("   ", k[1], [ups[k][ln] for ln in LINKS], ups[k]["T1-p1a1"], ups[k]["T1-p1a2"],
                   file=sys.stderr)

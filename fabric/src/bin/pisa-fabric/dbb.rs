@@ -65,6 +65,18 @@ pub(super) struct DbbArgs {
     /// sim: seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Start each connection up to this long after the scenario's start, uniformly from the
+    /// rep's seed (0: all at the paper's instant): 5ms, 500us.
+    #[arg(long, default_value = "0", value_parser = topo::parse_delay)]
+    start_spread: u64,
+    /// sim-tcp: what each switch traversal takes, µs (0: nothing; the namespace fabric's
+    /// switches add 23-52 µs each, docs/performance.md).
+    #[arg(long, default_value_t = 0)]
+    sim_hop_us: u64,
+    /// sim-tcp: frames cross links store-and-forward (their serialisation time added, as on a
+    /// wire); without it, as between namespaces.
+    #[arg(long)]
+    sim_store_and_forward: bool,
     /// Where points, CSVs and tables go; a rerun skips finished points.
     #[arg(long, default_value = "dbb-exp")]
     out: PathBuf,
@@ -118,6 +130,9 @@ pub(super) fn dbb_experiment(a: &DbbArgs, cancel: Arc<AtomicBool>) -> anyhow::Re
         links: a.links,
         out: a.out.clone(),
         sim_seed: (a.r#where == "sim-tcp").then_some(a.seed),
+        start_spread_ns: a.start_spread * 1000,
+        sim_hop_us: a.sim_hop_us,
+        sim_store_and_forward: a.sim_store_and_forward,
     })?;
     let mut ctx = sweep::Ctx::new(&a.name, cancel);
     ctx.links = a.links;

@@ -280,6 +280,20 @@ pub fn flows(s: &Scenario, capacity_bps: u64, step_s: f64) -> Vec<Paced> {
     }
 }
 
+/// Moves every flow's start later by a uniform draw in `[0, spread_ns)` from `seed`'s sequence
+/// (in flow order), so that connections the paper starts together do not start at one instant:
+/// `--start-spread`, the test of whether phase-locked senders decide a result. The window
+/// follows ([`window`]: it opens after the last start).
+pub fn spread_starts(flows: &mut [Paced], spread_ns: u64, seed: u64) {
+    if spread_ns == 0 {
+        return;
+    }
+    let mut rng = pipeline::externs::Rng::new(seed);
+    for f in flows {
+        f.start_ns += rng.range(0, spread_ns - 1);
+    }
+}
+
 /// Settling time after the last start before the window opens.
 pub const WARM_NS: u64 = 500_000_000;
 /// Margin before the first end.
@@ -742,6 +756,27 @@ mod tests {
         assert_eq!(d.iter().map(|p| p.rate_bps).sum::<u64>(), 2 * cap);
         assert_eq!((d[0].mss, d[1].mss, d[9].mss), (1448, 698, 1373));
         assert_eq!(window(&[]), None);
+    }
+
+    #[test]
+    fn a_start_spread_moves_starts_within_it_by_the_seed_alone() {
+        let d = flows(&"D40".parse().unwrap(), 100_000_000, 2.0);
+        let mut a = d.clone();
+        spread_starts(&mut a, 0, 7);
+        assert_eq!(a, d);
+        spread_starts(&mut a, 5_000_000, 7);
+        assert!(a.iter().all(|p| p.start_ns < 5_000_000));
+        let mut distinct: Vec<u64> = a.iter().map(|p| p.start_ns).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert!(distinct.len() > 30, "{distinct:?}");
+        let mut b = d.clone();
+        spread_starts(&mut b, 5_000_000, 7);
+        assert_eq!(a, b);
+        spread_starts(&mut b, 5_000_000, 8);
+        assert_ne!(a, b);
+        // The window opens after the last start.
+        assert!(window(&a).unwrap().0 > window(&d).unwrap().0);
     }
 
     #[test]

@@ -21,6 +21,15 @@ use topo::Topology;
 use super::sim::u;
 use super::{Paced, Which, expected_shares, pairs, window};
 
+/// How the simulated fabric's frames take time besides queueing and the links' delays.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SimLinks {
+    /// Each switch traversal, µs.
+    pub hop_us: u64,
+    /// Serialisation time added at every link, as on a wire.
+    pub store_and_forward: bool,
+}
+
 /// The simulated report of the paced `flows` on `t` (every switch already running the
 /// scheme), with `cc` (`reno`, `cubic`, `dctcp`) and `ecn` as the hosts' `tcp_ecn`, in the
 /// namespace runner's shape ([`super::run_point`]'s report.json), and `pisa-sim`'s own.
@@ -29,6 +38,7 @@ pub fn run(
     t: &Topology,
     flows: &[Paced],
     (cc, ecn): (&str, u8),
+    links: SimLinks,
     seed: u64,
 ) -> Result<(Value, Value)> {
     if !matches!(cc, "reno" | "cubic" | "dctcp") {
@@ -44,6 +54,8 @@ pub fn run(
         .unwrap_or(0);
     let mut opts = Options::new(end, seed);
     opts.drain_ns = 30_000_000_000;
+    opts.hop_latency_ns = links.hop_us * 1000;
+    opts.store_and_forward = links.store_and_forward;
     opts.samples_ns = vec![win_a, win_b];
     for (i, p) in flows.iter().enumerate() {
         let (src, dst) = pairs[p.pair];
@@ -173,7 +185,7 @@ mod tests {
         }
         let a50: Scenario = "A50".parse().unwrap();
         let flows = super::super::flows(&a50, 100_000_000, 0.3);
-        let (r, raw) = run(Which::E8, &t, &flows, ("cubic", 0), 1).unwrap();
+        let (r, raw) = run(Which::E8, &t, &flows, ("cubic", 0), SimLinks::default(), 1).unwrap();
         let v = report::summarise(&r);
         let get = |k: &str| v[report::COLUMNS.iter().position(|c| *c == k).unwrap()];
         // Goodput is the offer: the cap paces payload, as Linux's does.
@@ -190,13 +202,13 @@ mod tests {
         // The kernel's counters the simulator lacks are "-", not 0; D-SACKs it counts.
         assert!(get("spurious_rtos").is_nan() && get("dsack_recv").is_finite());
         // One seed, one report.
-        let (again, _) = run(Which::E8, &t, &flows, ("cubic", 0), 1).unwrap();
+        let (again, _) = run(Which::E8, &t, &flows, ("cubic", 0), SimLinks::default(), 1).unwrap();
         let strip = |mut r: Value| {
             r["sim"] = Value::Null;
             r
         };
         assert_eq!(strip(r), strip(again));
         assert!(raw["switches"].is_object());
-        assert!(run(Which::E8, &t, &flows, ("bbr", 0), 1).is_err());
+        assert!(run(Which::E8, &t, &flows, ("bbr", 0), SimLinks::default(), 1).is_err());
     }
 }

@@ -46,6 +46,13 @@ pub struct Settings {
     /// In `pisa-sim` with its TCP hosts, rep `r` seeded `seed + r` ([`super::sim_tcp`]);
     /// `None`: in namespaces.
     pub sim_seed: Option<u64>,
+    /// Each connection starts up to this much after the scenario's start
+    /// ([`super::spread_starts`]; rep `r` draws from seed `r`, or `seed + r` in the simulator).
+    pub start_spread_ns: u64,
+    /// In `pisa-sim`: what each switch traversal takes, µs (`sim::fabric::Options::hop_latency_ns`).
+    pub sim_hop_us: u64,
+    /// In `pisa-sim`: frames cross links store-and-forward.
+    pub sim_store_and_forward: bool,
 }
 
 /// One point.
@@ -190,6 +197,15 @@ impl Experiment for Sweep {
         if let Some(seed) = self.s.sim_seed {
             r += &format!("where=sim-tcp seed={seed}\n");
         }
+        if self.s.start_spread_ns > 0 {
+            r += &format!("start_spread_ns={}\n", self.s.start_spread_ns);
+        }
+        if self.s.sim_hop_us > 0 || self.s.sim_store_and_forward {
+            r += &format!(
+                "sim_hop_us={} sim_store_and_forward={}\n",
+                self.s.sim_hop_us, self.s.sim_store_and_forward
+            );
+        }
         r
     }
     fn describe(&self) -> Option<String> {
@@ -213,13 +229,19 @@ impl Experiment for Sweep {
         for sw in &mut t.switches {
             sw.program = p.scheme.clone();
         }
-        let flows = super::flows(&p.scenario, self.capacity, self.s.step);
+        let mut flows = super::flows(&p.scenario, self.capacity, self.s.step);
+        let rep_seed = self.s.sim_seed.unwrap_or(0) + u64::from(p.rep);
+        super::spread_starts(&mut flows, self.s.start_spread_ns, rep_seed);
         let r = match self.s.sim_seed {
-            Some(seed) => {
+            Some(_) => {
                 let tr = &self.hosts.transport;
-                let seed = seed + u64::from(p.rep);
+                let seed = rep_seed;
+                let links = super::sim_tcp::SimLinks {
+                    hop_us: self.s.sim_hop_us,
+                    store_and_forward: self.s.sim_store_and_forward,
+                };
                 let (r, raw) =
-                    super::sim_tcp::run(self.s.which, &t, &flows, (&tr.cc, tr.ecn), seed)?;
+                    super::sim_tcp::run(self.s.which, &t, &flows, (&tr.cc, tr.ecn), links, seed)?;
                 write_file(&dir.join("sim-report.json"), serde_json::to_string(&raw)?)?;
                 r
             }
