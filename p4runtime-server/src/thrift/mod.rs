@@ -12,7 +12,13 @@
 //! when BMv2's API creates one; a multicast group's handle is its id (as BMv2's); nodes live
 //! here and each group is rewritten as a P4Runtime group when its nodes change. What is refused,
 //! and how, is in docs/bmv2.md ("The runtime CLI").
+//!
+//! [`RuntimeApi`] is the same API without a socket: `simple_switch_CLI`'s command language
+//! read in process ([`RuntimeApi::run_commands`], what `pisa-switch --entries` takes with a
+//! BMv2 program), each line turned into the call the CLI would send and answered by the same
+//! handlers, so both doors share one implementation and one set of nodes and handles.
 
+mod cli;
 mod externs;
 mod pre;
 mod program;
@@ -22,7 +28,7 @@ pub mod value;
 use std::io::{self, BufReader, BufWriter};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -126,11 +132,11 @@ impl From<value::FieldError> for Fail {
 
 type Reply = Result<Option<Value>, Fail>;
 
-/// The runtime server's state, shared by its connections.
+/// The runtime API's state, shared by the server's connections and the in-process commands.
 struct Runtime {
     service: Service,
-    /// The port it listens on.
-    port: u16,
+    /// The port its server listens on (0 before it is served).
+    port: AtomicU16,
     opts: Options,
     started: Instant,
     view: Mutex<Option<Arc<View>>>,
@@ -205,62 +211,134 @@ impl ThriftServer {
     }
 }
 
+/// BMv2's runtime API for one switch: its Thrift server ([`RuntimeApi::serve`]) and
+/// `simple_switch_CLI`'s commands run in process ([`RuntimeApi::run_commands`]), on one state
+/// (multicast nodes, the mirroring sessions that follow groups), so that a node a command file
+/// created is the node a CLI connected later associates.
+#[derive(Clone)]
+pub struct RuntimeApi {
+    rt: Arc<Runtime>,
+}
+
+impl std::fmt::Debug for RuntimeApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeApi")
+            .field("opts", &self.rt.opts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RuntimeApi {
+    /// The runtime API of `service`'s switch.
+    pub fn new(service: Service, opts: Options) -> RuntimeApi {
+        RuntimeApi {
+            rt: Arc::new(Runtime {
+                service,
+                port: AtomicU16::new(0),
+                opts,
+                started: Instant::now(),
+                view: Mutex::new(None),
+                pre: Mutex::new(pre::State::default()),
+            }),
+        }
+    }
+
+    /// Runs one line of `simple_switch_CLI`'s command language (docs/bmv2.md, "`--entries`
+    /// with a BMv2 program"): what the CLI would print for it, or why it failed.
+    pub fn run_command(&self, line: &str) -> Result<Said, String> {
+        cli::run_line(&self.rt, line)
+    }
+
+    /// Runs `text`, lines of `simple_switch_CLI`'s command language, in order, stopping at the
+    /// first that fails: the number of commands run, or `origin:line: why`. What the CLI would
+    /// print (handles) is logged at debug level, commands that only read at info.
+    pub fn run_commands(&self, text: &str, origin: &str) -> Result<usize, String> {
+        let mut n = 0;
+        for (i, line) in text.lines().enumerate() {
+            match self.run_command(line) {
+                Ok(Said::Nothing) => {}
+                Ok(Said::Done(out)) => {
+                    n += 1;
+                    if let Some(out) = out {
+                        tracing::debug!("{origin}:{}: {out}", i + 1);
+                    }
+                }
+                Ok(Said::Skipped(why)) => {
+                    n += 1;
+                    tracing::info!("{origin}:{}: {why}", i + 1);
+                }
+                Err(why) => return Err(format!("{origin}:{}: {why}", i + 1)),
+            }
+        }
+        Ok(n)
+    }
+
+    /// [`RuntimeApi::run_commands`] on a file's text.
+    pub fn run_file(&self, path: &std::path::Path) -> Result<usize, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        self.run_commands(&text, &path.display().to_string())
+    }
+
+    /// Serves the API on `addr`, on threads of its own.
+    pub fn serve(&self, addr: SocketAddr) -> io::Result<ThriftServer> {
+        let listener = TcpListener::bind(addr)?;
+        let addr = listener.local_addr()?;
+        self.rt.port.store(addr.port(), Ordering::Release);
+        let rt = self.rt.clone();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("thrift".into())
+            .spawn(move || accept(&rt, &listener, &stopping))?;
+        Ok(ThriftServer {
+            addr,
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+pub use cli::Said;
+
 /// Serves BMv2's runtime API for `service` on `addr`, on threads of its own.
 pub fn serve(service: Service, addr: SocketAddr, opts: Options) -> io::Result<ThriftServer> {
-    let listener = TcpListener::bind(addr)?;
-    let addr = listener.local_addr()?;
-    let rt = Arc::new(Runtime {
-        service,
-        port: addr.port(),
-        opts,
-        started: Instant::now(),
-        view: Mutex::new(None),
-        pre: Mutex::new(pre::State::default()),
-    });
-    let stop = Arc::new(AtomicBool::new(false));
-    let stopping = stop.clone();
-    let thread = std::thread::Builder::new()
-        .name("thrift".into())
-        .spawn(move || {
-            let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-            for conn in listener.incoming() {
-                if stopping.load(Ordering::Acquire) {
-                    break;
-                }
-                let conn = match conn {
-                    Ok(c) => c,
-                    Err(e) => {
-                        // Out of descriptors, say: wait rather than spin.
-                        tracing::warn!("thrift accept: {e}");
-                        std::thread::sleep(std::time::Duration::from_millis(50));
-                        continue;
-                    }
-                };
-                if open.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
-                    open.fetch_sub(1, Ordering::AcqRel);
-                    tracing::warn!("thrift: {MAX_CONNECTIONS} connections open, one refused");
-                    continue;
-                }
-                let (rt, done) = (rt.clone(), open.clone());
-                let spawned = std::thread::Builder::new()
-                    .name("thrift-conn".into())
-                    .spawn(move || {
-                        if let Err(e) = connection(&rt, conn) {
-                            tracing::debug!("thrift connection ended: {e}");
-                        }
-                        done.fetch_sub(1, Ordering::AcqRel);
-                    });
-                if spawned.is_err() {
-                    open.fetch_sub(1, Ordering::AcqRel);
-                    tracing::warn!("thrift: no thread for a connection");
-                }
+    RuntimeApi::new(service, opts).serve(addr)
+}
+
+fn accept(rt: &Arc<Runtime>, listener: &TcpListener, stopping: &AtomicBool) {
+    let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for conn in listener.incoming() {
+        if stopping.load(Ordering::Acquire) {
+            break;
+        }
+        let conn = match conn {
+            Ok(c) => c,
+            Err(e) => {
+                // Out of descriptors, say: wait rather than spin.
+                tracing::warn!("thrift accept: {e}");
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                continue;
             }
-        })?;
-    Ok(ThriftServer {
-        addr,
-        stop,
-        thread: Some(thread),
-    })
+        };
+        if open.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+            open.fetch_sub(1, Ordering::AcqRel);
+            tracing::warn!("thrift: {MAX_CONNECTIONS} connections open, one refused");
+            continue;
+        }
+        let (rt, done) = (rt.clone(), open.clone());
+        let spawned = std::thread::Builder::new()
+            .name("thrift-conn".into())
+            .spawn(move || {
+                if let Err(e) = connection(&rt, conn) {
+                    tracing::debug!("thrift connection ended: {e}");
+                }
+                done.fetch_sub(1, Ordering::AcqRel);
+            });
+        if spawned.is_err() {
+            open.fetch_sub(1, Ordering::AcqRel);
+            tracing::warn!("thrift: no thread for a connection");
+        }
+    }
 }
 
 /// The most clients at once (each has a thread).

@@ -460,21 +460,32 @@ fn queue(rt: &Runtime, a: &Struct, verb: &str, one_port: bool) -> Reply {
     } else {
         (a.int(1)?, None)
     };
-    let line = match port {
-        Some(p) => format!("{verb} {value} {p}"),
-        None => format!("{verb} {value}"),
-    };
-    let done = match &rt.opts.admin {
-        Some(run) => run(&line),
-        None => Err("this switch has no queue settings".into()),
-    };
-    Ok(Some(Value::I32(match done {
-        Ok(_) => 0,
+    let done = match queue_setting(rt, verb, value, port) {
+        Ok(()) => 0,
         Err(e) => {
             tracing::info!("thrift {verb}: {e}");
             1
         }
-    })))
+    };
+    Ok(Some(Value::I32(done)))
+}
+
+/// Sets every data port's queue (or `port`'s) with the admin command `verb` (`set_queue_depth`,
+/// `set_queue_rate`) and `value`.
+pub(super) fn queue_setting(
+    rt: &Runtime,
+    verb: &str,
+    value: i64,
+    port: Option<i64>,
+) -> Result<(), String> {
+    let line = match port {
+        Some(p) => format!("{verb} {value} {p}"),
+        None => format!("{verb} {value}"),
+    };
+    match &rt.opts.admin {
+        Some(run) => run(&line).map(drop),
+        None => Err("this switch has no queue settings".into()),
+    }
 }
 
 #[cfg(test)]

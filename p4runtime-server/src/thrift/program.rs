@@ -136,6 +136,12 @@ impl View {
         }
     }
 
+    /// The BMv2 match type of each key field of schema table `table`, as BMv2's runtime API
+    /// takes the key.
+    pub(super) fn key_types(&self, table: usize) -> &[KeyType] {
+        &self.key_types[table]
+    }
+
     pub(super) fn table(&self, name: &str) -> Result<(usize, &TableDef), Fail> {
         self.schema
             .tables

@@ -1,6 +1,8 @@
 //! BMv2's `standard` service: match tables, action profiles (their counters and meters too) and
 //! the switch's management calls.
 
+use std::sync::atomic::Ordering;
+
 use pipeline::control::{Entity, TableAction, TableEntry, Update, UpdateKind, WriteError};
 use pipeline::externs::CounterData;
 use pipeline::schema::TableDef;
@@ -25,7 +27,7 @@ pub(super) fn call(rt: &Runtime, method: &str, a: &Struct) -> Option<Reply> {
         "bm_mgmt_get_info" => Ok(Some(Value::Struct(
             Struct::new()
                 .with(1, Value::I64(rt.opts.device_id as i64))
-                .with(2, Value::I32(i32::from(rt.port))),
+                .with(2, Value::I32(i32::from(rt.port.load(Ordering::Acquire)))),
         ))),
         "bm_reset_state" => {
             rt.service.reset_state();
