@@ -1,9 +1,10 @@
 //! `pisa-switch PROGRAM.json`, launched as simple_switch_grpc is: a P4 program in p4c's BMv2
 //! JSON (the loader's test router, `pipeline/bmv2/tests/programs/router.json`) routing kernel
-//! ICMP and TCP between two hosts in namespaces, with its entries in BMv2's command language,
-//! BMv2's capture files and its options after `--`; and the same router programmed by BMv2's own
-//! runtime CLI, `simple_switch_CLI`, over the Thrift runtime API. Needs root, iproute2,
-//! iputils-ping, iproute2's ss, python3 and the `bmcli` venv (scripts/py-clients.sh).
+//! ICMP and TCP between two hosts in namespaces, with its `--entries` in `simple_switch_CLI`'s
+//! command language (handles), BMv2's capture files and its options after `--`; and the same
+//! router programmed by BMv2's own runtime CLI, `simple_switch_CLI`, over the Thrift runtime API.
+//! Needs root, iproute2, iputils-ping, iproute2's ss, python3 and the `bmcli` venv
+//! (scripts/py-clients.sh).
 
 mod common;
 
@@ -75,11 +76,17 @@ fn a_bmv2_json_router_forwards_ping_and_tcp_between_namespaces() {
         dir,
     } = rig("bj");
     let entries = dir.join("entries.txt");
+    // simple_switch_CLI's language, as BMv2 takes the file: handles 0, 1 and 2, the third
+    // route deleted and the second given its next hop by handle (the switch's own language
+    // would read `2` and `1` as LPM keys and refuse them).
     std::fs::write(
         &entries,
         format!(
             "table_add ipv4_lpm set_nhop 10.0.1.0/24 => 02:00:00:00:01:01 {ROUTER} 1\n\
-             table_add ipv4_lpm set_nhop 10.0.2.0/24 => 02:00:00:00:02:01 {ROUTER} 2\n"
+             table_add ipv4_lpm drop 10.0.2.0/24 =>\n\
+             table_add ipv4_lpm drop 10.0.9.0/24 =>\n\
+             table_delete ipv4_lpm 2\n\
+             table_modify ipv4_lpm set_nhop 1 => 02:00:00:00:02:01 {ROUTER} 2\n"
         ),
     )
     .unwrap();

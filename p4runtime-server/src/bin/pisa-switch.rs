@@ -4,7 +4,8 @@
 //! pisa-switch --program basic -i 1@veth1 -i 2@veth2 --entries commands.txt --pcap /tmp/cap
 //! pisa-switch router.json -i 1@veth1 -i 2@veth2 --entries commands.txt
 //! ```
-//! The second form runs a P4 program compiled by p4c for BMv2 (`--target bmv2 --arch v1model`).
+//! The second form runs a P4 program compiled by p4c for BMv2 (`--target bmv2 --arch v1model`),
+//! and its `--entries` file is in `simple_switch_CLI`'s command language (docs/bmv2.md).
 //! Runs until SIGINT or SIGTERM, then stops the workers, flushes captures and prints counters.
 
 use std::path::PathBuf;
@@ -146,7 +147,10 @@ struct Args {
     /// Print a structured per-packet trace to stderr.
     #[arg(long)]
     trace: bool,
-    /// Commands (table entries, queue settings) to run at start, BMv2 commands.txt style.
+    /// Commands to run at start (table entries, multicast, mirroring, queue settings). With a
+    /// JSON program or --no-p4: simple_switch_CLI's command language, with BMv2's meanings (a
+    /// commands.txt piped into simple_switch_CLI, unchanged: handles, nodes, BMv2 priorities);
+    /// with a hard-wired --program: the switch's own (table_delete by key, mc_group_create).
     #[arg(long)]
     entries: Option<PathBuf>,
     /// Serve the same commands on this Unix socket at run time.
@@ -330,6 +334,28 @@ fn program(args: &Args) -> anyhow::Result<(Arc<dyn Program>, String)> {
     Ok((p, args.program.clone()))
 }
 
+/// Runs the `--entries` file: with a BMv2 program (a JSON program or `--no-p4`) in
+/// `simple_switch_CLI`'s command language, with BMv2's meanings (handles, nodes), through the
+/// runtime API the Thrift server serves; with a hard-wired program in the switch's own language
+/// (`pipeline::commands`, `dataplane::admin`). The number of commands, and the language's name.
+fn entries(
+    sw: &Switch,
+    runtime: &p4runtime_server::thrift::RuntimeApi,
+    bmv2: bool,
+    path: &std::path::Path,
+) -> anyhow::Result<(usize, &'static str)> {
+    let (n, language) = if bmv2 {
+        (runtime.run_file(path), "simple_switch_CLI's language")
+    } else {
+        (
+            dataplane::admin::run_file(sw, path),
+            "the switch's language",
+        )
+    };
+    let n = n.map_err(anyhow::Error::msg).context("--entries")?;
+    Ok((n, language))
+}
+
 /// Loads the programs controllers send: p4c's BMv2 JSON with the ids of their P4Info, swapped
 /// into the running switch.
 fn loader(sw: &Arc<Switch>, workers: usize, config: Config, running: Vec<u8>) -> Loader {
@@ -486,12 +512,6 @@ fn run(args: Args) -> anyhow::Result<()> {
         ..SwitchConfig::default()
     };
     let sw = Arc::new(Switch::start(pipe, ports, cfg).context("start")?);
-    if let Some(path) = &args.entries {
-        let n = dataplane::admin::run_file(&sw, path)
-            .map_err(anyhow::Error::msg)
-            .context("--entries")?;
-        tracing::info!("{n} commands from {}", path.display());
-    }
     let service = {
         let cpu = sw.cpu_port().clone();
         let io = DeviceIo {
@@ -511,6 +531,27 @@ fn run(args: Args) -> anyhow::Result<()> {
         };
         Service::new(sw.pipeline().control.clone(), io, config)
     };
+    // BMv2's runtime API, for its Thrift server and, with a BMv2 program, for --entries.
+    let runtime = {
+        let weak = Arc::downgrade(&sw);
+        let opts = p4runtime_server::thrift::Options {
+            device_id,
+            ports: args
+                .interfaces
+                .iter()
+                .map(|(p, n)| (u32::from(*p), n.clone()))
+                .collect(),
+            admin: Some(Arc::new(move |line: &str| {
+                let sw = weak.upgrade().ok_or("the switch is stopping")?;
+                dataplane::admin::run(&sw, line)
+            })),
+        };
+        p4runtime_server::thrift::RuntimeApi::new(service.clone(), opts)
+    };
+    if let Some(path) = &args.entries {
+        let (n, language) = entries(&sw, &runtime, bmv2, path)?;
+        tracing::info!("{n} commands from {} ({language})", path.display());
+    }
     let grpc = if grpc_addr == "none" {
         None
     } else {
@@ -534,27 +575,16 @@ fn run(args: Args) -> anyhow::Result<()> {
     };
     let thrift = match thrift_port {
         Some(port) => {
-            let weak = Arc::downgrade(&sw);
-            let opts = p4runtime_server::thrift::Options {
-                device_id,
-                ports: args
-                    .interfaces
-                    .iter()
-                    .map(|(p, n)| (u32::from(*p), n.clone()))
-                    .collect(),
-                admin: Some(Arc::new(move |line: &str| {
-                    let sw = weak.upgrade().ok_or("the switch is stopping")?;
-                    dataplane::admin::run(&sw, line)
-                })),
-            };
             let addr = std::net::SocketAddr::from(([0, 0, 0, 0], port));
-            let t = p4runtime_server::thrift::serve(service.clone(), addr, opts)
+            let t = runtime
+                .serve(addr)
                 .with_context(|| format!("the Thrift runtime server on {addr}"))?;
             tracing::info!("Thrift runtime server on {}", t.local_addr());
             Some(t)
         }
         None => None,
     };
+    drop(runtime);
     drop(service);
     // The program's agent, on its own thread, unless told otherwise.
     let registry = args.json.is_none().then(|| programs::lookup(&args.program));
