@@ -141,17 +141,6 @@ fn router() -> (Service, ThriftServer) {
     (service, t)
 }
 
-/// Multicast group `g`'s copies as (port, rid), as the control plane reads them.
-fn copies(control: &Control, g: u32) -> Vec<(u16, u16)> {
-    let groups = control.read_multicast_groups(Some(g)).unwrap();
-    groups[0]
-        .1
-        .replicas
-        .iter()
-        .map(|r| (r.port, r.rid))
-        .collect()
-}
-
 fn opts() -> Options {
     Options {
         device_id: 0,

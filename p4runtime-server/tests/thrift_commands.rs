@@ -89,17 +89,6 @@ fn table_id(control: &Control, name: &str) -> u32 {
     s.tables[s.table_by_name(name).unwrap()].id
 }
 
-/// Multicast group `g`'s copies as (port, rid), as the control plane reads them.
-fn copies(control: &Control, g: u32) -> Vec<(u16, u16)> {
-    let groups = control.read_multicast_groups(Some(g)).unwrap();
-    groups[0]
-        .1
-        .replicas
-        .iter()
-        .map(|r| (r.port, r.rid))
-        .collect()
-}
-
 fn clone_ports(control: &Control, session: u32) -> Vec<(u16, u16)> {
     let s = control.read_clone_sessions(Some(session)).unwrap();
     s[0].1.replicas.iter().map(|r| (r.port, r.rid)).collect()

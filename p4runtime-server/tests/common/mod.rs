@@ -152,3 +152,14 @@ pub(crate) fn rpc_code(e: ClientError) -> Code {
         other => panic!("expected an RPC status, got {other}"),
     }
 }
+
+/// Multicast group `g`'s copies as (port, rid), as the control plane reads them.
+pub(crate) fn copies(control: &Control, g: u32) -> Vec<(u16, u16)> {
+    let groups = control.read_multicast_groups(Some(g)).unwrap();
+    groups[0]
+        .1
+        .replicas
+        .iter()
+        .map(|r| (r.port, r.rid))
+        .collect()
+}
