@@ -60,8 +60,9 @@ pub(super) struct E11Args {
     /// always the bottleneck); below 1G the core is oversubscribed (500M: 2:1).
     #[arg(long)]
     core_rate: Option<String>,
-    /// sim: repetitions of every point, each with its own seed (seed, seed + 1, ...); the
-    /// table gives the median over them and its 95% bootstrap interval.
+    /// Repetitions of every point, each with its own seed (seed, seed + 1, ...); the table
+    /// gives the median over them and its 95% bootstrap interval (in namespaces, also how many
+    /// kept fidelity).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     reps: u32,
     /// sim: workloads.
@@ -151,6 +152,7 @@ pub(super) fn e11(a: &E11Args, cancel: Arc<AtomicBool>) -> anyhow::Result<()> {
         },
         loads: a.loads.clone(),
         schemes,
+        reps: a.reps,
         out: a.out.clone(),
     })?;
     let mut ctx = sweep::Ctx::new(&a.name, cancel);

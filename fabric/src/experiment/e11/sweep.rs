@@ -21,6 +21,8 @@ pub struct Settings {
     pub loads: Vec<f64>,
     /// Schemes.
     pub schemes: Vec<Scheme>,
+    /// Repetitions of every point; repetition r runs with the setup's seed + r - 1.
+    pub reps: u32,
     /// Output directory.
     pub out: PathBuf,
 }
@@ -32,6 +34,8 @@ pub struct Point {
     pub load: f64,
     /// Scheme.
     pub scheme: Scheme,
+    /// Repetition, from 1.
+    pub rep: u32,
 }
 
 /// The sweep.
@@ -49,6 +53,9 @@ impl Sweep {
         if s.schemes.is_empty() {
             bail!("--schemes: at least one");
         }
+        if s.reps == 0 {
+            bail!("--reps: at least one");
+        }
         Ok(Sweep { s })
     }
 
@@ -57,6 +64,12 @@ impl Sweep {
             load,
             ..self.s.setup.clone()
         }
+    }
+
+    fn setup_of(&self, p: &Point) -> Setup {
+        let mut s = self.setup_at(p.load);
+        s.seed = s.seed.wrapping_add(u64::from(p.rep) - 1);
+        s
     }
 
     /// The table's file.
@@ -77,21 +90,30 @@ impl Experiment for Sweep {
     fn points(&self) -> Vec<Point> {
         let mut v = Vec::new();
         for &load in &self.s.loads {
-            for &scheme in &self.s.schemes {
-                v.push(Point { load, scheme });
+            // Repetitions inside the load, schemes innermost: a sweep stopped early still has
+            // every scheme of the reps it finished, paired by seed.
+            for rep in 1..=self.s.reps {
+                for &scheme in &self.s.schemes {
+                    v.push(Point { load, scheme, rep });
+                }
             }
         }
         v
     }
     fn dir_name(&self, p: &Point) -> String {
-        format!(
+        let name = format!(
             "load{:.0}-{}",
             p.load * 100.0,
             p.scheme.name.replace([' ', '=', '/'], "")
-        )
+        );
+        // The first repetition keeps the name it had before there were repetitions.
+        match p.rep {
+            1 => name,
+            r => format!("{name}-rep{r}"),
+        }
     }
     fn label(&self, p: &Point) -> String {
-        format!("{} at load {}", p.scheme.name, p.load)
+        format!("{} at load {} rep {}", p.scheme.name, p.load, p.rep)
     }
     fn record(&self) -> String {
         let s = &self.s.setup;
@@ -111,7 +133,7 @@ impl Experiment for Sweep {
         )
     }
     fn measure(&self, p: &Point, dir: &Path, ctx: &Ctx) -> Result<String> {
-        let s = self.setup_at(p.load);
+        let s = self.setup_of(p);
         let (row, report) =
             super::netns(&s, &p.scheme, &ctx.options(&dir.join("run")), dir, |m| {
                 eprintln!("    {m}")
@@ -131,9 +153,19 @@ impl Experiment for Sweep {
     }
     fn tables(&self, done: &[(&Point, PathBuf)]) -> Result<()> {
         let s = &self.s.setup;
+        let seeds = if self.s.reps > 1 {
+            format!(
+                "seeds {} to {}; cells: the median over them [95% bootstrap interval of the \
+                 median], the heading's flow count the first seed's",
+                s.seed,
+                s.seed + u64::from(self.s.reps) - 1
+            )
+        } else {
+            format!("seed {}", s.seed)
+        };
         let mut md = format!(
             "`{}`\n\n2 leaves, 2 spines, {} hosts per leaf at {} Mb/s, T = {} us, web search x {}, \
-             {} s of arrivals + {} s, buffers {} packets, PFC at {}, seed {}.\n",
+             {} s of arrivals + {} s, buffers {} packets, PFC at {}, {seeds}.\n",
             command_line(),
             s.hosts_per_leaf,
             s.host_bps as f64 / 1e6,
@@ -143,13 +175,12 @@ impl Experiment for Sweep {
             s.drain,
             s.buffer,
             s.pfc_xoff,
-            s.seed
         );
         for &load in &self.s.loads {
-            let rows: Vec<Row> = done
+            let rows: Vec<(u32, Row)> = done
                 .iter()
                 .filter(|(p, _)| p.load == load)
-                .map(|(_, d)| read_json(&d.join("row.json")))
+                .map(|(p, d)| Ok((p.rep, read_json(&d.join("row.json"))?)))
                 .collect::<Result<_>>()?;
             if rows.is_empty() {
                 continue;
@@ -164,10 +195,19 @@ impl Experiment for Sweep {
                 load * 100.0,
                 s.seconds
             );
-            md += &super::table(&rows);
             let edges = super::decile_edges(&Cdf::named("websearch").map_err(anyhow::Error::msg)?);
+            let (table, deciles) = if self.s.reps > 1 {
+                (
+                    table_over_reps(&rows, true),
+                    deciles_over_reps(&rows, &edges),
+                )
+            } else {
+                let one: Vec<Row> = rows.into_iter().map(|(_, r)| r).collect();
+                (super::table(&one), super::deciles_table(&one, &edges))
+            };
+            md += &table;
             md += "\nThe p95 slowdown per decile of web search's flow sizes (PINT's Fig. 7):\n\n";
-            md += &super::deciles_table(&rows, &edges);
+            md += &deciles;
         }
         let path = self.table_path();
         write_file(&path, md)
@@ -347,7 +387,10 @@ impl Experiment for SimSweep {
                 let n = super::sim::sim_flows(&s).map_err(anyhow::Error::msg)?.len();
                 let edges = super::decile_edges(&Cdf::named(w).map_err(anyhow::Error::msg)?);
                 let (mut table, deciles) = if self.reps > 1 {
-                    (table_over_reps(&here), deciles_over_reps(&here, &edges))
+                    (
+                        table_over_reps(&here, false),
+                        deciles_over_reps(&here, &edges),
+                    )
                 } else {
                     let one: Vec<Row> = here.into_iter().map(|(_, r)| r).collect();
                     (super::table(&one), super::deciles_table(&one, &edges))
@@ -375,15 +418,20 @@ impl Experiment for SimSweep {
 
 /// E11's table over repetitions: per scheme (in the order the points ran), each bucket's p95
 /// slowdown, the large flows' goodput and the incomplete flows as the median over the
-/// repetitions [95% bootstrap interval of the median], then the reps.
-fn table_over_reps(rows: &[(u32, Row)]) -> String {
+/// repetitions [95% bootstrap interval of the median], then the reps and (`fidelity`, runs in
+/// namespaces) how many of them kept fidelity.
+fn table_over_reps(rows: &[(u32, Row)], fidelity: bool) -> String {
     use crate::experiment::e10::median_cell;
     let mut md = String::from("| scheme |");
     for (_, _, name) in super::BUCKETS {
         let _ = write!(md, " {name} |");
     }
-    md += " goodput >=10 MB (Mb/s) | incomplete | reps |\n|---|";
-    md += &"---|".repeat(super::BUCKETS.len() + 3);
+    md += " goodput >=10 MB (Mb/s) | incomplete | reps |";
+    if fidelity {
+        md += " fidelity ok |";
+    }
+    md += "\n|---|";
+    md += &"---|".repeat(super::BUCKETS.len() + 3 + usize::from(fidelity));
     md.push('\n');
     for (scheme, of) in by_scheme(rows) {
         let _ = write!(md, "| {scheme} |");
@@ -397,13 +445,18 @@ fn table_over_reps(rows: &[(u32, Row)]) -> String {
             .map(|g| g / 1e6)
             .collect();
         let incomplete: Vec<f64> = of.iter().map(|r| r.incomplete as f64).collect();
-        let _ = writeln!(
+        let _ = write!(
             md,
             " {} | {} | {} |",
             median_cell(&goodput, 1),
             median_cell(&incomplete, 0),
             of.len()
         );
+        if fidelity {
+            let ok = of.iter().filter(|r| r.fidelity == "ok").count();
+            let _ = write!(md, " {ok}/{} |", of.len());
+        }
+        md.push('\n');
     }
     md
 }
@@ -447,6 +500,58 @@ mod tests {
     use super::*;
     use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
+
+    #[test]
+    fn namespace_repetitions_pair_every_scheme_by_seed_and_keep_the_first_reps_name() {
+        let sweep = Sweep::new(Settings {
+            setup: Setup {
+                hosts_per_leaf: 2,
+                host_bps: 100_000_000,
+                rtt_us: 4000,
+                scale: 0.1,
+                load: 0.0,
+                seconds: 1.0,
+                drain: 1.0,
+                seed: 7,
+                buffer: 200,
+                pfc_xoff: 100,
+                ip_len: 1000,
+            },
+            loads: vec![0.3, 0.5],
+            schemes: super::super::SCHEMES[..2].to_vec(),
+            reps: 3,
+            out: PathBuf::from("unused"),
+        })
+        .unwrap();
+        let points = sweep.points();
+        assert_eq!(points.len(), 2 * 3 * 2);
+        // Schemes innermost: every rep's schemes run back to back, on one seed.
+        let first: Vec<(u32, &str)> = points[..4].iter().map(|p| (p.rep, p.scheme.name)).collect();
+        assert_eq!(
+            first,
+            [(1, "INT"), (1, "PINT p=1"), (2, "INT"), (2, "PINT p=1")]
+        );
+        let seeds: Vec<u64> = points[..6].iter().map(|p| sweep.setup_of(p).seed).collect();
+        assert_eq!(seeds, [7, 7, 8, 8, 9, 9]);
+        assert_eq!(sweep.setup_of(&points[6]).load, 0.5);
+        let names: Vec<String> = points[..4].iter().map(|p| sweep.dir_name(p)).collect();
+        assert_eq!(
+            names,
+            [
+                "load30-INT",
+                "load30-PINTp1",
+                "load30-INT-rep2",
+                "load30-PINTp1-rep2"
+            ]
+        );
+        assert!(
+            Sweep::new(Settings {
+                reps: 0,
+                ..sweep.s.clone()
+            })
+            .is_err()
+        );
+    }
 
     #[test]
     fn sim_repetitions_run_with_their_own_seeds_and_the_table_gives_their_median() {
