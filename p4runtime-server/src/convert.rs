@@ -217,6 +217,80 @@ fn field_match_msg(id: u32, m: &FieldMatch) -> p4::FieldMatch {
     }
 }
 
+/// A value set's members from a `ValueSetEntry`: each member's exact fields concatenated in
+/// the P4Info's order, as the parser matches them. A member must give every field once.
+pub fn value_set_members(schema: &Schema, set: usize, e: &p4::ValueSetEntry) -> Result<Vec<u128>> {
+    use p4::field_match::FieldMatchType as T;
+    let d = &schema.value_sets[set];
+    let mut members = Vec::with_capacity(e.members.len());
+    for (k, m) in e.members.iter().enumerate() {
+        let mut parts: Vec<Option<u128>> = vec![None; d.fields.len()];
+        for fm in &m.r#match {
+            let Some(i) = d.fields.iter().position(|f| f.0 == fm.field_id) else {
+                return Err(EntityError::invalid(format!(
+                    "{} member {k}: no match field id {}",
+                    d.name, fm.field_id
+                )));
+            };
+            let (_, name, width) = d.fields[i];
+            let what = format!("{} member {k} field {}", d.name, fm.field_id);
+            let v = match &fm.field_match_type {
+                Some(T::Exact(x)) => value(&x.value, width, &what)?,
+                Some(_) => {
+                    return Err(EntityError::unimplemented(format!(
+                        "{what} ({name}): value set members match exactly"
+                    )));
+                }
+                None => return Err(EntityError::invalid(format!("{what}: match kind unset"))),
+            };
+            if parts[i].replace(v).is_some() {
+                return Err(EntityError::invalid(format!("{what}: given twice")));
+            }
+        }
+        let mut v: u128 = 0;
+        for (part, &(id, _, width)) in parts.iter().zip(&d.fields) {
+            let Some(x) = part else {
+                return Err(EntityError::invalid(format!(
+                    "{} member {k}: field {id} missing",
+                    d.name
+                )));
+            };
+            v = v.checked_shl(u32::from(width)).unwrap_or(0) | x;
+        }
+        members.push(v);
+    }
+    Ok(members)
+}
+
+/// A value set's members as a `ValueSetEntry`.
+pub fn value_set_msg(schema: &Schema, set: usize, members: &[u128]) -> p4::ValueSetEntry {
+    use p4::field_match::{self as fm, FieldMatchType as T};
+    let d = &schema.value_sets[set];
+    let member = |v: u128| {
+        let mut shift: u32 = d.fields.iter().map(|f| u32::from(f.2)).sum();
+        let r#match = d
+            .fields
+            .iter()
+            .map(|&(id, _, width)| {
+                shift -= u32::from(width);
+                let mask = u128::MAX.checked_shr(128 - u32::from(width)).unwrap_or(0);
+                let x = v.checked_shr(shift).unwrap_or(0) & mask;
+                p4::FieldMatch {
+                    field_id: id,
+                    field_match_type: Some(T::Exact(fm::Exact {
+                        value: bytestring::canonical(x),
+                    })),
+                }
+            })
+            .collect();
+        p4::ValueSetMember { r#match }
+    };
+    p4::ValueSetEntry {
+        value_set_id: d.id,
+        members: members.iter().map(|&v| member(v)).collect(),
+    }
+}
+
 /// Counter data from the wire (counts are signed there).
 pub fn counter_data(d: &p4::CounterData) -> Result<CounterData> {
     Ok(CounterData {

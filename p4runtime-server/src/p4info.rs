@@ -240,6 +240,27 @@ pub fn p4info(schema: &Schema) -> p4i::P4Info {
             ..Default::default()
         })
         .collect();
+    let value_sets = schema
+        .value_sets
+        .iter()
+        .map(|v| p4i::ValueSet {
+            preamble: preamble(v.id, v.name),
+            r#match: v
+                .fields
+                .iter()
+                .map(|&(id, name, bitwidth)| p4i::MatchField {
+                    id,
+                    name: name.to_string(),
+                    bitwidth: i32::from(bitwidth),
+                    r#match: Some(p4i::match_field::Match::MatchType(
+                        p4i::match_field::MatchType::Exact as i32,
+                    )),
+                    ..Default::default()
+                })
+                .collect(),
+            size: i32::try_from(v.size).unwrap_or(i32::MAX),
+        })
+        .collect();
     let mut type_info = p4i::P4TypeInfo::default();
     let digests = schema
         .digests
@@ -287,6 +308,7 @@ pub fn p4info(schema: &Schema) -> p4i::P4Info {
         controller_packet_metadata,
         registers,
         digests,
+        value_sets,
         type_info: (!schema.digests.is_empty()).then_some(type_info),
         ..Default::default()
     }
@@ -364,6 +386,20 @@ pub fn program_ids(p: &p4i::P4Info) -> bmv2::P4Ids {
                     .map(|m| (m.id, m.name.clone(), width(m.bitwidth)))
                     .collect();
                 Some(bmv2::ControllerHeader { name, id, fields })
+            })
+            .collect(),
+        value_sets: p
+            .value_sets
+            .iter()
+            .filter_map(|v| {
+                let (name, id) = name_id(v.preamble.as_ref())?;
+                let fields = v
+                    .r#match
+                    .iter()
+                    .map(|f| (f.id, f.name.clone(), width(f.bitwidth)))
+                    .collect();
+                let size = usize::try_from(v.size).unwrap_or(0);
+                Some((name, bmv2::ValueSetIds { id, fields, size }))
             })
             .collect(),
     }

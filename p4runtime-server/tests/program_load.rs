@@ -236,3 +236,160 @@ fn p4info_ids_of_the_json() -> u32 {
     let s = pipeline::program::Program::schema(&program);
     s.tables[s.table_by_name("ipv4_lpm").unwrap()].id
 }
+
+fn vsets_json() -> Vec<u8> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../pipeline/bmv2/tests/programs/vsets.json"
+    );
+    std::fs::read(path).unwrap()
+}
+
+/// A value set member of the P4Info's `pv2` (f1: 3 bits, f2: 13) with its fields' ids.
+fn member(fields: &[(u32, Vec<u8>)]) -> p4::ValueSetMember {
+    p4::ValueSetMember {
+        r#match: fields
+            .iter()
+            .map(|(id, value)| p4::FieldMatch {
+                field_id: *id,
+                field_match_type: Some(p4::field_match::FieldMatchType::Exact(
+                    p4::field_match::Exact {
+                        value: value.clone(),
+                    },
+                )),
+            })
+            .collect(),
+    }
+}
+
+/// Parser value sets over P4Runtime: MODIFY replaces the members (fields as the P4Info gives
+/// them, concatenated as the parser matches them), Read returns them, and each wrong write
+/// gets the code the specification names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn value_sets_are_written_with_modify_and_read_back_with_the_p4infos_fields() {
+    use p4::set_forwarding_pipeline_config_request::Action as A;
+    use p4::update::Type as T;
+    let (running, installed) = no_program_switch();
+    let mut c = Client::connect(&running.addr.to_string(), 1, 1)
+        .await
+        .unwrap();
+    // A P4Info as p4c writes one for `value_set<pv2_t>(2) pv2` where pv2_t is { bit<3> f1;
+    // bit<13> f2; }: its own ids, two fields, a size.
+    let text = String::from_utf8(vsets_json()).unwrap();
+    let program = bmv2::load(&text, "vsets").unwrap();
+    let mut p4info = p4info(pipeline::program::Program::schema(&program));
+    assert_eq!(p4info.value_sets.len(), 3);
+    for v in &mut p4info.value_sets {
+        v.preamble.as_mut().unwrap().id += 0x100;
+        v.size = 4;
+    }
+    let pv2 = &mut p4info.value_sets[1];
+    assert_eq!(pv2.preamble.as_ref().unwrap().name, "pv2");
+    pv2.size = 2;
+    let field = |id: u32, name: &str, bitwidth: i32| p4i::MatchField {
+        id,
+        name: name.into(),
+        bitwidth,
+        r#match: Some(p4i::match_field::Match::MatchType(
+            p4i::match_field::MatchType::Exact as i32,
+        )),
+        ..Default::default()
+    };
+    pv2.r#match = vec![field(1, "f1", 3), field(2, "f2", 13)];
+    let pv2_id = pv2.preamble.as_ref().unwrap().id;
+    c.set_pipeline(A::VerifyAndCommit, p4info.clone(), vsets_json(), None)
+        .await
+        .unwrap();
+    let loaded = installed.lock().unwrap().clone().expect("the program runs");
+    let set = |m: Vec<p4::ValueSetMember>| p4::ValueSetEntry {
+        value_set_id: pv2_id,
+        members: m,
+    };
+    let good = member(&[(1, vec![5]), (2, vec![0x01, 0x23])]);
+    c.write(
+        vec![update(T::Modify, E::ValueSetEntry(set(vec![good.clone()])))],
+        Atomicity::ContinueOnError,
+    )
+    .await
+    .unwrap();
+    let schema = loaded.control.schema();
+    let ix = schema.value_set_by_name("pv2").unwrap();
+    assert_eq!(
+        loaded.control.externs().value_sets[ix].members(),
+        [(5 << 13) | 0x123]
+    );
+    let read = c
+        .read_one(E::ValueSetEntry(p4::ValueSetEntry {
+            value_set_id: pv2_id,
+            ..Default::default()
+        }))
+        .await
+        .unwrap();
+    assert_eq!(
+        read.iter().map(|e| e.entity.clone()).collect::<Vec<_>>(),
+        [Some(E::ValueSetEntry(set(vec![good.clone()])))]
+    );
+    // Every value set at once.
+    let all = c
+        .read_one(E::ValueSetEntry(p4::ValueSetEntry::default()))
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 3);
+
+    // INSERT and DELETE are not how a value set is written; an unknown set; more members than
+    // its size; a missing field; a value too wide for its field; a ternary member.
+    let mut ternary = good.clone();
+    ternary.r#match[0].field_match_type = Some(p4::field_match::FieldMatchType::Ternary(
+        p4::field_match::Ternary {
+            value: vec![5],
+            mask: vec![7],
+        },
+    ));
+    let other = member(&[(1, vec![1]), (2, vec![1])]);
+    let third = member(&[(1, vec![2]), (2, vec![2])]);
+    let mut unknown = set(vec![]);
+    unknown.value_set_id = 0x0300_0001;
+    let bad = vec![
+        update(T::Insert, E::ValueSetEntry(set(vec![good.clone()]))),
+        update(T::Delete, E::ValueSetEntry(set(vec![]))),
+        update(T::Modify, E::ValueSetEntry(unknown)),
+        update(
+            T::Modify,
+            E::ValueSetEntry(set(vec![good.clone(), other, third])),
+        ),
+        update(
+            T::Modify,
+            E::ValueSetEntry(set(vec![member(&[(1, vec![5])])])),
+        ),
+        update(
+            T::Modify,
+            E::ValueSetEntry(set(vec![member(&[(1, vec![8]), (2, vec![1])])])),
+        ),
+        update(T::Modify, E::ValueSetEntry(set(vec![ternary]))),
+    ];
+    let err = c.write(bad, Atomicity::ContinueOnError).await.unwrap_err();
+    assert_eq!(
+        codes(err),
+        [
+            Some(Code::InvalidArgument),
+            Some(Code::InvalidArgument),
+            Some(Code::NotFound),
+            Some(Code::ResourceExhausted),
+            Some(Code::InvalidArgument),
+            Some(Code::OutOfRange),
+            Some(Code::Unimplemented),
+        ]
+    );
+    // None of them changed the set; an empty MODIFY empties it.
+    assert_eq!(
+        loaded.control.externs().value_sets[ix].members(),
+        [(5 << 13) | 0x123]
+    );
+    c.write(
+        vec![update(T::Modify, E::ValueSetEntry(set(vec![])))],
+        Atomicity::ContinueOnError,
+    )
+    .await
+    .unwrap();
+    assert!(loaded.control.externs().value_sets[ix].members().is_empty());
+}

@@ -536,3 +536,73 @@ table_indirect_add ipv4_lpm 10.2.0.0/16 => 0
         "table_indirect_add: Cannot run this command on non-indirect table ingress.acl"
     );
 }
+
+/// A switch running the loader's value-set test program from its JSON.
+fn vsets() -> (Service, RuntimeApi) {
+    let json = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../pipeline/bmv2/tests/programs/vsets.json"
+    ))
+    .unwrap();
+    let program = bmv2::load(&json, "vsets").unwrap();
+    let pipe = Pipeline::new(Arc::new(program), 1, Config::default());
+    let (service, api, _) = api_for(pipe.control.clone(), DeviceIo::detached());
+    (service, api)
+}
+
+/// `bm_parse_vset_get` over the Thrift server, as simple_switch_CLI's `pvs_get` sends it: the
+/// members as the bytes it prints.
+fn pvs_get(addr: std::net::SocketAddr, name: &str) -> Vec<Vec<u8>> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let mut r = Reader::new(BufReader::new(s.try_clone().unwrap()));
+    let body = Struct::new()
+        .with(1, Value::I32(0))
+        .with(2, Value::Bytes(name.as_bytes().to_vec()));
+    let mut w = Writer::default();
+    w.message(&Message {
+        name: "standard:bm_parse_vset_get".into(),
+        kind: MessageType::Call,
+        seq: 0,
+    });
+    w.strukt(&body);
+    w.flush_to(&mut s).unwrap();
+    assert_eq!(r.message().unwrap().kind, MessageType::Reply);
+    match r.strukt().unwrap().get(0) {
+        Some(Value::List(_, items)) => items
+            .iter()
+            .map(|v| match v {
+                Value::Bytes(b) => b.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn parser_value_sets_take_pvs_commands_as_bmv2_does() {
+    let (service, api) = vsets();
+    api.run_commands(
+        "pvs_add pv1 0x9000\npvs_add pv2 0xa123\npvs_add pv2 0x0001\npvs_remove pv2 0xa123\n\
+         pvs_add pv3 0x4200\npvs_clear pv3\npvs_get pv1\nshow_pvs\n",
+        "commands.txt",
+    )
+    .unwrap();
+    let control = service.control();
+    let members = |name: &str| {
+        let s = control.schema();
+        control.externs().value_sets[s.value_set_by_name(name).unwrap()].members()
+    };
+    assert_eq!(members("pv1"), [0x9000]);
+    assert_eq!(members("pv2"), [0x0001]);
+    assert!(members("pv3").is_empty());
+    // A value wider than the set, and a set the program lacks, stop with BMv2's words.
+    let e = api.run_command("pvs_add pv1 0x10000").unwrap_err();
+    assert!(e.contains("does not fit 16 bits"), "{e}");
+    let e = api.run_command("pvs_add nowhere 1").unwrap_err();
+    assert!(e.contains("Invalid parser value set name (nowhere)"), "{e}");
+    // The Thrift server reads them back in the set's width.
+    let t = api.serve("127.0.0.1:0".parse().unwrap()).unwrap();
+    assert_eq!(pvs_get(t.local_addr(), "pv1"), [vec![0x90, 0x00]]);
+    t.stop();
+}

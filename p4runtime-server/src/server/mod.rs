@@ -307,6 +307,15 @@ pub fn fingerprint(p: &p4i::P4Info) -> Vec<String> {
             pre(c.preamble.as_ref())
         ));
     }
+    for v in &p.value_sets {
+        let md = fields(
+            v.r#match
+                .iter()
+                .map(|m| (m.id, m.name.as_str(), m.bitwidth)),
+        );
+        // Not the size: a P4Info without one leaves the program's (BMv2's: unbounded).
+        out.push(format!("value_set {} [{md}]", pre(v.preamble.as_ref())));
+    }
     out.sort();
     out
 }
@@ -342,6 +351,8 @@ enum Staged {
     Control(Box<Expanded>),
     /// A digest configuration (kept by the service).
     Digest(UpdateKind, u32, Option<p4::digest_entry::Config>),
+    /// A parser value set's new members (checked to fit: applying them cannot fail).
+    ValueSet(usize, Vec<u128>),
 }
 
 impl Service {

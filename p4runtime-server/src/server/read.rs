@@ -303,10 +303,22 @@ impl Inner {
                     }
                 }
             }
-            E::ValueSetEntry(_) => {
-                return Err(EntityError::unimplemented(
-                    "value sets (the programs have none)",
-                ));
+            E::ValueSetEntry(v) => {
+                let sets: Vec<usize> = if v.value_set_id == 0 {
+                    (0..schema.value_sets.len()).collect()
+                } else {
+                    vec![schema.value_set_by_id(v.value_set_id).ok_or_else(|| {
+                        EntityError::new(Code::NotFound, format!("value set id {}", v.value_set_id))
+                    })?]
+                };
+                let externs = self.control().externs().clone();
+                for set in sets {
+                    let members = externs.value_sets[set].members();
+                    push(
+                        out,
+                        E::ValueSetEntry(convert::value_set_msg(schema, set, &members)),
+                    );
+                }
             }
             E::ExternEntry(_) => {
                 return Err(EntityError::unimplemented("architecture-specific externs"));

@@ -67,6 +67,7 @@ impl Inner {
             .map(|(id, d)| (*id, d.config))
             .collect();
         let mut digest_changes = Vec::new();
+        let mut value_sets = Vec::new();
         let mut updates = Vec::new();
         let mut expanded = Vec::new();
         for (i, s) in staged {
@@ -82,6 +83,10 @@ impl Inner {
                         digest_changes.push((id, configs.get(&id).copied()));
                     }
                     results[i] = Some(r);
+                }
+                Staged::ValueSet(set, members) => {
+                    value_sets.push((set, members));
+                    results[i] = Some(Ok(()));
                 }
             }
         }
@@ -123,6 +128,11 @@ impl Inner {
         } else {
             if one_shot {
                 self.collect_one_shot_garbage();
+            }
+            let externs = self.control().externs().clone();
+            for (set, members) in value_sets {
+                // Checked when staged: it fits.
+                let _ = externs.value_sets[set].replace(&members);
             }
             let mut live = self.digests.lock();
             for (id, config) in digest_changes {
@@ -328,9 +338,30 @@ impl Inner {
                 }
             }
             E::DigestEntry(d) => Ok(Staged::Digest(kind, d.digest_id, d.config)),
-            E::ValueSetEntry(_) => Err(EntityError::unimplemented(
-                "value sets (the programs have none)",
-            )),
+            E::ValueSetEntry(v) => {
+                let schema = self.schema();
+                let set = schema.value_set_by_id(v.value_set_id).ok_or_else(|| {
+                    EntityError::new(Code::NotFound, format!("value set id {}", v.value_set_id))
+                })?;
+                if kind != UpdateKind::Modify {
+                    return Err(EntityError::invalid(
+                        "a value set is written with MODIFY (it replaces the members)",
+                    ));
+                }
+                let members = convert::value_set_members(&schema, set, v)?;
+                // What `replace` would refuse, refused here, so that applying cannot fail.
+                let check = pipeline::externs::ValueSet::new(
+                    schema.value_sets[set].bitwidth(),
+                    schema.value_sets[set].size,
+                );
+                check.replace(&members).map_err(|e| {
+                    EntityError::new(
+                        Code::ResourceExhausted,
+                        format!("{}: {e}", schema.value_sets[set].name),
+                    )
+                })?;
+                Ok(Staged::ValueSet(set, members))
+            }
             E::ExternEntry(_) => Err(EntityError::unimplemented("architecture-specific externs")),
         }
     }

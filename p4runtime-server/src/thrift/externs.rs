@@ -216,3 +216,62 @@ pub(super) fn register_write(rt: &Runtime, v: &View, a: &Struct, reset: bool) ->
     .map_err(extern_err)?;
     Ok(None)
 }
+
+/// A parser value set call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum VsetOp {
+    Add,
+    Remove,
+    Get,
+    Clear,
+}
+
+/// `bm_parse_vset_*`: a value is the member's bytes, big-endian, as many as the set's width
+/// takes (BMv2's compressed form). Value sets are the externs' own state, outside the
+/// table snapshots, so they change at once.
+pub(super) fn parse_vset(v: &View, a: &Struct, op: VsetOp) -> Reply {
+    /// ParseVSetOperationErrorCode's ERROR.
+    const VSET_ERROR: i32 = 2;
+    let name = a.string(2)?;
+    let set = v
+        .schema
+        .value_sets
+        .iter()
+        .position(|d| d.name == name)
+        .ok_or_else(|| Fail::Code(INVALID_NAME, format!("no parser value set {name}")))?;
+    let vs = &v.control.externs().value_sets[set];
+    let value = || -> Result<u128, Fail> {
+        let bytes = a.bytes(3)?;
+        if bytes.len() > 16 {
+            return Err(Fail::Code(
+                VSET_ERROR,
+                format!("{name}: a value of {} bytes", bytes.len()),
+            ));
+        }
+        Ok(bytes
+            .iter()
+            .fold(0u128, |acc, &b| (acc << 8) | u128::from(b)))
+    };
+    let err = |e: pipeline::externs::ValueSetError| Fail::Code(VSET_ERROR, format!("{name}: {e}"));
+    match op {
+        VsetOp::Add => vs.add(value()?).map(|_| None).map_err(err),
+        VsetOp::Remove => {
+            vs.remove(value()?);
+            Ok(None)
+        }
+        VsetOp::Clear => {
+            vs.clear();
+            Ok(None)
+        }
+        VsetOp::Get => {
+            let n = vs.width().div_ceil(8) as usize;
+            Ok(Some(Value::List(
+                TType::String,
+                vs.members()
+                    .into_iter()
+                    .map(|m| Value::Bytes(m.to_be_bytes()[16 - n..].to_vec()))
+                    .collect(),
+            )))
+        }
+    }
+}

@@ -10,8 +10,8 @@ use pipeline::table::EntryId;
 
 use super::code::*;
 use super::externs::{
-    counter_data, counter_read, counter_value, counter_write, meter_config, meter_get, meter_set,
-    rates, register_read, register_write,
+    VsetOp, counter_data, counter_read, counter_value, counter_write, meter_config, meter_get,
+    meter_set, parse_vset, rates, register_read, register_write,
 };
 use super::program::View;
 use super::value::{Struct, TType, Value};
@@ -59,13 +59,10 @@ pub(super) fn call(rt: &Runtime, method: &str, a: &Struct) -> Option<Reply> {
             "# pisa-switch does not serialize its state: read it over P4Runtime, or with \
              table_dump, counter_read and register_read\n",
         ))),
-        "bm_parse_vset_add"
-        | "bm_parse_vset_remove"
-        | "bm_parse_vset_get"
-        | "bm_parse_vset_clear" => Err(Fail::Code(
-            INVALID_NAME,
-            "the program has no parser value set".into(),
-        )),
+        "bm_parse_vset_add" => parse_vset(&v, a, VsetOp::Add),
+        "bm_parse_vset_remove" => parse_vset(&v, a, VsetOp::Remove),
+        "bm_parse_vset_get" => parse_vset(&v, a, VsetOp::Get),
+        "bm_parse_vset_clear" => parse_vset(&v, a, VsetOp::Clear),
         "bm_mt_get_num_entries" => tables.num_entries(a),
         "bm_mt_clear_entries" => tables.clear(a),
         "bm_mt_add_entry" => tables.add(a, |v, t, a| {

@@ -35,6 +35,19 @@ pub struct P4Ids {
     pub digests: HashMap<String, u32>,
     /// Controller packet metadata (`packet_in`, `packet_out`).
     pub controller_headers: Vec<ControllerHeader>,
+    /// Parser value sets: name -> their P4Info's id, member fields and size.
+    pub value_sets: HashMap<String, ValueSetIds>,
+}
+
+/// A parser value set of a P4Info.
+#[derive(Debug, Default, Clone)]
+pub struct ValueSetIds {
+    /// Its id.
+    pub id: u32,
+    /// Its member's fields in order: (id, name, width).
+    pub fields: Vec<(u32, String, u8)>,
+    /// The most members it holds (0: unbounded).
+    pub size: usize,
 }
 
 /// A controller packet metadata header of a P4Info.
@@ -111,6 +124,24 @@ impl P4Ids {
         }
         for d in &mut schema.digests {
             by_name(&self.digests, d.name, &mut d.id);
+        }
+        for v in &mut schema.value_sets {
+            let Some(ids) = self.value_sets.get(v.name) else {
+                continue;
+            };
+            v.id = ids.id;
+            if ids.size > 0 {
+                v.size = ids.size;
+            }
+            // The P4Info's fields, when they make up the width the JSON compressed them to.
+            let width: u32 = ids.fields.iter().map(|f| u32::from(f.2)).sum();
+            if width == v.bitwidth() {
+                v.fields = ids
+                    .fields
+                    .iter()
+                    .map(|(fid, n, w)| (*fid, intern(n), *w))
+                    .collect();
+            }
         }
         schema.controller_headers = self
             .controller_headers

@@ -28,7 +28,7 @@ pub(crate) struct Doc {
     #[serde(default)]
     pub parsers: Vec<Parser>,
     #[serde(default)]
-    pub parse_vsets: Vec<Value>,
+    pub parse_vsets: Vec<ParseVset>,
     #[serde(default)]
     pub deparsers: Vec<Deparser>,
     #[serde(default)]
@@ -163,6 +163,12 @@ pub(crate) struct CounterArray {
     pub is_direct: bool,
     #[serde(default)]
     pub binding: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ParseVset {
+    pub name: String,
+    pub compressed_bitwidth: u32,
 }
 
 #[derive(Debug, Deserialize)]

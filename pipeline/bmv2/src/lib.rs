@@ -25,6 +25,6 @@ mod program;
 mod tables;
 
 pub use error::LoadError;
-pub use ids::{ControllerHeader, P4Ids};
+pub use ids::{ControllerHeader, P4Ids, ValueSetIds};
 pub use load::{load, load_with_ids};
 pub use program::{Bmv2Program, Empty};

@@ -87,7 +87,6 @@ pub fn load_with_ids(
         "header_union_stacks",
         "header union stacks",
     )?;
-    refuse_nonempty(&doc.parse_vsets, "parse_vsets", "parser value sets")?;
     refuse_nonempty(
         &doc.extern_instances,
         "extern_instances",
@@ -118,6 +117,25 @@ pub fn load_with_ids(
                 )
             })?;
         registers.insert(r.name.clone(), b.register(intern(&r.name), w, r.size));
+    }
+    // Parser value sets: one member field of the compressed width (a P4Info gives the fields
+    // and the size); BMv2 bounds no value set.
+    let mut value_sets: HashMap<String, (usize, u32)> = HashMap::new();
+    for (i, v) in doc.parse_vsets.iter().enumerate() {
+        let w = u8::try_from(v.compressed_bitwidth)
+            .ok()
+            .filter(|w| (1..=128).contains(w))
+            .ok_or_else(|| {
+                unsupported(
+                    &format!("parse_vsets[{i}]"),
+                    format!(
+                        "value sets of {} bits (1 to 128 are run)",
+                        v.compressed_bitwidth
+                    ),
+                )
+            })?;
+        let set = b.value_set(intern(&v.name), &[("", w)], usize::MAX);
+        value_sets.insert(v.name.clone(), (set, u32::from(w)));
     }
     let mut counters: HashMap<String, CounterIx> = HashMap::new();
     for c in doc.counter_arrays.iter().filter(|c| !c.is_direct) {
@@ -369,7 +387,14 @@ pub fn load_with_ids(
         params: 0,
         parser: true,
     };
-    let parser = Parser::compile(&doc, parser_ix, &pscope, &names, Errors::of(&doc))?;
+    let parser = Parser::compile(
+        &doc,
+        parser_ix,
+        &pscope,
+        &names,
+        &value_sets,
+        Errors::of(&doc),
+    )?;
     let deparser = match doc
         .deparsers
         .iter()

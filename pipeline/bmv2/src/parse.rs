@@ -58,10 +58,19 @@ enum Op {
 
 #[derive(Debug)]
 struct Transition {
-    value: u128,
-    mask: u128,
+    case: Case,
     /// `None`: accept.
     next: Option<u32>,
+}
+
+/// What a transition matches.
+#[derive(Debug)]
+enum Case {
+    /// The byte-padded key under `mask` equals `value`.
+    Value { value: u128, mask: u128 },
+    /// A member of value set `set` equals the compressed key (the key's parts concatenated
+    /// without padding, as BMv2 stores a value set's members), under `mask` if given.
+    Set { set: usize, mask: Option<u128> },
 }
 
 #[derive(Debug)]
@@ -70,6 +79,8 @@ struct State {
     ops: Vec<Op>,
     /// Key parts with their widths; each is byte-padded in the key, as BMv2 lays it out.
     key: Vec<(Expr, u32)>,
+    /// Whether a transition matches a value set (which needs the compressed key).
+    sets: bool,
     transitions: Vec<Transition>,
     /// The default transition: `Some(None)` accepts, `None` is a NoMatch error.
     default: Option<Option<u32>>,
@@ -104,6 +115,7 @@ impl Parser {
         ix: usize,
         scope: &Scope<'_>,
         externs: &Names<'_>,
+        value_sets: &HashMap<String, (usize, u32)>,
         errors: Errors,
     ) -> Result<Parser> {
         let p = &doc.parsers[ix];
@@ -158,6 +170,7 @@ impl Parser {
                     format!("a transition key of {key_bits} bits (128 are run)"),
                 ));
             }
+            let compressed_bits: u32 = key.iter().map(|(_, w)| w).sum();
             let mut transitions = Vec::new();
             let mut default = None;
             for (ti, t) in s.transitions.iter().enumerate() {
@@ -180,8 +193,32 @@ impl Parser {
                             m => hex(&tpath, m)?,
                         };
                         transitions.push(Transition {
-                            value: value & mask,
-                            mask,
+                            case: Case::Value {
+                                value: value & mask,
+                                mask,
+                            },
+                            next: to,
+                        });
+                    }
+                    "parse_vset" => {
+                        let name = t.value.as_str().unwrap_or_default();
+                        let (set, width) = *value_sets
+                            .get(name)
+                            .ok_or_else(|| invalid(&tpath, format!("no value set {name:?}")))?;
+                        if width != compressed_bits {
+                            return Err(unsupported(
+                                &tpath,
+                                format!(
+                                    "a value set of {width} bits on a key of {compressed_bits}"
+                                ),
+                            ));
+                        }
+                        let mask = match &t.mask {
+                            Value::Null => None,
+                            m => Some(hex(&tpath, m)?),
+                        };
+                        transitions.push(Transition {
+                            case: Case::Set { set, mask },
                             next: to,
                         });
                     }
@@ -194,6 +231,9 @@ impl Parser {
                 name: s.name.clone(),
                 ops,
                 key,
+                sets: transitions
+                    .iter()
+                    .any(|t| matches!(t.case, Case::Set { .. })),
                 transitions,
                 default,
             });
@@ -295,15 +335,28 @@ impl Parser {
                 }
             }
             let mut key: u128 = 0;
+            let mut compressed: u128 = 0;
             for (e, w) in &s.key {
                 let (v, short) = eval(l, phv, &pkt[off..], x, e);
                 if short {
                     return stop(off, self.errors.packet_too_short, &mut lines);
                 }
+                let v = (v as u128) & bits::mask(*w);
                 let padded = w.div_ceil(8) * 8;
-                key = key.checked_shl(padded).unwrap_or(0) | ((v as u128) & bits::mask(*w));
+                key = key.checked_shl(padded).unwrap_or(0) | v;
+                if s.sets {
+                    compressed = compressed.checked_shl(*w).unwrap_or(0) | v;
+                }
             }
-            state = match s.transitions.iter().find(|t| key & t.mask == t.value) {
+            let hit = |t: &&Transition| match t.case {
+                Case::Value { value, mask } => key & mask == value,
+                Case::Set { set, mask: None } => x.value_sets[set].contains(compressed),
+                Case::Set {
+                    set,
+                    mask: Some(mask),
+                } => x.value_sets[set].contains_masked(compressed, mask),
+            };
+            state = match s.transitions.iter().find(hit) {
                 Some(t) => t.next,
                 None => match s.default {
                     Some(next) => next,

@@ -250,8 +250,15 @@ fn what_the_loader_does_not_run_is_refused_with_its_json_path() {
         "register_arrays[0]: not supported: registers of 80 bits",
     );
     refuse(
-        &|j| j["parsers"][0]["parse_states"][0]["transitions"][0]["type"] = "parse_vset".into(),
-        "parsers[0].parse_states[0].transitions[0]: not supported: parse_vset transitions",
+        &|j| {
+            j["parse_vsets"] =
+                serde_json::json!([{"name": "wide", "id": 0, "compressed_bitwidth": 160}])
+        },
+        "parse_vsets[0]: not supported: value sets of 160 bits",
+    );
+    refuse(
+        &|j| j["parsers"][0]["parse_states"][0]["transitions"][0]["type"] = "parse_union".into(),
+        "parsers[0].parse_states[0].transitions[0]: not supported: parse_union transitions",
     );
     refuse(
         &|j| j["pipelines"][0]["tables"][2]["next_tables"]["__HIT__"] = "nowhere".into(),

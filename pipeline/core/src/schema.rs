@@ -17,6 +17,8 @@ pub mod prefix {
     pub const ACTION: u8 = 0x01;
     /// Tables.
     pub const TABLE: u8 = 0x02;
+    /// Parser value sets.
+    pub const VALUE_SET: u8 = 0x03;
     /// Controller packet metadata headers.
     pub const CONTROLLER_HEADER: u8 = 0x04;
     /// Action profiles and selectors.
@@ -241,6 +243,27 @@ pub struct DigestDef {
     pub fields: Vec<(&'static str, u8)>,
 }
 
+/// A parser value set: values a parser state's key is matched against, set by the controller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValueSetDef {
+    /// P4Info id.
+    pub id: u32,
+    /// Full name.
+    pub name: &'static str,
+    /// The member's fields in order: (id from 1, name, width). A member is their values
+    /// concatenated, at most 128 bits.
+    pub fields: Vec<(u32, &'static str, u8)>,
+    /// The most members it holds.
+    pub size: usize,
+}
+
+impl ValueSetDef {
+    /// A member's width in bits.
+    pub fn bitwidth(&self) -> u32 {
+        self.fields.iter().map(|f| u32::from(f.2)).sum()
+    }
+}
+
 /// A controller packet metadata header (`packet_in` or `packet_out`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ControllerHeaderDef {
@@ -287,6 +310,8 @@ pub struct Schema {
     pub registers: Vec<RegisterDef>,
     /// Digests.
     pub digests: Vec<DigestDef>,
+    /// Parser value sets.
+    pub value_sets: Vec<ValueSetDef>,
     /// `packet_in` / `packet_out`.
     pub controller_headers: Vec<ControllerHeaderDef>,
     /// The program's own drop reasons, by name (`DropReason::Named(i)` is the i-th); they show
@@ -324,6 +349,11 @@ impl Schema {
         for (id, name) in self.all_objects() {
             if !ids.insert(id) {
                 return Err(err(format!("id {id:#010x} of {name} collides")));
+            }
+        }
+        for v in &self.value_sets {
+            if v.fields.iter().any(|f| f.2 == 0) || !(1..=128).contains(&v.bitwidth()) {
+                return Err(err(format!("{}: member width out of 1..=128", v.name)));
             }
         }
         for t in &self.tables {
@@ -373,6 +403,7 @@ impl Schema {
         let r = self.registers.iter().map(|x| (x.id, x.name));
         let d = self.digests.iter().map(|x| (x.id, x.name));
         let h = self.controller_headers.iter().map(|x| (x.id, x.name));
+        let v = self.value_sets.iter().map(|x| (x.id, x.name));
         t.chain(a)
             .chain(p)
             .chain(c)
@@ -380,6 +411,7 @@ impl Schema {
             .chain(r)
             .chain(d)
             .chain(h)
+            .chain(v)
     }
 
     /// Index of the table with P4Info id `id`.
@@ -435,6 +467,18 @@ impl Schema {
     /// Index of the digest with P4Info id `id`.
     pub fn digest_by_id(&self, id: u32) -> Option<usize> {
         self.digests.iter().position(|d| d.id == id)
+    }
+
+    /// The index of the value set with P4Info id `id`.
+    pub fn value_set_by_id(&self, id: u32) -> Option<usize> {
+        self.value_sets.iter().position(|v| v.id == id)
+    }
+
+    /// The index of the value set named `name` (full name or its last component).
+    pub fn value_set_by_name(&self, name: &str) -> Option<usize> {
+        self.value_sets
+            .iter()
+            .position(|v| v.name == name || alias(v.name) == name)
     }
 
     /// The register named `name` (full name or its last component).
@@ -549,6 +593,7 @@ impl SchemaBuilder {
                 direct_meters: vec![],
                 registers: vec![],
                 digests: vec![],
+                value_sets: vec![],
                 controller_headers: vec![],
                 drop_reasons: vec![],
                 consumed: vec![],
@@ -760,6 +805,25 @@ impl SchemaBuilder {
         let r = self.drop_reason(name);
         self.schema.consumed.push(name);
         r
+    }
+
+    /// Adds a parser value set of members made of (name, width) fields, at most `size` of
+    /// them; returns its index.
+    pub fn value_set(
+        &mut self,
+        name: &'static str,
+        fields: &[(&'static str, u8)],
+        size: usize,
+    ) -> usize {
+        let fields = (1..).zip(fields).map(|(id, &(n, w))| (id, n, w)).collect();
+        let id = object_id(prefix::VALUE_SET, name);
+        self.schema.value_sets.push(ValueSetDef {
+            id,
+            name,
+            fields,
+            size,
+        });
+        self.schema.value_sets.len() - 1
     }
 
     /// Adds a controller header (`packet_in` or `packet_out`) of (name, width) fields.

@@ -797,22 +797,46 @@ impl Line<'_> {
             | "load_new_config_file"
             | "swap_configs"
             | "set_crc16_parameters"
-            | "set_crc32_parameters"
-            | "pvs_add"
-            | "pvs_remove"
-            | "pvs_clear" => {
+            | "set_crc32_parameters" => {
                 let method = match self.verb {
                     "port_add" => "bm_dev_mgr_add_port",
                     "port_remove" => "bm_dev_mgr_remove_port",
                     "load_new_config_file" => "bm_load_new_config",
                     "swap_configs" => "bm_swap_configs",
                     "set_crc16_parameters" => "bm_set_crc16_custom_parameters",
-                    "set_crc32_parameters" => "bm_set_crc32_custom_parameters",
+                    _ => "bm_set_crc32_custom_parameters",
+                };
+                self.call(method, Struct::new())?;
+                done(None)
+            }
+            "pvs_add" | "pvs_remove" | "pvs_clear" => {
+                let clear = self.verb == "pvs_clear";
+                if clear {
+                    self.exactly(1, "<pvs_name>")?;
+                } else {
+                    self.exactly(2, "<pvs_name> <value>")?;
+                }
+                let s = &v.schema;
+                let name = resolve(
+                    "parser value set",
+                    s.value_sets.iter().map(|d| d.name),
+                    a[0],
+                )?;
+                let mut args = vec![Value::str(name)];
+                if !clear {
+                    let width = s
+                        .value_sets
+                        .iter()
+                        .find(|d| d.name == name)
+                        .map_or(128, |d| d.bitwidth());
+                    args.push(packed(a[1], width as u8, "value")?);
+                }
+                let method = match self.verb {
                     "pvs_add" => "bm_parse_vset_add",
                     "pvs_remove" => "bm_parse_vset_remove",
                     _ => "bm_parse_vset_clear",
                 };
-                self.call(method, Struct::new())?;
+                self.call(method, numbered(args))?;
                 done(None)
             }
             "shell" => Err("shell commands are not run from a command file".into()),

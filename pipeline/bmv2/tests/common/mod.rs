@@ -407,3 +407,12 @@ pub(crate) fn mpls() -> Value {
         ]
     })
 }
+
+/// `vsets` (`programs/vsets.json`): parser value sets. The start state selects on the
+/// EtherType: 0x0800 accepts, a member of `pv1` (16 bits) goes on to extract `my_header` (f1:
+/// 3 bits, f2: 13), where a member of `pv2` (16 bits: f1 and f2 concatenated, BMv2's compressed
+/// form) or, under the mask 0xff00, of `pv3` marks the packet. Ingress sends to port 1 + the
+/// state that marked it (0: none, 1: pv1, 2: pv2, 3: pv3).
+pub(crate) fn vsets() -> Value {
+    serde_json::from_str(include_str!("../programs/vsets.json")).expect("vsets.json is JSON")
+}

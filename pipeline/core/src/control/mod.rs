@@ -53,6 +53,8 @@ pub struct Externs {
     pub direct_meters: Vec<MeterArray>,
     /// Registers in schema order.
     pub registers: Vec<Register>,
+    /// Parser value sets in schema order.
+    pub value_sets: Vec<crate::externs::ValueSet>,
     /// Per table with idle timeout: last hit time of each entry.
     pub hit_times: Vec<Option<HitTimes>>,
     /// Digests for the controller.
@@ -117,6 +119,11 @@ impl Externs {
                 .registers
                 .iter()
                 .map(|r| Register::new(r.size, r.bitwidth))
+                .collect(),
+            value_sets: schema
+                .value_sets
+                .iter()
+                .map(|v| crate::externs::ValueSet::new(v.bitwidth(), v.size))
                 .collect(),
             hit_times: schema
                 .tables

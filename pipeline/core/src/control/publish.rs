@@ -212,5 +212,8 @@ impl Control {
             }
         }
         x.registers.iter().for_each(Register::reset);
+        x.value_sets
+            .iter()
+            .for_each(crate::externs::ValueSet::clear);
     }
 }

@@ -14,6 +14,7 @@
 //! | [`MeterArray`] | `execute(now_ns, ..)` | `configure`, `config`, `reset` | per-cell `parking_lot::Mutex` (acquire/release), cells cache-line padded |
 //! | [`HashFn`] | `hash`, `hash_range` | built at load time | immutable, tables are compile-time `static`s |
 //! | [`Rng`] | owned by one worker, `&mut` | seeds it at worker start | none needed |
+//! | [`ValueSet`] | `contains` | `replace`, `add`, `remove`, `clear` | the members behind an `ArcSwap`: lock-free reads, copy-on-write changes (`rcu`) |
 //!
 //! `Relaxed` is enough for registers and counters because their cells publish no other memory:
 //! each cell is individually atomic (linearizable), and, as on a hardware pipeline, there is no
@@ -30,12 +31,14 @@ mod hash;
 mod meter;
 mod random;
 mod register;
+mod value_set;
 
 pub use counter::{Counter, CounterData, CounterKind};
 pub use hash::{HashAlgorithm, HashFn, hash_range};
 pub use meter::{Color, MeterAlgorithm, MeterArray, MeterConfig, MeterError, MeterUnit};
 pub use random::Rng;
 pub use register::Register;
+pub use value_set::{ValueSet, ValueSetError};
 
 #[cfg(test)]
 mod tests {
