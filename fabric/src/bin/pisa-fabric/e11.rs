@@ -56,6 +56,10 @@ pub(super) struct E11Args {
     /// 4 Gb/s; --seconds is the arrival window of virtual time).
     #[arg(long, default_value = "netns")]
     r#where: String,
+    /// netns: the uplinks' oversubscription r (each uplink at hosts per leaf × host rate /
+    /// 2r), so that between leaves the leaf-spine hops are the bottleneck.
+    #[arg(long, default_value_t = 1.0)]
+    oversubscription: f64,
     /// sim: the aggregation-core links' rate (default: the fabric's 4 Gb/s, so the last hop is
     /// always the bottleneck); below 1G the core is oversubscribed (500M: 2:1).
     #[arg(long)]
@@ -149,6 +153,7 @@ pub(super) fn e11(a: &E11Args, cancel: Arc<AtomicBool>) -> anyhow::Result<()> {
             buffer: a.buffer,
             pfc_xoff: a.pfc_xoff,
             ip_len: 1000,
+            oversubscription: a.oversubscription,
         },
         loads: a.loads.clone(),
         schemes,

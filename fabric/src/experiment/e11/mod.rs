@@ -3,7 +3,7 @@
 //! leaf-spine of `pint` switches.
 //!
 //! - **Topology**: `topo::leaf_spine(2, 2, H, 1.0, host link)`: 2 leaves, 2 spines, H hosts per
-//!   leaf, uplinks at H × host rate / 2 (no oversubscription); every switch `pint` with the HPCC
+//!   leaf, uplinks at H × host rate / 2 (`oversubscription` r: / 2r); every switch `pint` with the HPCC
 //!   query, `pint_hpcc_rtt_us=T` and PFC at `pfc_xoff` packets.
 //! - **Flows**: web search sizes (`pipeline/sim/workloads/`) times `scale` (so a run takes minutes at
 //!   100 Mb/s), Poisson arrivals per host at `load` of its link, destinations uniform over the
@@ -159,6 +159,9 @@ pub struct Setup {
     pub pfc_xoff: u32,
     /// IPv4 length of a full datagram.
     pub ip_len: usize,
+    /// The uplinks' oversubscription r: each runs at hosts per leaf × host rate / (2 r), so at
+    /// r > 1 the leaf-spine hops, not the last, are the bottleneck between leaves.
+    pub oversubscription: f64,
 }
 
 /// The leaf-spine with every switch running `pint` for `sc`.
@@ -168,7 +171,7 @@ pub fn topology(s: &Setup, sc: &Scheme) -> Topology {
         delay_us: 0,
         buffer: s.buffer,
     };
-    let mut t = topo::leaf_spine(2, 2, s.hosts_per_leaf, 1.0, host);
+    let mut t = topo::leaf_spine(2, 2, s.hosts_per_leaf, s.oversubscription, host);
     for sw in &mut t.switches {
         sw.program = "pint".into();
         for (k, v) in [
@@ -471,6 +474,7 @@ mod tests {
             buffer: 1000,
             pfc_xoff: 500,
             ip_len: 1000,
+            oversubscription: 1.0,
         }
     }
 

@@ -56,6 +56,9 @@ impl Sweep {
         if s.reps == 0 {
             bail!("--reps: at least one");
         }
+        if !(s.setup.oversubscription >= 1.0) {
+            bail!("--oversubscription: at least 1");
+        }
         Ok(Sweep { s })
     }
 
@@ -130,7 +133,12 @@ impl Experiment for Sweep {
             s.buffer,
             s.pfc_xoff,
             s.ip_len
-        )
+        ) + &if s.oversubscription == 1.0 {
+            // Only when given, so that earlier runs' directories still resume.
+            String::new()
+        } else {
+            format!("oversubscription={}\n", s.oversubscription)
+        }
     }
     fn measure(&self, p: &Point, dir: &Path, ctx: &Ctx) -> Result<String> {
         let s = self.setup_of(p);
@@ -163,8 +171,13 @@ impl Experiment for Sweep {
         } else {
             format!("seed {}", s.seed)
         };
+        let over = if s.oversubscription == 1.0 {
+            String::new()
+        } else {
+            format!(" (uplinks {}:1 oversubscribed)", s.oversubscription)
+        };
         let mut md = format!(
-            "`{}`\n\n2 leaves, 2 spines, {} hosts per leaf at {} Mb/s, T = {} us, web search x {}, \
+            "`{}`\n\n2 leaves, 2 spines, {} hosts per leaf at {} Mb/s{over}, T = {} us, web search x {}, \
              {} s of arrivals + {} s, buffers {} packets, PFC at {}, {seeds}.\n",
             command_line(),
             s.hosts_per_leaf,
@@ -516,6 +529,7 @@ mod tests {
                 buffer: 200,
                 pfc_xoff: 100,
                 ip_len: 1000,
+                oversubscription: 1.0,
             },
             loads: vec![0.3, 0.5],
             schemes: super::super::SCHEMES[..2].to_vec(),
