@@ -337,7 +337,8 @@ async fn value_sets_are_written_with_modify_and_read_back_with_the_p4infos_field
     assert_eq!(all.len(), 3);
 
     // INSERT and DELETE are not how a value set is written; an unknown set; more members than
-    // its size; a missing field; a value too wide for its field; a ternary member.
+    // its size; a missing field; a value too wide for its field; a ternary member; a member
+    // given twice.
     let mut ternary = good.clone();
     ternary.r#match[0].field_match_type = Some(p4::field_match::FieldMatchType::Ternary(
         p4::field_match::Ternary {
@@ -366,6 +367,10 @@ async fn value_sets_are_written_with_modify_and_read_back_with_the_p4infos_field
             E::ValueSetEntry(set(vec![member(&[(1, vec![8]), (2, vec![1])])])),
         ),
         update(T::Modify, E::ValueSetEntry(set(vec![ternary]))),
+        update(
+            T::Modify,
+            E::ValueSetEntry(set(vec![good.clone(), good.clone()])),
+        ),
     ];
     let err = c.write(bad, Atomicity::ContinueOnError).await.unwrap_err();
     assert_eq!(
@@ -378,6 +383,7 @@ async fn value_sets_are_written_with_modify_and_read_back_with_the_p4infos_field
             Some(Code::InvalidArgument),
             Some(Code::OutOfRange),
             Some(Code::Unimplemented),
+            Some(Code::AlreadyExists),
         ]
     );
     // None of them changed the set; an empty MODIFY empties it.

@@ -349,6 +349,14 @@ impl Inner {
                     ));
                 }
                 let members = convert::value_set_members(&schema, set, v)?;
+                let mut sorted = members.clone();
+                sorted.sort_unstable();
+                if sorted.windows(2).any(|w| w[0] == w[1]) {
+                    return Err(EntityError::new(
+                        Code::AlreadyExists,
+                        format!("{}: a member given twice", schema.value_sets[set].name),
+                    ));
+                }
                 // What `replace` would refuse, refused here, so that applying cannot fail.
                 let check = pipeline::externs::ValueSet::new(
                     schema.value_sets[set].bitwidth(),

@@ -534,7 +534,7 @@ impl Run<'_, '_> {
                         for f in hd.first..hd.first + hd.count {
                             self.phv.vals[f as usize] = 0;
                         }
-                        self.phv.valid[h as usize] = true;
+                        self.phv.make_valid(self.l, h);
                     }
                 }
                 Prim::SetInvalid(h) => {

@@ -35,6 +35,9 @@ pub(crate) enum Expr {
     Register(RegisterIx, Box<Expr>),
     /// A field of the last extracted element of a stack (`stack_field`).
     StackField(u32, u32),
+    /// A field of a member of the last extracted union of a union stack
+    /// (`union_stack_field`): stack, member, the field's offset.
+    UnionStackField(u32, u32, u32),
     /// A field (by offset in its header) of a header named at run time.
     DynField(HeaderRef, u32),
     ValidRef(HeaderRef),
@@ -163,6 +166,13 @@ impl Expr {
                 let elems = &e.l.stacks[*s as usize];
                 let last = usize::from(e.phv.next[*s as usize]).saturating_sub(1);
                 let h = elems[last.min(elems.len() - 1)];
+                e.phv.get(e.l, e.l.headers[h as usize].first + o)
+            }
+            Expr::UnionStackField(k, m, o) => {
+                let unions = &e.l.union_stacks[*k as usize].0;
+                let last = usize::from(e.phv.next[e.l.union_next(*k)]).saturating_sub(1);
+                let u = unions[last.min(unions.len() - 1)];
+                let h = e.l.unions[u as usize][*m as usize];
                 e.phv.get(e.l, e.l.headers[h as usize].first + o)
             }
             Expr::DynField(h, o) => h
@@ -311,6 +321,22 @@ impl Scope<'_> {
                     Ok(Expr::StackField(s, self.l.field_offset(path, first, f)?))
                 }
                 _ => Err(invalid(path, "a stack field is [stack, field]")),
+            },
+            "union_stack_field" => match value.as_array().map(Vec::as_slice) {
+                Some([Value::String(st), Value::String(m), Value::String(f)]) => {
+                    let (k, m) = self.l.union_member(path, st, m)?;
+                    let u = self.l.union_stacks[k as usize].0[0];
+                    let h = self.l.unions[u as usize][m as usize];
+                    Ok(Expr::UnionStackField(
+                        k,
+                        m,
+                        self.l.field_offset(path, h, f)?,
+                    ))
+                }
+                _ => Err(invalid(
+                    path,
+                    "a union stack field is [stack, member, field]",
+                )),
             },
             "register" => {
                 let name = value.get(0).and_then(Value::as_str).unwrap_or_default();

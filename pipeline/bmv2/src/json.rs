@@ -18,9 +18,11 @@ pub(crate) struct Doc {
     #[serde(default)]
     pub header_stacks: Vec<HeaderStack>,
     #[serde(default)]
-    pub header_unions: Vec<Value>,
+    pub header_union_types: Vec<HeaderUnionType>,
     #[serde(default)]
-    pub header_union_stacks: Vec<Value>,
+    pub header_unions: Vec<HeaderUnion>,
+    #[serde(default)]
+    pub header_union_stacks: Vec<HeaderUnionStack>,
     #[serde(default)]
     pub field_lists: Vec<FieldList>,
     #[serde(default)]
@@ -71,6 +73,28 @@ pub(crate) struct HeaderType {
 pub(crate) struct HeaderStack {
     pub name: String,
     pub header_ids: Vec<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct HeaderUnionType {
+    pub name: String,
+    /// (member name, header type)
+    pub headers: Vec<(String, String)>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct HeaderUnion {
+    pub id: i64,
+    pub union_type: String,
+    /// The members' headers, in the union type's order.
+    pub header_ids: Vec<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct HeaderUnionStack {
+    pub name: String,
+    pub union_type: String,
+    pub header_union_ids: Vec<i64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -169,6 +193,9 @@ pub(crate) struct CounterArray {
 pub(crate) struct ParseVset {
     pub name: String,
     pub compressed_bitwidth: u32,
+    /// The most members (newer p4c writes it; BMv2 bounds none without it).
+    #[serde(default)]
+    pub max_size: Option<usize>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -51,6 +51,14 @@ pub(crate) struct Layout {
     /// Header stacks: their elements' header indices, in order.
     pub stacks: Vec<Vec<u32>>,
     stack_ix: HashMap<String, u32>,
+    /// Header unions: their members' header indices, in the union type's order.
+    pub unions: Vec<Vec<u32>>,
+    /// Per header: the union it is a member of.
+    pub union_of: Vec<Option<u32>>,
+    /// Header union stacks: their unions in order, and the member names of their union type.
+    /// Union stack `k`'s next index is [`Phv::next`]`[stacks.len() + k]`.
+    pub union_stacks: Vec<(Vec<u32>, Vec<String>)>,
+    union_stack_ix: HashMap<String, u32>,
     /// The v1model's intrinsic fields that this program declares.
     pub std: StdFields,
 }
@@ -179,8 +187,126 @@ impl Layout {
             l.stack_ix.insert(s.name.clone(), l.stacks.len() as u32);
             l.stacks.push(elems);
         }
+        l.unions(doc, &by_id)?;
         l.std = l.std_fields(doc);
         Ok(l)
+    }
+
+    /// Header unions and union stacks.
+    fn unions(&mut self, doc: &Doc, by_id: &HashMap<i64, u32>) -> Result<()> {
+        // Each union type's members: (name, header type).
+        let types: HashMap<&str, &[(String, String)]> = doc
+            .header_union_types
+            .iter()
+            .map(|t| (t.name.as_str(), t.headers.as_slice()))
+            .collect();
+        let mut union_type: Vec<&str> = Vec::new();
+        self.union_of = vec![None; self.headers.len()];
+        let mut union_by_id = HashMap::new();
+        for (ui, u) in doc.header_unions.iter().enumerate() {
+            let path = format!("header_unions[{ui}]");
+            let members = types
+                .get(u.union_type.as_str())
+                .ok_or_else(|| invalid(&path, format!("no union type {}", u.union_type)))?;
+            if members.len() != u.header_ids.len() {
+                return Err(invalid(
+                    &path,
+                    format!(
+                        "{} headers for the {} members of {}",
+                        u.header_ids.len(),
+                        members.len(),
+                        u.union_type
+                    ),
+                ));
+            }
+            let union = u32::try_from(self.unions.len()).expect("fewer than 2^32 unions");
+            let mut hs = Vec::new();
+            for (k, id) in u.header_ids.iter().enumerate() {
+                let hpath = format!("{path}.header_ids[{k}]");
+                let h = *by_id
+                    .get(id)
+                    .ok_or_else(|| invalid(&hpath, format!("no header with id {id}")))?;
+                if self.headers[h as usize].metadata || self.union_of[h as usize].is_some() {
+                    return Err(invalid(&hpath, "a union member is a header of one union"));
+                }
+                let want = &members[k].1;
+                let have = doc.headers.get(h as usize).map(|x| x.header_type.as_str());
+                if have != Some(want.as_str()) {
+                    return Err(invalid(
+                        &hpath,
+                        format!("member {} of {} is a {want}", members[k].0, u.union_type),
+                    ));
+                }
+                self.union_of[h as usize] = Some(union);
+                hs.push(h);
+            }
+            union_by_id.insert(u.id, union);
+            union_type.push(u.union_type.as_str());
+            self.unions.push(hs);
+        }
+        for (si, s) in doc.header_union_stacks.iter().enumerate() {
+            let path = format!("header_union_stacks[{si}]");
+            let members = types
+                .get(s.union_type.as_str())
+                .ok_or_else(|| invalid(&path, format!("no union type {}", s.union_type)))?;
+            let mut unions = Vec::new();
+            for (k, id) in s.header_union_ids.iter().enumerate() {
+                let upath = format!("{path}.header_union_ids[{k}]");
+                let &u = union_by_id
+                    .get(id)
+                    .ok_or_else(|| invalid(&upath, format!("no header union with id {id}")))?;
+                // A member is found by its position in the stack's type: every union of the
+                // stack is of that type.
+                if union_type[u as usize] != s.union_type {
+                    return Err(invalid(
+                        &upath,
+                        format!(
+                            "a union of type {} in a stack of {}",
+                            union_type[u as usize], s.union_type
+                        ),
+                    ));
+                }
+                unions.push(u);
+            }
+            if unions.is_empty() || unions.len() > 255 {
+                return Err(unsupported(
+                    &path,
+                    format!(
+                        "a union stack of {} unions (1 to 255 are run)",
+                        unions.len()
+                    ),
+                ));
+            }
+            self.union_stack_ix
+                .insert(s.name.clone(), self.union_stacks.len() as u32);
+            let names = members.iter().map(|(m, _)| m.clone()).collect();
+            self.union_stacks.push((unions, names));
+        }
+        Ok(())
+    }
+
+    /// How many next indices a packet carries: one per header stack, then one per union stack.
+    pub(crate) fn next_len(&self) -> usize {
+        self.stacks.len() + self.union_stacks.len()
+    }
+
+    /// Union stack `name` and the position of its union type's member `member`.
+    pub(crate) fn union_member(&self, path: &str, name: &str, member: &str) -> Result<(u32, u32)> {
+        let &k = self
+            .union_stack_ix
+            .get(name)
+            .ok_or_else(|| invalid(path, format!("no header union stack {name}")))?;
+        let m = self.union_stacks[k as usize]
+            .1
+            .iter()
+            .position(|x| x == member)
+            .ok_or_else(|| invalid(path, format!("no member {member} in the unions of {name}")))?;
+        Ok((k, m as u32))
+    }
+
+    /// Union stack `k`'s slot in [`Phv::next`].
+    pub(crate) fn union_next(&self, k: u32) -> usize {
+        self.stacks.len() + k as usize
     }
 
     fn std_fields(&self, doc: &Doc) -> StdFields {
@@ -268,7 +394,8 @@ impl Layout {
 pub(crate) struct Phv {
     pub vals: Vec<u128>,
     pub valid: Vec<bool>,
-    /// Each header stack's next index (the number of elements extracted or pushed).
+    /// Each header stack's next index (the number of elements extracted or pushed), then each
+    /// header union stack's ([`Layout::next_len`]).
     pub next: Vec<u8>,
 }
 
@@ -305,7 +432,7 @@ impl Phv {
     pub(crate) fn reset(&mut self, l: &Layout) {
         self.vals.iter_mut().for_each(|v| *v = 0);
         self.next.clear();
-        self.next.resize(l.stacks.len(), 0);
+        self.next.resize(l.next_len(), 0);
         for (v, h) in self.valid.iter_mut().zip(&l.headers) {
             *v = h.metadata;
         }
@@ -319,7 +446,21 @@ impl Phv {
         for f in hd.first..hd.first + hd.count {
             self.vals[f as usize] = u.take(l.fields[f as usize].width);
         }
+        self.make_valid(l, h);
+    }
+
+    /// Marks header `h` valid; a union's other members become invalid (P4-16 8.20: at most
+    /// one member of a union is valid).
+    #[inline]
+    pub(crate) fn make_valid(&mut self, l: &Layout, h: u32) {
         self.valid[h as usize] = true;
+        if let Some(u) = l.union_of.get(h as usize).copied().flatten() {
+            for &o in &l.unions[u as usize] {
+                if o != h {
+                    self.valid[o as usize] = false;
+                }
+            }
+        }
     }
 
     /// Copies header `src`'s fields and validity to `dst` (of the same type).
@@ -328,7 +469,11 @@ impl Phv {
         for k in 0..d.count.min(s.count) {
             self.vals[(d.first + k) as usize] = self.vals[(s.first + k) as usize];
         }
-        self.valid[dst as usize] = self.valid[src as usize];
+        if self.valid[src as usize] {
+            self.make_valid(l, dst);
+        } else {
+            self.valid[dst as usize] = false;
+        }
     }
 
     /// The stack's `push_front(n)`: elements move up by `n`, the first `n` become invalid.
@@ -390,7 +535,7 @@ impl Phv {
                 .fold(0u128, |v, &b| (v << 8) | u128::from(b));
             off += n;
         }
-        self.valid[h as usize] = true;
+        self.make_valid(l, h);
     }
 
     /// Header `h`'s fields into `out` (at least its length).

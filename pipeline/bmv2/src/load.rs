@@ -81,12 +81,6 @@ pub fn load_with_ids(
             format!("format version {:?} (2.x is read)", m.version),
         ));
     }
-    refuse_nonempty(&doc.header_unions, "header_unions", "header unions")?;
-    refuse_nonempty(
-        &doc.header_union_stacks,
-        "header_union_stacks",
-        "header union stacks",
-    )?;
     refuse_nonempty(
         &doc.extern_instances,
         "extern_instances",
@@ -134,7 +128,8 @@ pub fn load_with_ids(
                     ),
                 )
             })?;
-        let set = b.value_set(intern(&v.name), &[("", w)], usize::MAX);
+        let size = v.max_size.filter(|&n| n > 0).unwrap_or(usize::MAX);
+        let set = b.value_set(intern(&v.name), &[("", w)], size);
         value_sets.insert(v.name.clone(), (set, u32::from(w)));
     }
     let mut counters: HashMap<String, CounterIx> = HashMap::new();

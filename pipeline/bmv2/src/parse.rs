@@ -51,6 +51,8 @@ enum Op {
     Extract(u32),
     /// Extract into a stack's next element.
     ExtractNext(u32),
+    /// Extract into member `1` of union stack `0`'s next union.
+    ExtractUnion(u32, u32),
     Set(u32, Expr),
     Verify(Expr, Expr),
     Advance(Expr),
@@ -154,6 +156,11 @@ impl Parser {
                         let h = scope.l.stacks[*s as usize][0];
                         scope.l.fields[(scope.l.headers[h as usize].first + o) as usize].width
                     }
+                    Expr::UnionStackField(k, m, o) => {
+                        let u = scope.l.union_stacks[*k as usize].0[0];
+                        let h = scope.l.unions[u as usize][*m as usize];
+                        scope.l.fields[(scope.l.headers[h as usize].first + o) as usize].width
+                    }
                     _ => {
                         return Err(unsupported(
                             &kpath,
@@ -215,7 +222,15 @@ impl Parser {
                         }
                         let mask = match &t.mask {
                             Value::Null => None,
-                            m => Some(hex(&tpath, m)?),
+                            m => match hex(&tpath, m)? {
+                                m if m & !bits::mask(width) != 0 => {
+                                    return Err(invalid(
+                                        &tpath,
+                                        format!("a mask wider than the value set's {width} bits"),
+                                    ));
+                                }
+                                m => Some(m),
+                            },
                         };
                         transitions.push(Transition {
                             case: Case::Set { set, mask },
@@ -305,6 +320,21 @@ impl Parser {
                         };
                         phv.extract(l, h, b);
                         phv.next[*st as usize] += 1;
+                        off += n;
+                    }
+                    Op::ExtractUnion(k, m) => {
+                        let slot = l.union_next(*k);
+                        let next = usize::from(phv.next[slot]);
+                        let Some(&u) = l.union_stacks[*k as usize].0.get(next) else {
+                            return stop(off, self.errors.stack_out_of_bounds, &mut lines);
+                        };
+                        let h = l.unions[u as usize][*m as usize];
+                        let n = l.headers[h as usize].bytes;
+                        let Some(b) = pkt.get(off..off + n) else {
+                            return stop(off, self.errors.packet_too_short, &mut lines);
+                        };
+                        phv.extract(l, h, b);
+                        phv.next[slot] += 1;
                         off += n;
                     }
                     Op::Set(f, e) => {
@@ -414,6 +444,13 @@ fn compile_op(scope: &Scope<'_>, names: &Names<'_>, path: &str, op: &json::Parse
                 (Some("stack"), Some(Value::String(s))) => {
                     Ok(Op::ExtractNext(scope.l.stack(path, s)?))
                 }
+                (Some("union_stack"), Some(v)) => match v.as_array().map(Vec::as_slice) {
+                    Some([Value::String(s), Value::String(m)]) => {
+                        let (k, m) = scope.l.union_member(path, s, m)?;
+                        Ok(Op::ExtractUnion(k, m))
+                    }
+                    _ => Err(invalid(path, "a union stack extract is [stack, member]")),
+                },
                 (Some(t), _) => Err(unsupported(
                     &format!("{path}.parameters[0]"),
                     format!("extracting to a {t}"),

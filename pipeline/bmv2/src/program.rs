@@ -366,7 +366,7 @@ impl Bmv2Program {
         let l = &self.l;
         let orig = orig.unwrap_or_default();
         let nh = l.headers.len();
-        let ns = l.stacks.len();
+        let ns = l.next_len();
         let mut len = nh.div_ceil(8) + ns + orig.len() + FOOTER;
         for (h, hd) in l.headers.iter().enumerate() {
             if hd.metadata || (s.phv.valid[h] && !self.deparsed(h as u32)) {
@@ -432,7 +432,7 @@ impl Bmv2Program {
             return None;
         }
         let nh = l.headers.len();
-        let ns = l.stacks.len();
+        let ns = l.next_len();
         let mut off = nh.div_ceil(8);
         for h in 0..nh {
             s.phv.valid[h] = l.headers[h].metadata || b[h / 8] & (0x80 >> (h % 8)) != 0;

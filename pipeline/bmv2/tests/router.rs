@@ -239,7 +239,15 @@ fn what_the_loader_does_not_run_is_refused_with_its_json_path() {
         &|j| {
             j["header_unions"] = serde_json::json!([{"name": "u", "id": 0, "union_type": "u_t", "header_ids": [2, 3]}])
         },
-        "header_unions[0]: not supported: header unions",
+        "header_unions[0]: no union type u_t",
+    );
+    // A union as a primitive's argument (p4c's assign_union, or a union's setValid).
+    refuse(
+        &|j| {
+            j["actions"][1]["primitives"][0] = serde_json::json!({"op": "add_header",
+                "parameters": [{"type": "header_union", "value": "u"}]})
+        },
+        "actions[1].primitives[0].parameters[0]: not supported: a header_union where a header is expected",
     );
     refuse(
         &|j| j["actions"][1]["primitives"][0]["op"] = "funnel".into(),
