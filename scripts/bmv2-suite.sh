@@ -21,7 +21,7 @@ cleanup() {
 trap cleanup EXIT
 ip netns add "$ns"
 ip netns exec "$ns" ip link set lo up
-for i in 1 2 3 4; do
+for i in 0 1 2 3 4; do
   ip netns exec "$ns" ip link add "sw$i" type veth peer name "p$i"
   for n in "sw$i" "p$i"; do
     ip netns exec "$ns" ip link set "$n" up
@@ -29,7 +29,7 @@ for i in 1 2 3 4; do
     ip netns exec "$ns" sysctl -qw "net.ipv6.conf.$n.disable_ipv6=1"
   done
 done
-ip netns exec "$ns" "$switch" --no-p4 --io af-packet -i 1@sw1 -i 2@sw2 -i 3@sw3 -i 4@sw4 \
+ip netns exec "$ns" "$switch" --no-p4 --io af-packet -i 0@sw0 -i 1@sw1 -i 2@sw2 -i 3@sw3 -i 4@sw4 \
   ${PISA_SWITCH_ARGS:-} -- --grpc-server-addr 127.0.0.1:9559 --cpu-port 64 > "$dir/switch.log" 2>&1 &
 pid=$!
 for _ in $(seq 100); do
@@ -38,6 +38,7 @@ for _ in $(seq 100); do
 done
 echo "behavioral-model at $(git -C "$bm" rev-parse --short HEAD 2>/dev/null || echo '?')"
 status=0
-ip netns exec "$ns" "$venv" "$here/bmv2-suite.py" --grpc-addr 127.0.0.1:9559 --testdata "$testdata" ${SUITE_ARGS:-} || status=$?
+ip netns exec "$ns" "$venv" "$here/bmv2-suite.py" --grpc-addr 127.0.0.1:9559 --testdata "$testdata" \
+  --core-testdata "$bm/tests/testdata" ${SUITE_ARGS:-} || status=$?
 [ -n "${KEEP_LOG:-}" ] && cat "$dir/switch.log"
 exit $status
