@@ -40,7 +40,7 @@ fn transitions_follow_the_members_the_control_plane_sets() {
 
     // A member of two fields is their values concatenated: f1 (3 bits) then f2 (13 bits).
     // The byte-padded key (0x05_0123) is not what a member holds.
-    set("pv2").add(0x0501_23).unwrap_err();
+    set("pv2").add(0x05_0123).unwrap_err();
     set("pv2").add((5 << 13) | 0x123).unwrap();
     assert_eq!(port(&mut sw, &frame(0x9000, 5, 0x123)), 3);
     assert_eq!(port(&mut sw, &frame(0x9000, 5, 0x124)), 2);

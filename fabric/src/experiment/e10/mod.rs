@@ -676,6 +676,38 @@ mod tests {
         );
     }
 
+    /// TCP's latency is iperf3's mean RTT, the others' one-way latency: its cells say "RTT"
+    /// in both tables, so that the two are never read as one measure.
+    #[test]
+    fn the_tcp_rows_latency_is_labelled_an_rtt() {
+        let row = |config: &str| -> Row {
+            serde_json::from_value(serde_json::json!({
+                "config": config, "bg_bps": 2_000_000, "sent": 10, "loss": 0.0,
+                "latency_us": [1500.0, 2500.0], "goodput_bps": 1e6, "offered_bps": 1e6,
+                "feedbacks": 0, "pauses_sent": 0, "pauses_received": 0, "utilisation": 0.5,
+                "bg_loss": 0.0, "bg_offered_bps": 2e6, "bg_delivered_bps": 2e6, "paused_ms": 0.0,
+                "fidelity": "ok"
+            }))
+            .unwrap()
+        };
+        let one = table(&[row("tcp"), row("p4qcn")]);
+        let lines: Vec<&str> = one.lines().skip(2).collect();
+        assert!(lines[0].contains("| RTT 1500 |"), "{one}");
+        assert!(!lines[1].contains("RTT"), "{one}");
+        let point = |config: &str| sweep::Point {
+            at: sweep::Where::Netns,
+            config: config_named(config).unwrap(),
+            bg: 2_000_000,
+            threshold: None,
+            rep: 1,
+        };
+        let (tcp, qcn) = (point("tcp"), point("p4qcn"));
+        let reps = table_over_reps(&[(&tcp, row("tcp")), (&qcn, row("p4qcn"))]);
+        let lines: Vec<&str> = reps.lines().skip(2).collect();
+        assert!(lines[0].contains("| RTT 1500 |"), "{reps}");
+        assert!(!lines[1].contains("RTT"), "{reps}");
+    }
+
     #[test]
     fn the_median_and_its_interval_over_repetitions() {
         assert_eq!(median_ci(&[]), None);

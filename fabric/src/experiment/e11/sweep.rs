@@ -56,7 +56,7 @@ impl Sweep {
         if s.reps == 0 {
             bail!("--reps: at least one");
         }
-        if !(s.setup.oversubscription >= 1.0) {
+        if s.setup.oversubscription.is_nan() || s.setup.oversubscription < 1.0 {
             bail!("--oversubscription: at least 1");
         }
         Ok(Sweep { s })
