@@ -478,6 +478,36 @@ mod tests {
         }
     }
 
+    /// With r > 1 the uplinks run at hosts per leaf x host rate / 2r: between leaves the
+    /// leaf-spine hops are the bottleneck, the host links unchanged.
+    #[test]
+    fn oversubscription_slows_the_uplinks_only() {
+        let rates = |r: f64| -> Vec<(bool, u64)> {
+            let t = topology(
+                &Setup {
+                    oversubscription: r,
+                    ..setup()
+                },
+                &SCHEMES[0],
+            );
+            t.links
+                .iter()
+                .map(|l| {
+                    let to_host =
+                        matches!(l.a, topo::End::Host(_)) || matches!(l.b, topo::End::Host(_));
+                    (to_host, l.props.rate_bps)
+                })
+                .collect()
+        };
+        for (to_host, rate) in rates(1.0) {
+            assert_eq!(rate, 100_000_000, "host link {to_host}");
+        }
+        for (to_host, rate) in rates(2.0) {
+            let want = if to_host { 100_000_000 } else { 50_000_000 };
+            assert_eq!(rate, want, "host link {to_host}");
+        }
+    }
+
     #[test]
     fn the_flows_offer_the_load_to_other_hosts_and_every_scheme_gets_the_same() {
         let s = setup();
