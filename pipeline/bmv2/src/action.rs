@@ -156,6 +156,13 @@ pub(crate) enum Prim {
     Pop(u32, Expr),
     /// Copies a whole stack (elements, validity, next index).
     AssignStack(u32, u32),
+    /// `assign_union`: destination union, source union.
+    AssignUnion(u32, u32),
+    /// `assign_union_stack`: destination, source.
+    AssignUnionStack(u32, u32),
+    /// `push` and `pop` of a header union stack.
+    PushUnions(u32, Expr),
+    PopUnions(u32, Expr),
     MarkToDrop,
     Exit,
     Jump(usize),
@@ -250,6 +257,24 @@ pub(crate) fn compile_prim(
             _ => Err(invalid(&ap, "expected a header stack")),
         }
     };
+    // A header union or header union stack argument: (its index, whether it is a stack).
+    let unions = |i: usize| -> Result<(u32, bool)> {
+        let (ap, v) = arg(i)?;
+        match (v.get("type").and_then(Value::as_str), v.get("value")) {
+            (Some("header_union"), Some(Value::String(u))) => Ok((scope.l.union(&ap, u)?, false)),
+            (Some("header_union_stack"), Some(Value::String(s))) => {
+                Ok((scope.l.union_stack(&ap, s)?, true))
+            }
+            _ => Err(invalid(&ap, "expected a header union or union stack")),
+        }
+    };
+    let is_union_stack = |i: usize| {
+        p.parameters
+            .get(i)
+            .and_then(|v| v.get("type"))
+            .and_then(Value::as_str)
+            == Some("header_union_stack")
+    };
     let place = |i: usize| -> Result<LValue> {
         let (ap, v) = arg(i)?;
         scope.place(&ap, v)
@@ -334,8 +359,38 @@ pub(crate) fn compile_prim(
         "assign_header" | "copy_header" => Prim::AssignHeader(header(0)?, header(1)?),
         "add_header" => Prim::SetValid(header(0)?),
         "remove_header" => Prim::SetInvalid(header(0)?),
+        "push" | "pop" if is_union_stack(0) => {
+            let (k, _) = unions(0)?;
+            if p.op == "push" {
+                Prim::PushUnions(k, expr(1)?)
+            } else {
+                Prim::PopUnions(k, expr(1)?)
+            }
+        }
         "push" => Prim::Push(stack(0)?, expr(1)?),
         "pop" => Prim::Pop(stack(0)?, expr(1)?),
+        "assign_union" | "assign_union_stack" => {
+            let ((d, ds), (s, ss)) = (unions(0)?, unions(1)?);
+            let stacks = p.op == "assign_union_stack";
+            let (dn, sn) = if stacks {
+                let n = |k: u32| scope.l.union_stacks[k as usize].0.len();
+                (n(d), n(s))
+            } else {
+                let n = |u: u32| scope.l.unions[u as usize].len();
+                (n(d), n(s))
+            };
+            if ds != stacks || ss != stacks || dn != sn {
+                return Err(invalid(
+                    path,
+                    format!("{} between objects of two kinds or sizes", p.op),
+                ));
+            }
+            if stacks {
+                Prim::AssignUnionStack(d, s)
+            } else {
+                Prim::AssignUnion(d, s)
+            }
+        }
         "assign_header_stack" => {
             let (d, s) = (stack(0)?, stack(1)?);
             if scope.l.stacks[d as usize].len() != scope.l.stacks[s as usize].len() {
@@ -551,6 +606,26 @@ impl Run<'_, '_> {
                 Prim::Pop(s, n) => {
                     let n = self.count(n, params);
                     self.phv.pop_front(self.l, *s, n);
+                }
+                Prim::AssignUnion(d, s) => self.phv.copy_union(self.l, *d, *s),
+                Prim::AssignUnionStack(d, s) => {
+                    let (du, su) = (
+                        &self.l.union_stacks[*d as usize].0,
+                        &self.l.union_stacks[*s as usize].0,
+                    );
+                    for (&a, &b) in du.iter().zip(su) {
+                        self.phv.copy_union(self.l, a, b);
+                    }
+                    let (dn, sn) = (self.l.union_next(*d), self.l.union_next(*s));
+                    self.phv.next[dn] = self.phv.next[sn];
+                }
+                Prim::PushUnions(k, n) => {
+                    let n = self.count(n, params);
+                    self.phv.push_unions(self.l, *k, n);
+                }
+                Prim::PopUnions(k, n) => {
+                    let n = self.count(n, params);
+                    self.phv.pop_unions(self.l, *k, n);
                 }
                 Prim::AssignStack(d, s) => {
                     let (de, se) = (&self.l.stacks[*d as usize], &self.l.stacks[*s as usize]);

@@ -35,6 +35,8 @@ pub(crate) enum Expr {
     Register(RegisterIx, Box<Expr>),
     /// A field of the last extracted element of a stack (`stack_field`).
     StackField(u32, u32),
+    /// Whether any member of a union is valid (`valid_union`).
+    UnionValid(u32),
     /// A field of a member of the last extracted union of a union stack
     /// (`union_stack_field`): stack, member, the field's offset.
     UnionStackField(u32, u32, u32),
@@ -168,6 +170,11 @@ impl Expr {
                 let h = elems[last.min(elems.len() - 1)];
                 e.phv.get(e.l, e.l.headers[h as usize].first + o)
             }
+            Expr::UnionValid(u) => i128::from(
+                e.l.unions[*u as usize]
+                    .iter()
+                    .any(|&h| e.phv.valid[h as usize]),
+            ),
             Expr::UnionStackField(k, m, o) => {
                 let unions = &e.l.union_stacks[*k as usize].0;
                 let last = usize::from(e.phv.next[e.l.union_next(*k)]).saturating_sub(1);
@@ -416,6 +423,15 @@ impl Scope<'_> {
                     HeaderRef::Static(h) => Expr::Valid(h),
                     dynamic => Expr::ValidRef(dynamic),
                 })
+            }
+            "valid_union" => {
+                let r = v.get("right").unwrap_or(&Value::Null);
+                match (r.get("type").and_then(Value::as_str), r.get("value")) {
+                    (Some("header_union"), Some(Value::String(u))) => {
+                        Ok(Expr::UnionValid(self.l.union(&format!("{path}.right"), u)?))
+                    }
+                    _ => Err(invalid(path, "valid_union takes a header union")),
+                }
             }
             "access_field" => {
                 let h = self.header_ref(

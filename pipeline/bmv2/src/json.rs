@@ -84,6 +84,7 @@ pub(crate) struct HeaderUnionType {
 
 #[derive(Debug, Deserialize)]
 pub(crate) struct HeaderUnion {
+    pub name: String,
     pub id: i64,
     pub union_type: String,
     /// The members' headers, in the union type's order.

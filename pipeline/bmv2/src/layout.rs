@@ -55,6 +55,7 @@ pub(crate) struct Layout {
     pub unions: Vec<Vec<u32>>,
     /// Per header: the union it is a member of.
     pub union_of: Vec<Option<u32>>,
+    union_ix: HashMap<String, u32>,
     /// Header union stacks: their unions in order, and the member names of their union type.
     /// Union stack `k`'s next index is [`Phv::next`]`[stacks.len() + k]`.
     pub union_stacks: Vec<(Vec<u32>, Vec<String>)>,
@@ -241,6 +242,7 @@ impl Layout {
                 hs.push(h);
             }
             union_by_id.insert(u.id, union);
+            self.union_ix.insert(u.name.clone(), union);
             union_type.push(u.union_type.as_str());
             self.unions.push(hs);
         }
@@ -283,6 +285,22 @@ impl Layout {
             self.union_stacks.push((unions, names));
         }
         Ok(())
+    }
+
+    /// Header union `name`.
+    pub(crate) fn union(&self, path: &str, name: &str) -> Result<u32> {
+        self.union_ix
+            .get(name)
+            .copied()
+            .ok_or_else(|| invalid(path, format!("no header union {name}")))
+    }
+
+    /// Header union stack `name`.
+    pub(crate) fn union_stack(&self, path: &str, name: &str) -> Result<u32> {
+        self.union_stack_ix
+            .get(name)
+            .copied()
+            .ok_or_else(|| invalid(path, format!("no header union stack {name}")))
     }
 
     /// How many next indices a packet carries: one per header stack, then one per union stack.
@@ -474,6 +492,54 @@ impl Phv {
         } else {
             self.valid[dst as usize] = false;
         }
+    }
+
+    /// Copies union `src`'s members (values and validity) to union `dst`, member by member
+    /// (BMv2's `assign_union`).
+    pub(crate) fn copy_union(&mut self, l: &Layout, dst: u32, src: u32) {
+        for k in 0..l.unions[dst as usize]
+            .len()
+            .min(l.unions[src as usize].len())
+        {
+            let (d, s) = (l.unions[dst as usize][k], l.unions[src as usize][k]);
+            self.copy_header(l, d, s);
+        }
+    }
+
+    fn invalidate_union(&mut self, l: &Layout, u: u32) {
+        for &h in &l.unions[u as usize] {
+            self.valid[h as usize] = false;
+        }
+    }
+
+    /// Union stack `k`'s `push_front(n)`: unions move up by `n`, the first `n` become invalid.
+    pub(crate) fn push_unions(&mut self, l: &Layout, k: u32, n: usize) {
+        let unions = &l.union_stacks[k as usize].0;
+        let size = unions.len();
+        for i in (0..size).rev() {
+            if i >= n {
+                self.copy_union(l, unions[i], unions[i - n]);
+            } else {
+                self.invalidate_union(l, unions[i]);
+            }
+        }
+        let next = &mut self.next[l.union_next(k)];
+        *next = (usize::from(*next) + n).min(size) as u8;
+    }
+
+    /// Union stack `k`'s `pop_front(n)`: unions move down by `n`, the last `n` become invalid.
+    pub(crate) fn pop_unions(&mut self, l: &Layout, k: u32, n: usize) {
+        let unions = &l.union_stacks[k as usize].0;
+        let size = unions.len();
+        for i in 0..size {
+            if i + n < size {
+                self.copy_union(l, unions[i], unions[i + n]);
+            } else {
+                self.invalidate_union(l, unions[i]);
+            }
+        }
+        let next = &mut self.next[l.union_next(k)];
+        *next = usize::from(*next).saturating_sub(n) as u8;
     }
 
     /// The stack's `push_front(n)`: elements move up by `n`, the first `n` become invalid.

@@ -93,3 +93,62 @@ fn unions_whose_members_or_types_disagree_are_refused_with_their_path() {
         "header_union_stacks[0]: not supported: a union stack of 0 unions",
     );
 }
+
+/// Replaces egress's action with `primitives`, run on every packet.
+fn with_egress(primitives: serde_json::Value) -> serde_json::Value {
+    let mut j = unions();
+    j["actions"][2]["primitives"] = primitives;
+    j["pipelines"][1]["init_table"] = "tbl_to_b".into();
+    j
+}
+
+fn union_arg(kind: &str, name: &str) -> serde_json::Value {
+    serde_json::json!({"type": kind, "value": name})
+}
+
+#[test]
+fn a_unions_validity_is_any_of_its_members() {
+    // Ingress sends to 16 + options_1's validity.
+    let mut j = unions();
+    j["actions"][0]["primitives"][0]["parameters"][1] = serde_json::json!({"type": "expression",
+        "value": {"op": "+", "left": {"type": "hexstr", "value": "0x10"},
+                  "right": {"type": "expression", "value": {"op": "valid_union", "left": null,
+                            "right": union_arg("header_union", "options_1")}}}});
+    let mut sw = SimSwitch::new(switch(&j));
+    assert_eq!(sw.inject(1, &frame(&[opt_a(true, 1)]), 1)[0].port, 16);
+    assert_eq!(
+        sw.inject(1, &frame(&[opt_a(false, 1), opt_b(true, 2)]), 1)[0].port,
+        17
+    );
+}
+
+#[test]
+fn unions_and_union_stacks_are_assigned_pushed_and_popped() {
+    let run = |prims: serde_json::Value, options: &[Vec<u8>]| {
+        let mut sw = SimSwitch::new(switch(&with_egress(prims)));
+        let out = sw.inject(1, &frame(options), 1);
+        assert_eq!(out.len(), 1);
+        out[0].bytes.clone()
+    };
+    let two = [opt_b(false, 7), opt_a(true, 9)];
+    // assign_union: union 0 takes union 1's member, option A; its option B becomes invalid.
+    let assign = serde_json::json!([{"op": "assign_union", "parameters": [
+        union_arg("header_union", "options_0"), union_arg("header_union", "options_1")]}]);
+    assert_eq!(run(assign, &two), frame(&[opt_a(true, 9), opt_a(true, 9)]));
+    // pop: the stack moves down by one; push: up by one, the first union invalid.
+    let pop = serde_json::json!([{"op": "pop", "parameters": [
+        union_arg("header_union_stack", "options"), {"type": "hexstr", "value": "0x1"}]}]);
+    assert_eq!(run(pop, &two), frame(&[opt_a(true, 9)]));
+    let push = serde_json::json!([{"op": "push", "parameters": [
+        union_arg("header_union_stack", "options"), {"type": "hexstr", "value": "0x1"}]}]);
+    assert_eq!(run(push, &two), frame(&[opt_b(false, 7)]));
+    // A union assigned from a union stack is refused with its path.
+    let mut bad = with_egress(serde_json::json!([{"op": "assign_union", "parameters": [
+        union_arg("header_union", "options_0"), union_arg("header_union_stack", "options")]}]));
+    let e = bmv2::load(&bad.to_string(), "x").unwrap_err().to_string();
+    assert!(e.contains("actions[2].primitives[0]"), "{e}");
+    assert!(e.contains("two kinds or sizes"), "{e}");
+    bad["actions"][2]["primitives"][0]["parameters"][1] = union_arg("header_union", "nowhere");
+    let e = bmv2::load(&bad.to_string(), "x").unwrap_err().to_string();
+    assert!(e.contains("no header union nowhere"), "{e}");
+}
