@@ -348,26 +348,29 @@ impl Inner {
                         "a value set is written with MODIFY (it replaces the members)",
                     ));
                 }
-                let members = convert::value_set_members(&schema, set, v)?;
-                let mut sorted = members.clone();
-                sorted.sort_unstable();
-                if sorted.windows(2).any(|w| w[0] == w[1]) {
+                // Each field fits its width (`value_set_members`), so a member fits the set;
+                // what is left to refuse here, so that applying cannot fail: a member given
+                // twice, and more members than the set holds.
+                let mut members = convert::value_set_members(&schema, set, v)?;
+                members.sort_unstable();
+                let def = &schema.value_sets[set];
+                if members.windows(2).any(|w| w[0] == w[1]) {
                     return Err(EntityError::new(
                         Code::AlreadyExists,
-                        format!("{}: a member given twice", schema.value_sets[set].name),
+                        format!("{}: a member given twice", def.name),
                     ));
                 }
-                // What `replace` would refuse, refused here, so that applying cannot fail.
-                let check = pipeline::externs::ValueSet::new(
-                    schema.value_sets[set].bitwidth(),
-                    schema.value_sets[set].size,
-                );
-                check.replace(&members).map_err(|e| {
-                    EntityError::new(
+                if members.len() > def.size {
+                    return Err(EntityError::new(
                         Code::ResourceExhausted,
-                        format!("{}: {e}", schema.value_sets[set].name),
-                    )
-                })?;
+                        format!(
+                            "{}: {} members in a set of {}",
+                            def.name,
+                            members.len(),
+                            def.size
+                        ),
+                    ));
+                }
                 Ok(Staged::ValueSet(set, members))
             }
             E::ExternEntry(_) => Err(EntityError::unimplemented("architecture-specific externs")),
