@@ -27,6 +27,8 @@ pub(crate) struct Calc {
 #[derive(Debug, Clone)]
 pub(crate) enum CalcInput {
     Field(u32),
+    /// A field held as bytes: its slot, and its header (the input counts while it is valid).
+    Wide(u32, u32),
     Const(u128, u32),
     Header(u32),
     Payload,
@@ -60,6 +62,19 @@ impl Calc {
             let ty = v.get("type").and_then(Value::as_str).unwrap_or_default();
             let value = v.get("value").unwrap_or(&Value::Null);
             match ty {
+                "field"
+                    if let Some((h, k)) = value
+                        .as_array()
+                        .and_then(|a| Some((a.first()?.as_str()?, a.get(1)?.as_str()?)))
+                        .and_then(|(h, f)| scope.l.any_field(&ipath, h, f).ok())
+                        .and_then(|f| {
+                            let fd = &scope.l.fields[f as usize];
+                            Some((fd.header, fd.wide?))
+                        }) =>
+                {
+                    last_header = Some(h);
+                    inputs.push(CalcInput::Wide(k, h));
+                }
                 "field" => match scope.field(&ipath, value)? {
                     crate::layout::FieldRef::Field(f) => {
                         last_header = Some(scope.l.fields[f as usize].header);
@@ -128,13 +143,15 @@ impl Calc {
                         w.push(fd.width, phv.vals[*f as usize]);
                     }
                 }
+                CalcInput::Wide(k, h) => {
+                    if phv.valid[*h as usize] {
+                        w.push_bytes(&phv.wide[*k as usize]);
+                    }
+                }
                 CalcInput::Const(v, width) => w.push(*width, *v),
                 CalcInput::Header(h) => {
                     if phv.valid[*h as usize] {
-                        let hd = &l.headers[*h as usize];
-                        for f in hd.first..hd.first + hd.count {
-                            w.push(l.fields[f as usize].width, phv.vals[f as usize]);
-                        }
+                        phv.push_header(l, *h, w);
                     }
                 }
                 CalcInput::Payload => rest(w),
@@ -148,6 +165,8 @@ impl Calc {
 #[derive(Debug)]
 pub(crate) enum Prim {
     Assign(LValue, Expr),
+    /// A field held as bytes copied whole: destination, source ([`crate::layout::Wide`]).
+    AssignWide(u32, u32),
     AssignHeader(HeaderRef, HeaderRef),
     SetValid(HeaderRef),
     SetInvalid(HeaderRef),
@@ -279,6 +298,19 @@ pub(crate) fn compile_prim(
         let (ap, v) = arg(i)?;
         scope.place(&ap, v)
     };
+    // A field held as bytes named by argument `i`: its slot, whether varbit, its width.
+    let wide = |i: usize| -> Option<(u32, bool, u32)> {
+        let v = p.parameters.get(i)?;
+        if v.get("type").and_then(Value::as_str) != Some("field") {
+            return None;
+        }
+        let [Value::String(h), Value::String(f)] = v.get("value")?.as_array()?.as_slice() else {
+            return None;
+        };
+        let fd = &scope.l.fields[scope.l.any_field("", h, f).ok()? as usize];
+        let k = fd.wide?;
+        Some((k, scope.l.wide[k as usize].varbit, fd.width))
+    };
     let named = |i: usize, kind: &str| -> Result<(String, String)> {
         let (ap, v) = arg(i)?;
         match (v.get("type").and_then(Value::as_str), v.get("value")) {
@@ -315,6 +347,27 @@ pub(crate) fn compile_prim(
             .ok_or_else(|| invalid(&ap, "a jump outside the action"))
     };
     Ok(match p.op.as_str() {
+        "assign" | "modify_field" | "assign_VL" if wide(0).is_some() || p.op == "assign_VL" => {
+            // Fields held as bytes are copied whole, from a field of the same kind and width.
+            let (ap, _) = arg(1)?;
+            match (wide(0), wide(1)) {
+                (Some((d, dv, dw)), Some((s, sv, sw)))
+                    if p.parameters.len() == 2 && dv == sv && dw == sw =>
+                {
+                    Prim::AssignWide(d, s)
+                }
+                _ => {
+                    return Err(unsupported(
+                        &ap,
+                        format!(
+                            "{} other than of a whole field of over 128 bits, or a varbit \
+                             field, from one of the same kind and width",
+                            p.op
+                        ),
+                    ));
+                }
+            }
+        }
         "assign" | "modify_field" => {
             if p.parameters.len() > 2 {
                 // modify_field(dst, value, mask): only the masked bits change.
@@ -570,6 +623,7 @@ impl Run<'_, '_> {
                         self.phv.set(self.l, f, v);
                     }
                 }
+                Prim::AssignWide(d, s) => self.phv.copy_wide(self.l, *d, *s),
                 Prim::AssignHeader(dst, src) => {
                     if let (Some(d), Some(s)) = (self.header(dst, params), self.header(src, params))
                     {
@@ -585,10 +639,7 @@ impl Run<'_, '_> {
                     if let Some(h) = self.header(h, params)
                         && !self.phv.valid[h as usize]
                     {
-                        let hd = &self.l.headers[h as usize];
-                        for f in hd.first..hd.first + hd.count {
-                            self.phv.vals[f as usize] = 0;
-                        }
+                        self.phv.zero_header(self.l, h);
                         self.phv.make_valid(self.l, h);
                     }
                 }

@@ -200,6 +200,14 @@ impl<'a> Packer<'a> {
         });
     }
 
+    /// Appends whole bytes; the fields before them end on a byte (a wide field's rule).
+    #[inline]
+    pub(crate) fn put_bytes(&mut self, b: &[u8]) {
+        debug_assert_eq!(self.bits.n, 0, "bytes put at a bit offset");
+        self.out[self.pos..self.pos + b.len()].copy_from_slice(b);
+        self.pos += b.len();
+    }
+
     /// Writes the bits still pending into the next byte's top, leaving its other bits.
     pub(crate) fn finish(self) {
         let (last, n) = self.bits.rest();
@@ -258,6 +266,15 @@ impl<'a> Unpacker<'a> {
             w -= k;
         }
         v
+    }
+
+    /// The next `out.len()` bytes into `out` (keeping its length); the fields before them end
+    /// on a byte (a wide field's rule). The caller has checked that they are inside the slice.
+    #[inline]
+    pub(crate) fn take_bytes(&mut self, out: &mut [u8]) {
+        debug_assert_eq!(self.n, 0, "bytes taken at a bit offset");
+        out.copy_from_slice(&self.buf[self.pos..self.pos + out.len()]);
+        self.pos += out.len();
     }
 }
 

@@ -67,6 +67,12 @@ pub(crate) struct HeaderType {
     pub name: String,
     /// (name, width or "*", signed?)
     pub fields: Vec<Vec<Value>>,
+    /// With a varbit field: the header's largest size in bytes.
+    #[serde(default)]
+    pub max_length: Option<u64>,
+    /// P4_14's length of a varbit field, an expression on the header's fields.
+    #[serde(default)]
+    pub length_exp: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]

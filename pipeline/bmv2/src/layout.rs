@@ -18,6 +18,19 @@ pub(crate) struct Field {
     /// The low `width` bits.
     pub mask: u128,
     pub signed: bool,
+    /// A field of over 128 bits or a varbit field: its bytes are [`Phv::wide`]`[k]`, and its
+    /// slot in [`Phv::vals`] stays 0.
+    pub wide: Option<u32>,
+}
+
+/// A field held as bytes: wider than 128 bits, or varbit. Such a field starts on a byte of its
+/// header and is whole bytes; it is extracted, emitted, copied whole (`assign`, `assign_VL`,
+/// `assign_header`) and fed to calculations over its header, and refused anywhere else.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Wide {
+    /// Its bytes (fixed), or the most it holds (varbit).
+    pub bytes: usize,
+    pub varbit: bool,
 }
 
 /// One header instance (metadata included).
@@ -27,8 +40,13 @@ pub(crate) struct Header {
     /// Its fields: indices `first..first + count` of [`Layout::fields`].
     pub first: u32,
     pub count: u32,
-    /// Whole bytes on the wire (metadata: its fields packed, rounded up).
+    /// Whole bytes on the wire (metadata: its fields packed, rounded up); a varbit field counts
+    /// as empty ([`Phv::header_bytes`] adds its length).
     pub bytes: usize,
+    /// Some field is held as bytes ([`Wide`]).
+    pub wide: bool,
+    /// Its varbit field's slot in [`Layout::wide`].
+    pub varbit: Option<u32>,
     /// Bytes in a bridge: each field in whole bytes of its own ([`Phv::save`]).
     pub saved_bytes: usize,
     pub metadata: bool,
@@ -46,6 +64,8 @@ pub(crate) enum FieldRef {
 pub(crate) struct Layout {
     pub headers: Vec<Header>,
     pub fields: Vec<Field>,
+    /// The fields held as bytes.
+    pub wide: Vec<Wide>,
     header_ix: HashMap<String, u32>,
     field_ix: HashMap<(String, String), u32>,
     /// Header stacks: their elements' header indices, in order.
@@ -108,39 +128,104 @@ impl Layout {
             let header = u32::try_from(l.headers.len()).expect("fewer than 2^32 headers");
             let first = u32::try_from(l.fields.len()).expect("fewer than 2^32 fields");
             let mut offset = 0u32;
+            let mut varbit = None;
             for (fi, f) in ty.fields.iter().enumerate() {
                 let fpath = format!("header_types[{ti}].fields[{fi}]");
                 let name = f
                     .first()
                     .and_then(|v| v.as_str())
                     .ok_or_else(|| invalid(&fpath, "a field is [name, width(, signed)]"))?;
+                let is_varbit = f.get(1).and_then(|w| w.as_str()) == Some("*");
                 let width = match f.get(1) {
-                    Some(w) if w.as_str() == Some("*") => {
-                        return Err(unsupported(&fpath, "variable-length (varbit) fields"));
-                    }
+                    _ if is_varbit => 0,
                     Some(w) => w
                         .as_u64()
                         .and_then(|w| u32::try_from(w).ok())
                         .ok_or_else(|| invalid(&fpath, "a field width is an integer"))?,
                     None => return Err(invalid(&fpath, "a field has a width")),
                 };
-                if width == 0 || width > 128 {
-                    return Err(unsupported(
-                        &fpath,
-                        format!("field {name} of {width} bits (1 to 128 are run)"),
-                    ));
+                if !is_varbit && width == 0 {
+                    return Err(invalid(&fpath, format!("field {name} of 0 bits")));
                 }
                 let signed = f.get(2).and_then(|v| v.as_bool()).unwrap_or(false);
+                let wide = if is_varbit || width > 128 {
+                    let ix = u32::try_from(l.wide.len()).expect("fewer than 2^32 fields");
+                    if h.metadata || signed || !offset.is_multiple_of(8) {
+                        return Err(unsupported(
+                            &fpath,
+                            format!(
+                                "field {name} of {} in {}: fields over 128 bits and varbit \
+                                 fields are run in headers, unsigned, from a byte boundary",
+                                if is_varbit {
+                                    "varbit".to_owned()
+                                } else {
+                                    format!("{width} bits")
+                                },
+                                h.name
+                            ),
+                        ));
+                    }
+                    let bytes = if is_varbit {
+                        if varbit.is_some() {
+                            return Err(invalid(&fpath, "a second varbit field in a header type"));
+                        }
+                        if ty.length_exp.is_some() {
+                            return Err(unsupported(
+                                &format!("header_types[{ti}].length_exp"),
+                                "a varbit length given by the header type (P4_14); extract_VL's is run",
+                            ));
+                        }
+                        varbit = Some(ix);
+                        0
+                    } else if width.is_multiple_of(8) {
+                        width as usize / 8
+                    } else {
+                        return Err(unsupported(
+                            &fpath,
+                            format!(
+                                "field {name} of {width} bits: over 128 bits, whole bytes are run"
+                            ),
+                        ));
+                    };
+                    l.wide.push(Wide {
+                        bytes,
+                        varbit: is_varbit,
+                    });
+                    Some(ix)
+                } else {
+                    None
+                };
                 let ix = u32::try_from(l.fields.len()).expect("fewer than 2^32 fields");
                 l.field_ix.insert((h.name.clone(), name.to_owned()), ix);
                 l.fields.push(Field {
                     name: name.to_owned(),
                     header,
                     width,
-                    mask: bits::mask(width),
+                    mask: if wide.is_some() { 0 } else { bits::mask(width) },
                     signed,
+                    wide,
                 });
                 offset += width;
+            }
+            if let Some(k) = varbit {
+                // The varbit field holds what max_length leaves after the fixed fields.
+                let max = ty
+                    .max_length
+                    .and_then(|m| usize::try_from(m).ok())
+                    .filter(|&m| m > 0)
+                    .ok_or_else(|| {
+                        unsupported(
+                            &format!("header_types[{ti}]"),
+                            "a varbit field without a max_length",
+                        )
+                    })?;
+                let fixed = (offset as usize).div_ceil(8);
+                l.wide[k as usize].bytes = max.checked_sub(fixed).ok_or_else(|| {
+                    invalid(
+                        &format!("header_types[{ti}].max_length"),
+                        format!("max_length {max} is less than the fixed fields' {fixed} bytes"),
+                    )
+                })?;
             }
             if !h.metadata && !offset.is_multiple_of(8) {
                 return Err(invalid(
@@ -150,10 +235,13 @@ impl Layout {
             }
             l.header_ix.insert(h.name.clone(), header);
             let saved_bytes = (first..first + ty.fields.len() as u32)
-                .map(|f| l.fields[f as usize].width.div_ceil(8) as usize)
+                .map(|f| l.saved_len(f))
                 .sum();
             l.headers.push(Header {
                 saved_bytes,
+                wide: (first..first + ty.fields.len() as u32)
+                    .any(|f| l.fields[f as usize].wide.is_some()),
+                varbit,
                 name: h.name.clone(),
                 first,
                 count: u32::try_from(ty.fields.len()).expect("fewer than 2^32 fields"),
@@ -380,10 +468,11 @@ impl Layout {
     /// The offset of field `field` in header `h`'s type.
     pub(crate) fn field_offset(&self, path: &str, h: u32, field: &str) -> Result<u32> {
         let hd = &self.headers[h as usize];
-        (hd.first..hd.first + hd.count)
+        let f = (hd.first..hd.first + hd.count)
             .find(|&f| self.fields[f as usize].name == field)
-            .map(|f| f - hd.first)
-            .ok_or_else(|| invalid(path, format!("no field {field} in {}", hd.name)))
+            .ok_or_else(|| invalid(path, format!("no field {field} in {}", hd.name)))?;
+        self.narrow(path, f)?;
+        Ok(f - hd.first)
     }
 
     /// The field `header.field`, or the header's `$valid$` bit.
@@ -391,10 +480,49 @@ impl Layout {
         if field == "$valid$" {
             return Ok(FieldRef::Valid(self.header(path, header)?));
         }
+        let f = self.any_field(path, header, field)?;
+        self.narrow(path, f)?;
+        Ok(FieldRef::Field(f))
+    }
+
+    /// The field `header.field`, held as bytes or not.
+    pub(crate) fn any_field(&self, path: &str, header: &str, field: &str) -> Result<u32> {
         self.field_ix
             .get(&(header.to_owned(), field.to_owned()))
-            .map(|&i| FieldRef::Field(i))
+            .copied()
             .ok_or_else(|| invalid(path, format!("no field {header}.{field}")))
+    }
+
+    /// Refuses field `f` where a value of at most 128 bits is needed.
+    pub(crate) fn narrow(&self, path: &str, f: u32) -> Result<()> {
+        let fd = &self.fields[f as usize];
+        match fd.wide.map(|k| self.wide[k as usize]) {
+            None => Ok(()),
+            Some(w) => Err(unsupported(
+                path,
+                format!(
+                    "{}.{}, a {} field, as a value (such fields are extracted, emitted, copied \
+                     whole and checksummed)",
+                    self.headers[fd.header as usize].name,
+                    fd.name,
+                    if w.varbit {
+                        "varbit".to_owned()
+                    } else {
+                        format!("{}-bit", fd.width)
+                    }
+                ),
+            )),
+        }
+    }
+
+    /// Field `f`'s bytes in a bridge: its value's whole bytes, or a wide field's bytes (a
+    /// varbit field's most, after two bytes of its length).
+    fn saved_len(&self, f: u32) -> usize {
+        let fd = &self.fields[f as usize];
+        match fd.wide.map(|k| self.wide[k as usize]) {
+            None => fd.width.div_ceil(8) as usize,
+            Some(w) => w.bytes + if w.varbit { 2 } else { 0 },
+        }
     }
 
     /// The width of a field reference.
@@ -415,6 +543,9 @@ pub(crate) struct Phv {
     /// Each header stack's next index (the number of elements extracted or pushed), then each
     /// header union stack's ([`Layout::next_len`]).
     pub next: Vec<u8>,
+    /// The bytes of each field held as bytes ([`Layout::wide`]): a varbit field's length is
+    /// its current length.
+    pub wide: Vec<Vec<u8>>,
 }
 
 impl Phv {
@@ -454,15 +585,54 @@ impl Phv {
         for (v, h) in self.valid.iter_mut().zip(&l.headers) {
             *v = h.metadata;
         }
+        if !l.wide.is_empty() {
+            self.wide.resize_with(l.wide.len(), Vec::new);
+            for (b, w) in self.wide.iter_mut().zip(&l.wide) {
+                b.clear();
+                if !w.varbit {
+                    b.resize(w.bytes, 0);
+                }
+            }
+        }
     }
 
-    /// Header `h`'s fields from `bytes` (at least its length); marks it valid.
+    /// Header `h`'s length on the wire: its fixed bytes and its varbit field's.
+    #[inline]
+    pub(crate) fn header_bytes(&self, l: &Layout, h: u32) -> usize {
+        let hd = &l.headers[h as usize];
+        match hd.varbit {
+            None => hd.bytes,
+            Some(k) => hd.bytes + self.wide[k as usize].len(),
+        }
+    }
+
+    /// Sets header `h`'s varbit field to `bytes` bytes (its most, at most).
+    pub(crate) fn set_varbit_len(&mut self, l: &Layout, h: u32, bytes: usize) {
+        if let Some(k) = l.headers[h as usize].varbit {
+            let b = &mut self.wide[k as usize];
+            b.clear();
+            b.resize(bytes.min(l.wide[k as usize].bytes), 0);
+        }
+    }
+
+    /// Header `h`'s fields from `bytes` (at least [`Phv::header_bytes`]); marks it valid. A
+    /// varbit field takes the length it has.
     pub(crate) fn extract(&mut self, l: &Layout, h: u32, bytes: &[u8]) {
         let hd = &l.headers[h as usize];
         // A header's fields are contiguous from its first bit.
-        let mut u = bits::Unpacker::new(&bytes[..hd.bytes]);
-        for f in hd.first..hd.first + hd.count {
-            self.vals[f as usize] = u.take(l.fields[f as usize].width);
+        let mut u = bits::Unpacker::new(&bytes[..self.header_bytes(l, h)]);
+        if hd.wide {
+            for f in hd.first..hd.first + hd.count {
+                let fd = &l.fields[f as usize];
+                match fd.wide {
+                    None => self.vals[f as usize] = u.take(fd.width),
+                    Some(k) => u.take_bytes(&mut self.wide[k as usize]),
+                }
+            }
+        } else {
+            for f in hd.first..hd.first + hd.count {
+                self.vals[f as usize] = u.take(l.fields[f as usize].width);
+            }
         }
         self.make_valid(l, h);
     }
@@ -485,7 +655,11 @@ impl Phv {
     pub(crate) fn copy_header(&mut self, l: &Layout, dst: u32, src: u32) {
         let (d, s) = (&l.headers[dst as usize], &l.headers[src as usize]);
         for k in 0..d.count.min(s.count) {
-            self.vals[(d.first + k) as usize] = self.vals[(s.first + k) as usize];
+            let (df, sf) = (d.first + k, s.first + k);
+            self.vals[df as usize] = self.vals[sf as usize];
+            if let (Some(dk), Some(sk)) = (l.fields[df as usize].wide, l.fields[sf as usize].wide) {
+                self.copy_wide(l, dk, sk);
+            }
         }
         if self.valid[src as usize] {
             self.make_valid(l, dst);
@@ -503,6 +677,36 @@ impl Phv {
         {
             let (d, s) = (l.unions[dst as usize][k], l.unions[src as usize][k]);
             self.copy_header(l, d, s);
+        }
+    }
+
+    /// Copies the bytes of wide field `src` to wide field `dst` of the same kind (a varbit field
+    /// takes the source's length, up to its most).
+    pub(crate) fn copy_wide(&mut self, l: &Layout, dst: u32, src: u32) {
+        if dst == src {
+            return;
+        }
+        let from = std::mem::take(&mut self.wide[src as usize]);
+        let n = from.len().min(l.wide[dst as usize].bytes);
+        let to = &mut self.wide[dst as usize];
+        to.clear();
+        to.extend_from_slice(&from[..n]);
+        self.wide[src as usize] = from;
+    }
+
+    /// Zeroes header `h`'s fields (a varbit field becomes empty).
+    pub(crate) fn zero_header(&mut self, l: &Layout, h: u32) {
+        let hd = &l.headers[h as usize];
+        for f in hd.first..hd.first + hd.count {
+            self.vals[f as usize] = 0;
+            if let Some(k) = l.fields[f as usize].wide {
+                let b = &mut self.wide[k as usize];
+                if l.wide[k as usize].varbit {
+                    b.clear();
+                } else {
+                    b.fill(0);
+                }
+            }
         }
     }
 
@@ -578,6 +782,18 @@ impl Phv {
         let hd = &l.headers[h as usize];
         let mut off = 0;
         for f in hd.first..hd.first + hd.count {
+            if let Some(k) = l.fields[f as usize].wide {
+                let (w, b) = (l.wide[k as usize], &self.wide[k as usize]);
+                if w.varbit {
+                    let n = u16::try_from(b.len()).unwrap_or(u16::MAX);
+                    out[off..off + 2].copy_from_slice(&n.to_be_bytes());
+                    off += 2;
+                }
+                out[off..off + b.len()].copy_from_slice(b);
+                out[off + b.len()..off + w.bytes].fill(0);
+                off += w.bytes;
+                continue;
+            }
             let n = l.fields[f as usize].width.div_ceil(8) as usize;
             // Byte by byte: a field is a few bytes, and a copy of a variable length would be a
             // call.
@@ -594,6 +810,19 @@ impl Phv {
         let hd = &l.headers[h as usize];
         let mut off = 0;
         for f in hd.first..hd.first + hd.count {
+            if let Some(k) = l.fields[f as usize].wide {
+                let w = l.wide[k as usize];
+                let mut n = w.bytes;
+                if w.varbit {
+                    n = usize::from(u16::from_be_bytes([bytes[off], bytes[off + 1]])).min(n);
+                    off += 2;
+                }
+                let b = &mut self.wide[k as usize];
+                b.clear();
+                b.extend_from_slice(&bytes[off..off + n]);
+                off += w.bytes;
+                continue;
+            }
             let n = l.fields[f as usize].width.div_ceil(8) as usize;
             self.vals[f as usize] = bytes[off..off + n]
                 .iter()
@@ -607,11 +836,33 @@ impl Phv {
     /// Header `h`'s fields into `out` (at least its length).
     pub(crate) fn emit(&self, l: &Layout, h: u32, out: &mut [u8]) {
         let hd = &l.headers[h as usize];
-        let mut p = bits::Packer::new(&mut out[..hd.bytes]);
-        for f in hd.first..hd.first + hd.count {
-            p.put(l.fields[f as usize].width, self.vals[f as usize]);
+        let mut p = bits::Packer::new(&mut out[..self.header_bytes(l, h)]);
+        if hd.wide {
+            for f in hd.first..hd.first + hd.count {
+                let fd = &l.fields[f as usize];
+                match fd.wide {
+                    None => p.put(fd.width, self.vals[f as usize]),
+                    Some(k) => p.put_bytes(&self.wide[k as usize]),
+                }
+            }
+        } else {
+            for f in hd.first..hd.first + hd.count {
+                p.put(l.fields[f as usize].width, self.vals[f as usize]);
+            }
         }
         p.finish();
+    }
+
+    /// Header `h`'s fields into a calculation's input, as the wire has them.
+    pub(crate) fn push_header(&self, l: &Layout, h: u32, w: &mut bits::BitWriter) {
+        let hd = &l.headers[h as usize];
+        for f in hd.first..hd.first + hd.count {
+            let fd = &l.fields[f as usize];
+            match fd.wide {
+                None => w.push(fd.width, self.vals[f as usize]),
+                Some(k) => w.push_bytes(&self.wide[k as usize]),
+            }
+        }
     }
 
     /// The v1model's ingress view of `md`: ports, length, times (BMv2 counts microseconds),

@@ -22,7 +22,9 @@ pub(crate) struct Errors {
     pub packet_too_short: i128,
     pub no_match: i128,
     pub stack_out_of_bounds: i128,
+    pub header_too_short: i128,
     pub parser_timeout: i128,
+    pub parser_invalid_argument: i128,
 }
 
 impl Errors {
@@ -39,7 +41,9 @@ impl Errors {
             packet_too_short: code("PacketTooShort", 2),
             no_match: code("NoMatch", 3),
             stack_out_of_bounds: code("StackOutOfBounds", 4),
+            header_too_short: code("HeaderTooShort", 5),
             parser_timeout: code("ParserTimeout", 6),
+            parser_invalid_argument: code("ParserInvalidArgument", 7),
         }
     }
 }
@@ -51,6 +55,9 @@ enum Op {
     Extract(u32),
     /// Extract into a stack's next element.
     ExtractNext(u32),
+    /// `extract_VL`: a header (or, with `true`, a stack's next element) whose varbit field is
+    /// as many bits as the expression says.
+    ExtractVl(u32, bool, Expr),
     /// Extract into member `1` of union stack `0`'s next union.
     ExtractUnion(u32, u32),
     Set(u32, Expr),
@@ -300,8 +307,43 @@ impl Parser {
             for op in &s.ops {
                 match op {
                     Op::Prim(p) => prim(p, phv),
+                    Op::ExtractVl(target, stack, bits) => {
+                        let h = if *stack {
+                            let next = usize::from(phv.next[*target as usize]);
+                            match l.stacks[*target as usize].get(next) {
+                                Some(&h) => h,
+                                None => {
+                                    return stop(off, self.errors.stack_out_of_bounds, &mut lines);
+                                }
+                            }
+                        } else {
+                            *target
+                        };
+                        // As BMv2: a length of whole bytes, within the packet, then within the
+                        // header type's max_length.
+                        let (b, _) = eval(l, phv, &pkt[off..], x, bits);
+                        if b < 0 || b % 8 != 0 {
+                            return stop(off, self.errors.parser_invalid_argument, &mut lines);
+                        }
+                        let vl = usize::try_from(b / 8).unwrap_or(usize::MAX);
+                        let hd = &l.headers[h as usize];
+                        let n = hd.bytes.saturating_add(vl);
+                        if pkt.len() - off < n {
+                            return stop(off, self.errors.packet_too_short, &mut lines);
+                        }
+                        let most = hd.varbit.map_or(0, |k| l.wide[k as usize].bytes);
+                        if vl > most {
+                            return stop(off, self.errors.header_too_short, &mut lines);
+                        }
+                        phv.set_varbit_len(l, h, vl);
+                        phv.extract(l, h, &pkt[off..off + n]);
+                        if *stack {
+                            phv.next[*target as usize] += 1;
+                        }
+                        off += n;
+                    }
                     Op::Extract(h) => {
-                        let n = l.headers[*h as usize].bytes;
+                        let n = phv.header_bytes(l, *h);
                         let Some(b) = pkt.get(off..off + n) else {
                             return stop(off, self.errors.packet_too_short, &mut lines);
                         };
@@ -314,7 +356,7 @@ impl Parser {
                         let Some(&h) = elems.get(next) else {
                             return stop(off, self.errors.stack_out_of_bounds, &mut lines);
                         };
-                        let n = l.headers[h as usize].bytes;
+                        let n = phv.header_bytes(l, h);
                         let Some(b) = pkt.get(off..off + n) else {
                             return stop(off, self.errors.packet_too_short, &mut lines);
                         };
@@ -329,7 +371,7 @@ impl Parser {
                             return stop(off, self.errors.stack_out_of_bounds, &mut lines);
                         };
                         let h = l.unions[u as usize][*m as usize];
-                        let n = l.headers[h as usize].bytes;
+                        let n = phv.header_bytes(l, h);
                         let Some(b) = pkt.get(off..off + n) else {
                             return stop(off, self.errors.packet_too_short, &mut lines);
                         };
@@ -457,6 +499,41 @@ fn compile_op(scope: &Scope<'_>, names: &Names<'_>, path: &str, op: &json::Parse
                 )),
                 _ => Err(invalid(path, "extract takes a {type, value} header")),
             }
+        }
+        "extract_VL" => {
+            let p = param(0)?;
+            // (the header or stack, whether a stack, a header of its type)
+            let (t, stack, h) = match (p.get("type").and_then(Value::as_str), p.get("value")) {
+                (Some("regular"), Some(Value::String(h))) => {
+                    let h = scope.l.header(path, h)?;
+                    (h, false, h)
+                }
+                (Some("stack"), Some(Value::String(s))) => {
+                    let s = scope.l.stack(path, s)?;
+                    (s, true, scope.l.stacks[s as usize][0])
+                }
+                _ => {
+                    return Err(unsupported(
+                        &format!("{path}.parameters[0]"),
+                        "extract_VL into other than a header or a stack",
+                    ));
+                }
+            };
+            if scope.l.headers[h as usize].varbit.is_none() {
+                return Err(invalid(
+                    path,
+                    "extract_VL of a header without a varbit field",
+                ));
+            }
+            let len = param(1)?;
+            if len.get("type").and_then(Value::as_str) != Some("expression") {
+                return Err(invalid(
+                    &format!("{path}.parameters[1]"),
+                    "extract_VL's length is an expression",
+                ));
+            }
+            let bits = scope.expr(&format!("{path}.parameters[1]"), len)?;
+            Ok(Op::ExtractVl(t, stack, bits))
         }
         "set" => {
             let f = scope.lvalue(&format!("{path}.parameters[0]"), param(0)?)?;

@@ -241,7 +241,8 @@ impl Bmv2Program {
                 let mut off = 0;
                 for &h in &self.deparser {
                     if s.phv.valid[h as usize] {
-                        let n = l.headers[h as usize].bytes;
+                        // A varbit field's length came in the bridge.
+                        let n = s.phv.header_bytes(l, h);
                         let Some(b) = data.get(off..off + n) else {
                             return md.mark_to_drop(self.bridge_drop);
                         };
@@ -333,7 +334,7 @@ impl Bmv2Program {
             .deparser
             .iter()
             .filter(valid)
-            .map(|&h| l.headers[h as usize].bytes)
+            .map(|&h| s.phv.header_bytes(l, h))
             .sum();
         let consumed = consumed.min(pkt.len());
         if e > consumed {
@@ -344,7 +345,7 @@ impl Bmv2Program {
         let d = pkt.data_mut();
         let mut off = 0;
         for &h in self.deparser.iter().filter(valid) {
-            let n = l.headers[h as usize].bytes;
+            let n = s.phv.header_bytes(l, h);
             // The packer writes every byte of a header (headers are whole bytes).
             s.phv.emit(l, h, &mut d[off..off + n]);
             off += n;
@@ -367,7 +368,8 @@ impl Bmv2Program {
         let orig = orig.unwrap_or_default();
         let nh = l.headers.len();
         let ns = l.next_len();
-        let mut len = nh.div_ceil(8) + ns + orig.len() + FOOTER;
+        let nv = 2 * l.wide.iter().filter(|w| w.varbit).count();
+        let mut len = nh.div_ceil(8) + ns + nv + orig.len() + FOOTER;
         for (h, hd) in l.headers.iter().enumerate() {
             if hd.metadata || (s.phv.valid[h] && !self.deparsed(h as u32)) {
                 len += hd.saved_bytes;
@@ -394,6 +396,12 @@ impl Bmv2Program {
         off += nh.div_ceil(8);
         out[off..off + ns].copy_from_slice(&s.phv.next);
         off += ns;
+        // Every varbit field's length, so that egress re-extracts a deparsed one whole.
+        for (k, _) in l.wide.iter().enumerate().filter(|(_, w)| w.varbit) {
+            let n = u16::try_from(s.phv.wide[k].len()).unwrap_or(u16::MAX);
+            out[off..off + 2].copy_from_slice(&n.to_be_bytes());
+            off += 2;
+        }
         for (h, hd) in l.headers.iter().enumerate() {
             if hd.metadata || (s.phv.valid[h] && !self.deparsed(h as u32)) {
                 s.phv.save(l, h as u32, &mut out[off..off + hd.saved_bytes]);
@@ -439,6 +447,12 @@ impl Bmv2Program {
         }
         s.phv.next.copy_from_slice(b.get(off..off + ns)?);
         off += ns;
+        for (k, w) in l.wide.iter().enumerate().filter(|(_, w)| w.varbit) {
+            let n = b.get(off..off + 2)?;
+            let n = usize::from(u16::from_be_bytes([n[0], n[1]])).min(w.bytes);
+            s.phv.wide[k].resize(n, 0);
+            off += 2;
+        }
         for (h, hd) in l.headers.iter().enumerate() {
             if hd.metadata || (s.phv.valid[h] && !self.deparsed(h as u32)) {
                 let bytes = b.get(off..off + hd.saved_bytes)?;
@@ -505,10 +519,7 @@ impl Bmv2Program {
                 .map_or(0, |i| i + 1);
             for &h in &order[from..] {
                 if phv.valid[h as usize] {
-                    let hd = &l.headers[h as usize];
-                    for f in hd.first..hd.first + hd.count {
-                        w.push(l.fields[f as usize].width, phv.vals[f as usize]);
-                    }
+                    phv.push_header(l, h, w);
                 }
             }
             w.push_bytes(payload);
