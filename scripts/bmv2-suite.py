@@ -10,7 +10,9 @@ FAIL with its name (`<test file>/<TEST_F name>`); the last line counts them.
 Run by scripts/bmv2-suite.sh, inside the namespace where pisa-switch (--no-p4, ports 0-4 on
 sw0..sw4, `-- --cpu-port 64`) has its ports' peers p0..p4 (port 0 used by the union checks only), with the `shell` venv's python. Two
 checks re-state tests/test_parser.cpp's union-stack round trips on behavioral-model's core test
-data (--core-testdata), loaded without a P4Info.
+data (--core-testdata), loaded without a P4Info; seven re-state simple_switch's
+targets/simple_switch/tests/test_packet_redirect.cpp (--simple-switch-testdata), programmed with
+simple_switch_CLI (--cli) over the switch's --thrift-port.
 """
 
 import argparse
@@ -467,12 +469,123 @@ def unions_bos(sw, ports):
     union_round_trip(sw, ports, "unions_e2e_options_bos.json", b"\x0b\x00\x77\x0a\x01")
 
 
+# targets/simple_switch/tests/test_packet_redirect.cpp, on its packet_redirect.json (P4_14, no
+# P4Info), programmed as a BMv2 user would, with simple_switch_CLI over --thrift-port. Its
+# packets are 4 or 6 bytes: here they are padded to 20 with zeros (the program removes up to
+# 4 bytes, and veth carries no frame under 14), so every length the program writes into the
+# packet (hdrA.f2 = standard_metadata.packet_length) is the C++ test's plus the padding. The
+# fixture's default actions are set as its SetUp sets them.
+
+
+def cli(sw, *lines):
+    """Runs simple_switch_CLI lines against the switch's Thrift port; fails on an error."""
+    import subprocess
+
+    r = subprocess.run([sw.cli, "--thrift-port", str(sw.thrift_port)], input="\n".join(lines) + "\n",
+                       capture_output=True, text=True, timeout=60)
+    out = r.stdout + r.stderr
+    bad = [l for l in out.splitlines() if "Error" in l or "error" in l or "Invalid" in l]
+    expect(r.returncode == 0 and not bad, f"simple_switch_CLI: {out.strip()}")
+
+
+def redirect_load(sw):
+    sw.load_json(os.path.join(sw.simple_switch_testdata, "packet_redirect.json"))
+    cli(sw, "table_set_default t_ingress_1 _nop", "table_set_default t_ingress_2 _nop",
+        "table_set_default t_egress _nop", "table_set_default t_exit set_hdr")
+
+
+def redirect_send(ports, pkt, n):
+    """Sends `pkt` (padded) on port 1; (port, hdrA.f2 - padding) of each of the `n` frames out."""
+    frame = pkt.ljust(20, b"\0")
+    pad = len(frame) - len(pkt)
+    ports.drain()
+    ports.send(1, frame)
+    got = ports.recv_all(timeout=2.0)
+    expect(len(got) == n, f"{len(got)} frames out ({[(p, f.hex()) for p, f in got]}), want {n}")
+    return sorted((port, f[1] - pad) for port, f in got)
+
+
+@check("test_packet_redirect/SimpleSwitch_PacketRedirectP4.Baseline")
+def redirect_baseline(sw, ports):
+    redirect_load(sw)
+    cli(sw, "table_add t_ingress_1 _set_port 1 0 => 2")
+    got = redirect_send(ports, b"\x01\x00\x00\x00", 1)
+    # packet_length after ingress removed hdrA2
+    expect(got == [(2, 2)], f"{got}, want [(2, 2)]")
+
+
+@check("test_packet_redirect/SimpleSwitch_PacketRedirectP4.Multicast")
+def redirect_multicast(sw, ports):
+    redirect_load(sw)
+    cli(sw, "table_add t_ingress_1 _multicast 2 0 => 1", "mc_mgrp_create 1",
+        "mc_node_create 0 1", "mc_node_create 0 2", "mc_node_associate 1 0",
+        "mc_node_associate 1 1")
+    got = redirect_send(ports, b"\x02\x00\x00\x00", 2)
+    expect(got == [(1, 2), (2, 2)], f"{got}, want [(1, 2), (2, 2)]")
+
+
+@check("test_packet_redirect/SimpleSwitch_PacketRedirectP4_CloneI2E.CloneI2E")
+def redirect_clone_i2e(sw, ports):
+    redirect_load(sw)
+    cli(sw, "table_add t_ingress_1 _set_port 3 0 => 2",
+        "table_add t_ingress_2 _clone_i2e 3 0&&&0 => 1 1", "mirroring_add 1 3")
+    got = redirect_send(ports, b"\x03\x00\x00\x00", 2)
+    # the original after ingress removed hdrA2; the clone as received
+    expect(got == [(2, 2), (3, 4)], f"{got}, want [(2, 2), (3, 4)]")
+
+
+@check("test_packet_redirect/SimpleSwitch_PacketRedirectP4_CloneE2E.CloneE2E")
+def redirect_clone_e2e(sw, ports):
+    redirect_load(sw)
+    cli(sw, "table_add t_ingress_1 _set_port 4 0 => 2",
+        "table_add t_egress _clone_e2e 4 0&&&0xffffffff 0&&&0xff => 1 1", "mirroring_add 1 3")
+    got = redirect_send(ports, b"\x04\x00\x00\x00", 2)
+    expect(got == [(2, 2), (3, 2)], f"{got}, want [(2, 2), (3, 2)]")
+
+
+@check("test_packet_redirect/SimpleSwitch_PacketRedirectP4.Resubmit")
+def redirect_resubmit(sw, ports):
+    redirect_load(sw)
+    # Resubmitted with metaA (f1 = 1 after _set_port), the packet takes the second entry.
+    cli(sw, "table_add t_ingress_1 _set_port 5 0 => 2", "table_add t_ingress_1 _set_port 5 1 => 3",
+        "table_add t_ingress_2 _resubmit 5 0&&&0xffffffff => 1")
+    got = redirect_send(ports, b"\x05\x00\x00\x00", 1)
+    expect(got == [(3, 2)], f"{got}, want [(3, 2)]")
+
+
+@check("test_packet_redirect/SimpleSwitch_PacketRedirectP4.Recirculate")
+def redirect_recirculate(sw, ports):
+    redirect_load(sw)
+    cli(sw, "table_add t_ingress_1 _set_port 6 0 => 2", "table_add t_ingress_1 _set_port 6 1 => 3",
+        "table_add t_egress _recirculate 6 0&&&0xffffffff 0&&&0xff => 1")
+    # 6 bytes: hdrA2 is removed on each of the two passes
+    got = redirect_send(ports, b"\x06\x00\x00\x00\x00\x00", 1)
+    expect(got == [(3, 2)], f"{got}, want [(3, 2)]")
+
+
+@check("test_packet_redirect/SimpleSwitch_PacketRedirectP4.ExitIngress")
+def redirect_exit(sw, ports):
+    redirect_load(sw)
+    cli(sw, "table_add t_ingress_1 _exit 7 0 =>")
+    # exit leaves egress_spec 0: port 0, which only this check listens on besides the unions
+    ports0 = Ports({0: "p0", 1: "p1", 2: "p2", 3: "p3"})
+    frame = b"\x07\x00\x00\x00".ljust(14, b"\0")
+    ports0.drain()
+    ports0.send(1, frame)
+    got = ports0.recv_all(timeout=2.0)
+    expect([p for p, _ in got] == [0], f"out of {[p for p, _ in got]}, want [0]")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--grpc-addr", required=True)
     ap.add_argument("--device-id", type=int, default=0)
     ap.add_argument("--testdata", required=True)
     ap.add_argument("--core-testdata", help="behavioral-model's tests/testdata (the union checks)")
+    ap.add_argument("--simple-switch-testdata",
+                    help="behavioral-model's targets/simple_switch/tests/testdata (packet_redirect)")
+    ap.add_argument("--thrift-port", type=int, default=9090)
+    ap.add_argument("--cli", help="simple_switch_CLI (the packet_redirect checks)")
     ap.add_argument("--ports", default="1=p1,2=p2,3=p3,4=p4")
     ap.add_argument("--only", help="run the checks whose name contains this")
     args = ap.parse_args()
@@ -480,11 +593,16 @@ def main():
     ports = Ports(mapping)
     sw = Switch(args.grpc_addr, args.device_id, args.testdata)
     sw.core_testdata = args.core_testdata
+    sw.simple_switch_testdata = args.simple_switch_testdata
+    sw.thrift_port = args.thrift_port
+    sw.cli = args.cli
     sw.connect()
     passed = 0
     checks = [(n, f) for n, f in CHECKS if args.only is None or args.only in n]
     if args.core_testdata is None:
         checks = [(n, f) for n, f in checks if not n.startswith("test_parser/")]
+    if args.simple_switch_testdata is None or args.cli is None:
+        checks = [(n, f) for n, f in checks if not n.startswith("test_packet_redirect/")]
     for name, f in checks:
         try:
             f(sw, ports)

@@ -4,7 +4,7 @@
 #   bash scripts/bmv2-suite.sh BEHAVIORAL_MODEL_CHECKOUT [PISA_SWITCH_BINARY]
 # Extra switch arguments in PISA_SWITCH_ARGS (e.g. --trace), suite arguments in SUITE_ARGS
 # (e.g. --only test_pre); the switch's log is printed at the end with KEEP_LOG=1.
-# Needs root, iproute2, ethtool and the `shell` venv of scripts/py-clients.sh.
+# Needs root, iproute2, ethtool and the `shell` and `bmcli` venvs of scripts/py-clients.sh.
 set -euo pipefail
 bm=${1:?usage: bmv2-suite.sh BEHAVIORAL_MODEL_CHECKOUT [PISA_SWITCH]}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -30,7 +30,7 @@ for i in 0 1 2 3 4; do
   done
 done
 ip netns exec "$ns" "$switch" --no-p4 --io af-packet -i 0@sw0 -i 1@sw1 -i 2@sw2 -i 3@sw3 -i 4@sw4 \
-  ${PISA_SWITCH_ARGS:-} -- --grpc-server-addr 127.0.0.1:9559 --cpu-port 64 > "$dir/switch.log" 2>&1 &
+  --thrift-port 9090 ${PISA_SWITCH_ARGS:-} -- --grpc-server-addr 127.0.0.1:9559 --cpu-port 64 > "$dir/switch.log" 2>&1 &
 pid=$!
 for _ in $(seq 100); do
   ip netns exec "$ns" ss -Hltn | grep -q 127.0.0.1:9559 && break
@@ -39,6 +39,7 @@ done
 echo "behavioral-model at $(git -C "$bm" rev-parse --short HEAD 2>/dev/null || echo '?')"
 status=0
 ip netns exec "$ns" "$venv" "$here/bmv2-suite.py" --grpc-addr 127.0.0.1:9559 --testdata "$testdata" \
-  --core-testdata "$bm/tests/testdata" ${SUITE_ARGS:-} || status=$?
+  --core-testdata "$bm/tests/testdata" --simple-switch-testdata "$bm/targets/simple_switch/tests/testdata" \
+  --cli "${PISA_VENV_DIR:-/var/cache/pisa-switch/venvs}/bmcli/bin/simple_switch_CLI" ${SUITE_ARGS:-} || status=$?
 [ -n "${KEEP_LOG:-}" ] && cat "$dir/switch.log"
 exit $status

@@ -500,12 +500,6 @@ pub(crate) fn compile_prim(
         "clone_ingress_pkt_to_egress" | "clone_egress_pkt_to_egress" => {
             let egress = p.op == "clone_egress_pkt_to_egress";
             let list = list(1, names.field_lists)?;
-            if egress && list != 0 {
-                return Err(unsupported(
-                    path,
-                    "an egress-to-egress clone that preserves a field list",
-                ));
-            }
             Prim::Clone {
                 egress,
                 session: expr(0)?,

@@ -426,9 +426,16 @@ impl Layout {
                     return Some(i);
                 }
             }
-            self.field_ix
-                .get(&("standard_metadata".to_owned(), f.to_owned()))
-                .copied()
+            // Then standard_metadata's own field; then, as P4_14 programs have them without
+            // aliases, the field of a header instance named as simple_switch names it.
+            [
+                "standard_metadata",
+                "intrinsic_metadata",
+                "queueing_metadata",
+            ]
+            .iter()
+            .find_map(|h| self.field_ix.get(&((*h).to_owned(), f.to_owned())))
+            .copied()
         };
         StdFields {
             ingress_port: sm("ingress_port"),

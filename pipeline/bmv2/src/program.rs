@@ -25,7 +25,7 @@ use crate::action::{Action, Calc, Requests, Run};
 use crate::bits::BitWriter;
 use crate::control::Control;
 use crate::expr::{Env, Expr};
-use crate::layout::{DROP_PORT, Layout, Phv};
+use crate::layout::{DROP_PORT, Layout, Phv, instance_code};
 
 use crate::parse::{Parsed, Parser};
 
@@ -79,6 +79,8 @@ thread_local! {
 /// (length + 1).
 const BRIDGE_LEN: usize = 0;
 const TRUNCATE: usize = 1;
+/// An egress-to-egress clone's bridge (its field list), at the end of its frame: its length.
+const E2E_BRIDGE: usize = 2;
 
 /// The bridge's fixed tail: emitted header bytes, original bytes, field list (+1), the
 /// program's tag, total length.
@@ -141,6 +143,16 @@ impl Bmv2Program {
         // ingress port, to take a controller's packet_out header from the CPU port).
         s.phv.load_ingress(l, md);
         self.restore_list(s, keep);
+        if keep != 0 {
+            // As simple_switch, a list's own instance type (and, recirculated, length) does not
+            // survive: they are set after the list is copied.
+            s.phv
+                .set_std(l, |f| f.instance_type, instance_code(md.instance_type));
+            if md.instance_type == InstanceType::Recirculated {
+                s.phv
+                    .set_std(l, |f| f.packet_length, u128::from(md.packet_length));
+            }
+        }
         let parsed = self.parse(s, cx, pkt.data(), true);
         let error = parsed.error.unwrap_or(self.parser.errors.no_error);
         s.phv.set_std(l, |f| f.parser_error, error as u128);
@@ -208,7 +220,28 @@ impl Bmv2Program {
         let l = &self.l;
         self.fresh(s);
         let region;
-        if md.bridged[BRIDGE_LEN] == 0 {
+        if md.instance_type == InstanceType::EgressClone && md.bridged[E2E_BRIDGE] != 0 {
+            // An egress-to-egress clone that keeps a field list: the packet egress emitted, its
+            // headers parsed again, and the list's values from the bridge behind it (and
+            // behind that, the original's recirculation bridge, if it had one, which is not
+            // the clone's).
+            let recirculation = std::mem::take(&mut md.bridged[BRIDGE_LEN]);
+            md.bridged[BRIDGE_LEN] = std::mem::take(&mut md.bridged[E2E_BRIDGE]);
+            let Some(f) = self.unbridge(s, pkt, md) else {
+                return md.mark_to_drop(self.bridge_drop);
+            };
+            let Some(end) = usize::try_from(recirculation)
+                .ok()
+                .and_then(|r| pkt.len().checked_sub(r))
+            else {
+                return md.mark_to_drop(self.bridge_drop);
+            };
+            pkt.truncate(end);
+            self.save_list(s, f.list);
+            self.fresh(s);
+            region = self.parse(s, cx, pkt.data(), false).offset;
+            self.restore_list(s, f.list);
+        } else if md.bridged[BRIDGE_LEN] == 0 {
             if md.instance_type != InstanceType::EgressClone {
                 return md.mark_to_drop(self.bridge_drop);
             }
@@ -256,6 +289,10 @@ impl Bmv2Program {
         // Counters and meters see the packet, not the bridge that rode behind it.
         cx.packet_len = u32::try_from(pkt.len()).unwrap_or(u32::MAX);
         s.phv.load_egress(l, md);
+        // As simple_switch, egress sees the length the packet has after ingress (headers added
+        // or removed count), an ingress clone the length it was received with.
+        s.phv
+            .set_std(l, |f| f.packet_length, u128::from(cx.packet_len));
         let req = self.control(&self.egress, s, cx);
         if req.assert_failed {
             cx.trace(|| "assert failed".into());
@@ -265,14 +302,49 @@ impl Bmv2Program {
             md.clone_session = Some(session);
         }
         if s.phv.egress_spec(l) == DROP_PORT {
-            return md.mark_to_drop(DropReason::Program);
+            md.mark_to_drop(DropReason::Program);
+        } else {
+            self.finish_egress(s, cx, pkt, md, region, &req);
         }
+        // An egress-to-egress clone that keeps a field list takes the list's values egress
+        // left (metadata, which nothing after the control changes) in a bridge behind the
+        // frame that only the clones keep (the driver strips it from this packet). A clone
+        // does not clone again, so it appends none.
+        if let Some((_, list, true)) = req.clone
+            && list != 0
+            && md.instance_type != InstanceType::EgressClone
+        {
+            let recirculation = std::mem::take(&mut md.bridged[BRIDGE_LEN]);
+            if self.bridge(s, pkt, md, 0, None, list) {
+                let n = std::mem::take(&mut md.bridged[BRIDGE_LEN]);
+                md.bridged[E2E_BRIDGE] = n;
+                md.e2e_tail = u32::try_from(n).unwrap_or(u32::MAX);
+            } else {
+                // No room behind the frame: the clones cannot keep their list.
+                md.clone_session = None;
+                cx.trace(|| "egress clone not made: no room for its field list".into());
+            }
+            md.bridged[BRIDGE_LEN] = recirculation;
+        }
+    }
+
+    /// Egress after the control, for a packet that leaves: checksums, deparsing, truncation,
+    /// recirculation.
+    fn finish_egress(
+        &self,
+        s: &mut Scratch,
+        cx: &mut Ctx<'_>,
+        pkt: &mut Frame<'_>,
+        md: &mut StdMeta,
+        region: usize,
+        req: &Requests,
+    ) {
         self.update_checksums(s, cx, &pkt.data()[region.min(pkt.len())..]);
         if self.deparse(s, pkt, region).is_none() {
             return md.mark_to_drop(DropReason::NoHeadroom);
         }
-        let truncate = std::mem::take(&mut md.bridged[TRUNCATE]);
-        let truncate = req.truncate.map(u64::from).or(truncate.checked_sub(1));
+        let asked = std::mem::take(&mut md.bridged[TRUNCATE]);
+        let truncate = req.truncate.map(u64::from).or(asked.checked_sub(1));
         if let Some(t) = truncate {
             pkt.truncate(usize::try_from(t).unwrap_or(usize::MAX));
         }

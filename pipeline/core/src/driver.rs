@@ -509,6 +509,11 @@ impl<B> Driver<B> {
             }
             self.copies = copies;
         }
+        // What egress appended for its clones leaves with them only.
+        let tail = std::mem::take(&mut md.e2e_tail);
+        if tail != 0 {
+            f.len = f.len.saturating_sub(tail as usize);
+        }
         match verdict {
             EgressVerdict::Emit { .. } => Some((f, md)),
             EgressVerdict::Recirculate { .. } => {
@@ -575,6 +580,10 @@ impl<B> Driver<B> {
 /// port, replica id and queue, and its instance type unless it is the packet itself.
 fn copy_meta(md: &StdMeta, c: &Copy) -> StdMeta {
     let mut m = *md;
+    // A copy's own egress decides these: a clone made as its original asked to recirculate
+    // does not recirculate too.
+    m.e2e_tail = 0;
+    m.recirculate = false;
     m.egress_port = c.port;
     m.egress_rid = c.rid;
     m.qid = c.qid;

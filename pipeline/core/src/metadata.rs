@@ -179,6 +179,10 @@ pub struct StdMeta {
     pub resubmit: bool,
     /// Egress asks for the packet to be recirculated to ingress.
     pub recirculate: bool,
+    /// Bytes at the end of the frame egress left that belong to its egress-to-egress clones
+    /// only (a program's data for them, such as the v1model's preserved field list): each copy
+    /// keeps them, the packet itself leaves without them.
+    pub e2e_tail: u32,
     /// How many times this packet was recirculated or resubmitted.
     pub recirc_count: u8,
     /// The parser found a bad checksum (verify_checksum).
