@@ -507,62 +507,49 @@ def redirect_send(ports, pkt, n):
     return sorted((port, f[1] - pad) for port, f in got)
 
 
-@check("test_packet_redirect/SimpleSwitch_PacketRedirectP4.Baseline")
-def redirect_baseline(sw, ports):
-    redirect_load(sw)
-    cli(sw, "table_add t_ingress_1 _set_port 1 0 => 2")
-    got = redirect_send(ports, b"\x01\x00\x00\x00", 1)
+# (test, CLI lines, packet, [(port, hdrA.f2 - padding)] of the frames out), as the C++ tests
+# program and expect them.
+REDIRECT = [
     # packet_length after ingress removed hdrA2
-    expect(got == [(2, 2)], f"{got}, want [(2, 2)]")
-
-
-@check("test_packet_redirect/SimpleSwitch_PacketRedirectP4.Multicast")
-def redirect_multicast(sw, ports):
-    redirect_load(sw)
-    cli(sw, "table_add t_ingress_1 _multicast 2 0 => 1", "mc_mgrp_create 1",
-        "mc_node_create 0 1", "mc_node_create 0 2", "mc_node_associate 1 0",
-        "mc_node_associate 1 1")
-    got = redirect_send(ports, b"\x02\x00\x00\x00", 2)
-    expect(got == [(1, 2), (2, 2)], f"{got}, want [(1, 2), (2, 2)]")
-
-
-@check("test_packet_redirect/SimpleSwitch_PacketRedirectP4_CloneI2E.CloneI2E")
-def redirect_clone_i2e(sw, ports):
-    redirect_load(sw)
-    cli(sw, "table_add t_ingress_1 _set_port 3 0 => 2",
-        "table_add t_ingress_2 _clone_i2e 3 0&&&0 => 1 1", "mirroring_add 1 3")
-    got = redirect_send(ports, b"\x03\x00\x00\x00", 2)
+    ("SimpleSwitch_PacketRedirectP4.Baseline", ["table_add t_ingress_1 _set_port 1 0 => 2"],
+     b"\x01\x00\x00\x00", [(2, 2)]),
+    ("SimpleSwitch_PacketRedirectP4.Multicast",
+     ["table_add t_ingress_1 _multicast 2 0 => 1", "mc_mgrp_create 1", "mc_node_create 0 1",
+      "mc_node_create 0 2", "mc_node_associate 1 0", "mc_node_associate 1 1"],
+     b"\x02\x00\x00\x00", [(1, 2), (2, 2)]),
     # the original after ingress removed hdrA2; the clone as received
-    expect(got == [(2, 2), (3, 4)], f"{got}, want [(2, 2), (3, 4)]")
-
-
-@check("test_packet_redirect/SimpleSwitch_PacketRedirectP4_CloneE2E.CloneE2E")
-def redirect_clone_e2e(sw, ports):
-    redirect_load(sw)
-    cli(sw, "table_add t_ingress_1 _set_port 4 0 => 2",
-        "table_add t_egress _clone_e2e 4 0&&&0xffffffff 0&&&0xff => 1 1", "mirroring_add 1 3")
-    got = redirect_send(ports, b"\x04\x00\x00\x00", 2)
-    expect(got == [(2, 2), (3, 2)], f"{got}, want [(2, 2), (3, 2)]")
-
-
-@check("test_packet_redirect/SimpleSwitch_PacketRedirectP4.Resubmit")
-def redirect_resubmit(sw, ports):
-    redirect_load(sw)
-    # Resubmitted with metaA (f1 = 1 after _set_port), the packet takes the second entry.
-    cli(sw, "table_add t_ingress_1 _set_port 5 0 => 2", "table_add t_ingress_1 _set_port 5 1 => 3",
-        "table_add t_ingress_2 _resubmit 5 0&&&0xffffffff => 1")
-    got = redirect_send(ports, b"\x05\x00\x00\x00", 1)
-    expect(got == [(3, 2)], f"{got}, want [(3, 2)]")
-
-
-@check("test_packet_redirect/SimpleSwitch_PacketRedirectP4.Recirculate")
-def redirect_recirculate(sw, ports):
-    redirect_load(sw)
-    cli(sw, "table_add t_ingress_1 _set_port 6 0 => 2", "table_add t_ingress_1 _set_port 6 1 => 3",
-        "table_add t_egress _recirculate 6 0&&&0xffffffff 0&&&0xff => 1")
+    ("SimpleSwitch_PacketRedirectP4_CloneI2E.CloneI2E",
+     ["table_add t_ingress_1 _set_port 3 0 => 2",
+      "table_add t_ingress_2 _clone_i2e 3 0&&&0 => 1 1", "mirroring_add 1 3"],
+     b"\x03\x00\x00\x00", [(2, 2), (3, 4)]),
+    ("SimpleSwitch_PacketRedirectP4_CloneE2E.CloneE2E",
+     ["table_add t_ingress_1 _set_port 4 0 => 2",
+      "table_add t_egress _clone_e2e 4 0&&&0xffffffff 0&&&0xff => 1 1", "mirroring_add 1 3"],
+     b"\x04\x00\x00\x00", [(2, 2), (3, 2)]),
+    # resubmitted with metaA (f1 = 1 after _set_port), the packet takes the second entry
+    ("SimpleSwitch_PacketRedirectP4.Resubmit",
+     ["table_add t_ingress_1 _set_port 5 0 => 2", "table_add t_ingress_1 _set_port 5 1 => 3",
+      "table_add t_ingress_2 _resubmit 5 0&&&0xffffffff => 1"],
+     b"\x05\x00\x00\x00", [(3, 2)]),
     # 6 bytes: hdrA2 is removed on each of the two passes
-    got = redirect_send(ports, b"\x06\x00\x00\x00\x00\x00", 1)
-    expect(got == [(3, 2)], f"{got}, want [(3, 2)]")
+    ("SimpleSwitch_PacketRedirectP4.Recirculate",
+     ["table_add t_ingress_1 _set_port 6 0 => 2", "table_add t_ingress_1 _set_port 6 1 => 3",
+      "table_add t_egress _recirculate 6 0&&&0xffffffff 0&&&0xff => 1"],
+     b"\x06\x00\x00\x00\x00\x00", [(3, 2)]),
+]
+
+
+def redirect_check(lines, pkt, want):
+    def run(sw, ports):
+        redirect_load(sw)
+        cli(sw, *lines)
+        got = redirect_send(ports, pkt, len(want))
+        expect(got == want, f"{got}, want {want}")
+    return run
+
+
+for _name, _lines, _pkt, _want in REDIRECT:
+    check(f"test_packet_redirect/{_name}")(redirect_check(_lines, _pkt, _want))
 
 
 @check("test_packet_redirect/SimpleSwitch_PacketRedirectP4.ExitIngress")

@@ -107,6 +107,10 @@ pub(crate) struct StdFields {
     pub qid: Option<u32>,
 }
 
+/// The most bytes a field held as bytes may have (a varbit field's header, by its
+/// `max_length`): a jumbo frame's worth, well within the bridge's 16-bit lengths.
+pub(crate) const MAX_WIDE_BYTES: usize = 9216;
+
 /// The v1model's drop port: `mark_to_drop` sets `egress_spec` to it.
 pub(crate) const DROP_PORT: u128 = 511;
 
@@ -177,13 +181,14 @@ impl Layout {
                         }
                         varbit = Some(ix);
                         0
-                    } else if width.is_multiple_of(8) {
+                    } else if width.is_multiple_of(8) && width as usize / 8 <= MAX_WIDE_BYTES {
                         width as usize / 8
                     } else {
                         return Err(unsupported(
                             &fpath,
                             format!(
-                                "field {name} of {width} bits: over 128 bits, whole bytes are run"
+                                "field {name} of {width} bits: over 128 bits, whole bytes up to \
+                                 {MAX_WIDE_BYTES} are run"
                             ),
                         ));
                     };
@@ -205,7 +210,9 @@ impl Layout {
                     signed,
                     wide,
                 });
-                offset += width;
+                offset = offset.checked_add(width).ok_or_else(|| {
+                    unsupported(&fpath, format!("header type {} of over 2^32 bits", ty.name))
+                })?;
             }
             if let Some(k) = varbit {
                 // The varbit field holds what max_length leaves after the fixed fields.
@@ -219,6 +226,12 @@ impl Layout {
                             "a varbit field without a max_length",
                         )
                     })?;
+                if max > MAX_WIDE_BYTES {
+                    return Err(unsupported(
+                        &format!("header_types[{ti}].max_length"),
+                        format!("max_length {max} (up to {MAX_WIDE_BYTES} bytes are run)"),
+                    ));
+                }
                 let fixed = (offset as usize).div_ceil(8);
                 l.wide[k as usize].bytes = max.checked_sub(fixed).ok_or_else(|| {
                     invalid(
@@ -694,10 +707,16 @@ impl Phv {
             return;
         }
         let from = std::mem::take(&mut self.wide[src as usize]);
-        let n = from.len().min(l.wide[dst as usize].bytes);
+        let w = l.wide[dst as usize];
+        let n = from.len().min(w.bytes);
         let to = &mut self.wide[dst as usize];
         to.clear();
         to.extend_from_slice(&from[..n]);
+        if !w.varbit {
+            // A fixed field keeps its size (a shorter source, by an assign_header between
+            // types, is zero-extended).
+            to.resize(w.bytes, 0);
+        }
         self.wide[src as usize] = from;
     }
 

@@ -220,16 +220,25 @@ impl Bmv2Program {
         let l = &self.l;
         self.fresh(s);
         let region;
-        if md.instance_type == InstanceType::EgressClone && md.bridged[E2E_BRIDGE] != 0 {
-            // An egress-to-egress clone that keeps a field list: the packet egress emitted, its
-            // headers parsed again, and the list's values from the bridge behind it (and
-            // behind that, the original's recirculation bridge, if it had one, which is not
-            // the clone's).
+        // Only an egress clone reads its list's bridge; any other packet (one recirculated
+        // after its egress made such a clone, say) drops the stale length here.
+        let e2e = std::mem::take(&mut md.bridged[E2E_BRIDGE]);
+        if md.instance_type == InstanceType::EgressClone {
+            // An egress-to-egress clone is the packet egress emitted, with what rode behind it:
+            // the original's recirculation bridge, if it had one (not the clone's), and behind
+            // that the clone's field list, if it keeps one. Its headers are parsed again (BMv2
+            // copies the header vector; the two agree when the parser recognises what the
+            // deparser emitted); its metadata starts from zero but for the list.
             let recirculation = std::mem::take(&mut md.bridged[BRIDGE_LEN]);
-            md.bridged[BRIDGE_LEN] = std::mem::take(&mut md.bridged[E2E_BRIDGE]);
-            let Some(f) = self.unbridge(s, pkt, md) else {
-                return md.mark_to_drop(self.bridge_drop);
-            };
+            let mut list = 0;
+            if e2e != 0 {
+                md.bridged[BRIDGE_LEN] = e2e;
+                let Some(f) = self.unbridge(s, pkt, md) else {
+                    return md.mark_to_drop(self.bridge_drop);
+                };
+                list = f.list;
+                self.save_list(s, list);
+            }
             let Some(end) = usize::try_from(recirculation)
                 .ok()
                 .and_then(|r| pkt.len().checked_sub(r))
@@ -237,18 +246,11 @@ impl Bmv2Program {
                 return md.mark_to_drop(self.bridge_drop);
             };
             pkt.truncate(end);
-            self.save_list(s, f.list);
             self.fresh(s);
             region = self.parse(s, cx, pkt.data(), false).offset;
-            self.restore_list(s, f.list);
+            self.restore_list(s, list);
         } else if md.bridged[BRIDGE_LEN] == 0 {
-            if md.instance_type != InstanceType::EgressClone {
-                return md.mark_to_drop(self.bridge_drop);
-            }
-            // An egress-to-egress clone is the deparsed packet: its headers are parsed again
-            // (BMv2 copies the header vector; the two agree when the parser recognises what the
-            // deparser emitted).
-            region = self.parse(s, cx, pkt.data(), false).offset;
+            return md.mark_to_drop(self.bridge_drop);
         } else {
             let Some(f) = self.unbridge(s, pkt, md) else {
                 return md.mark_to_drop(self.bridge_drop);

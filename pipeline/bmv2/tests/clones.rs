@@ -226,3 +226,62 @@ fn a_p4_14_program_multicasts_by_its_intrinsic_metadata_instance() {
     // Each replica is cloned in egress to session 5, which is not configured here.
     assert_eq!(ports, [2, 4]);
 }
+
+/// The clone program with egress recirculating the original, cloning it with field list
+/// `first_list` on the first pass, and cloning the recirculated packet without a list.
+fn recirculating(first_list: u128) -> Value {
+    let mut p = program();
+    p["actions"][1]["primitives"] = json!([
+        assign(f("meta", "b"), hex(0x66)),
+        prim("clone_egress_pkt_to_egress", vec![hex(5), hex(first_list)]),
+        prim("recirculate", vec![hex(1)])
+    ]);
+    p["actions"].as_array_mut().unwrap().push(
+        json!({"name": "egress.clone_again", "id": 3, "runtime_data": [],
+            "primitives": [prim("clone_egress_pkt_to_egress", vec![hex(5), hex(0)])]}),
+    );
+    let egress = &mut p["pipelines"][1];
+    egress["tables"].as_array_mut().unwrap().push(dummy_table(
+        "tbl_again",
+        3,
+        (3, "egress.clone_again"),
+        vec![],
+        json!("tbl_mark"),
+    ));
+    egress["conditionals"][0]["false_next"] = json!("node_recirculated");
+    egress["conditionals"].as_array_mut().unwrap().push(
+        json!({"name": "node_recirculated", "id": 1,
+            "expression": op("==", f("standard_metadata", "instance_type"), hex(4)),
+            "true_next": "tbl_again", "false_next": "tbl_mark"}),
+    );
+    p
+}
+
+#[test]
+fn clones_with_and_without_lists_around_a_recirculation_each_leave_whole() {
+    for first_list in [0, 1] {
+        let pipe = switch(&recirculating(first_list));
+        commands(&pipe, &["mirroring_add 5 3"]);
+        let mut sw = SimSwitch::new(pipe);
+        let mut input = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x88, 0xb5];
+        input.extend_from_slice(b"some payload");
+        let out = sw.inject(1, &input, 1);
+        // The recirculated packet on 2; on 3 the clone of the first pass (instance type 2, its
+        // list kept when it has one) and the clone of the recirculated packet, without a list
+        // (a stale length of the first pass's list bridge must not be read as its own).
+        let mut got: Vec<(u16, usize, Vec<u8>)> = out
+            .iter()
+            .map(|o| (o.port, o.bytes.len(), o.bytes[8..12].to_vec()))
+            .collect();
+        got.sort();
+        let kept = if first_list == 1 { 0x55 } else { 0 };
+        let first_b = if first_list == 1 { 0x66 } else { 0 };
+        let mut want = vec![
+            (2, input.len(), vec![0x55, 0x66, 0x77, 4]),
+            (3, input.len(), vec![kept, first_b, 0, 2]),
+            (3, input.len(), vec![0, 0, 0, 2]),
+        ];
+        want.sort();
+        assert_eq!(got, want, "first clone's list {first_list}");
+    }
+}

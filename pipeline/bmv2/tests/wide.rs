@@ -268,14 +268,16 @@ fn wide_and_varbit_fields_used_as_values_are_refused_with_their_path() {
             j["actions"][1]["primitives"][2] =
                 assign(f("tag2", "kind"), op("+", f("tag", "blob"), hex(1)));
         },
-        "actions[1].primitives[2]",
+        "tag.blob, a 256-bit field, as a value",
+    );
+    // Sizes beyond a jumbo frame, and a header type of over 2^32 bits.
+    refuse(
+        &|j| j["header_types"][3]["max_length"] = json!(100_000),
+        "header_types[3].max_length: not supported: max_length 100000",
     );
     refuse(
-        &|j| {
-            j["actions"][1]["primitives"][2] =
-                assign(f("tag2", "kind"), op("+", f("tag", "blob"), hex(1)));
-        },
-        "tag.blob, a 256-bit field, as a value",
+        &|j| j["header_types"][4]["fields"][0] = json!(["blob", 4_294_967_288u64, false]),
+        "header_types[4].fields[",
     );
     // Copied from a field of another kind.
     refuse(
