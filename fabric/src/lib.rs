@@ -105,12 +105,7 @@ pub fn unique_name(tag: &str) -> String {
 /// process's pid modulo 100,000, so a namespace is left alone while any live process has that
 /// residue. Returns the names deleted.
 pub fn remove_stale_namespaces() -> Vec<String> {
-    let live: std::collections::HashSet<u32> = std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .map(|pid| pid % 100_000)
-        .collect();
+    let live = live_pid_residues();
     let mut gone = Vec::new();
     for e in std::fs::read_dir("/run/netns")
         .into_iter()
@@ -131,6 +126,16 @@ pub fn remove_stale_namespaces() -> Vec<String> {
         }
     }
     gone
+}
+
+/// The pids of the running processes, modulo 100,000 (as names carry them).
+pub(crate) fn live_pid_residues() -> std::collections::HashSet<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .map(|pid| pid % 100_000)
+        .collect()
 }
 
 /// A network namespace, deleted on drop.
@@ -421,6 +426,36 @@ pub fn wait_for_path(path: &std::path::Path, timeout: std::time::Duration) -> bo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn test_fabrics_of_dead_processes_are_torn_down_and_live_ones_kept() {
+        use crate::fabric::{ns_name, remove_dead_test_fabrics};
+        let taken = live_pid_residues();
+        let dead = (1..100_000).rev().find(|r| !taken.contains(r)).unwrap();
+        let mine = std::process::id() % 100_000;
+        // A directory of our own stands for the temporary one, so that no other test's
+        // fabric is touched.
+        let tmp = std::env::temp_dir().join(unique_name("tf"));
+        let (stale, live) = (format!("z{dead}"), format!("z{mine}"));
+        for name in [&stale, &live] {
+            std::fs::create_dir_all(tmp.join(format!("pisa-fabric-test-{name}"))).unwrap();
+            run("ip", &["netns", "add", &ns_name(name, "h1")]).unwrap();
+        }
+        let gone = remove_dead_test_fabrics(&tmp);
+        let listed =
+            String::from_utf8_lossy(&run("ip", &["netns", "list"]).unwrap().stdout).into_owned();
+        // Delete both ourselves, so the test leaves nothing behind whatever the sweep did.
+        for name in [&stale, &live] {
+            let _ = run("ip", &["netns", "del", &ns_name(name, "h1")]);
+        }
+        let stale_dir = tmp.join(format!("pisa-fabric-test-{stale}")).exists();
+        let live_dir = tmp.join(format!("pisa-fabric-test-{live}")).exists();
+        let _ = std::fs::remove_dir_all(&tmp);
+        assert_eq!(gone, std::slice::from_ref(&stale));
+        assert!(!listed.contains(&ns_name(&stale, "h1")), "{listed}");
+        assert!(listed.contains(&ns_name(&live, "h1")), "{listed}");
+        assert!(!stale_dir && live_dir);
+    }
 
     #[test]
     fn namespaces_of_dead_processes_are_removed_and_live_ones_kept() {

@@ -130,6 +130,13 @@ impl Options {
     /// Options for a test's fabric: AF_XDP switches, a name unique to this process (`tag` and
     /// the pid, at most 6 characters), files in a temporary directory of that name.
     pub fn for_test(tag: char) -> Options {
+        // Once per process, before its first test fabric: what killed test processes left.
+        static SWEEP: std::sync::Once = std::sync::Once::new();
+        SWEEP.call_once(|| {
+            for name in remove_dead_test_fabrics(&std::env::temp_dir()) {
+                eprintln!("removed test fabric {name}: its process no longer runs");
+            }
+        });
         let name = format!("{tag}{}", std::process::id() % 100_000);
         Options {
             dir: std::env::temp_dir().join(format!("pisa-fabric-test-{name}")),
@@ -224,6 +231,39 @@ pub fn teardown(name: &str) -> usize {
     }
     remove_shm_links(name);
     mine.len()
+}
+
+/// Tears down the test fabrics ([`Options::for_test`]) of processes that no longer run, and
+/// removes their directories under `tmp`: a test killed outright (SIGKILL, a CI timeout) never
+/// runs its fabric's `Drop`. A test fabric is known by its directory, `pisa-fabric-test-` and
+/// its name (a tag letter and its process's pid modulo 100,000); it is left alone while any
+/// live process has that residue. Returns the names of the fabrics whose namespaces it removed.
+pub fn remove_dead_test_fabrics(tmp: &Path) -> Vec<String> {
+    let live = crate::live_pid_residues();
+    let mut gone = Vec::new();
+    for e in std::fs::read_dir(tmp).into_iter().flatten().flatten() {
+        let Some(name) = e
+            .file_name()
+            .to_str()
+            .and_then(|n| n.strip_prefix("pisa-fabric-test-"))
+            .map(str::to_string)
+        else {
+            continue;
+        };
+        let mut chars = name.chars();
+        let tagged = chars.next().is_some_and(|c| c.is_ascii_alphabetic());
+        let Some(pid) = chars.as_str().parse::<u32>().ok().filter(|_| tagged) else {
+            continue;
+        };
+        if !live.contains(&pid) {
+            let removed = teardown(&name);
+            let _ = std::fs::remove_dir_all(e.path());
+            if removed > 0 {
+                gone.push(name);
+            }
+        }
+    }
+    gone
 }
 
 impl Fabric {
