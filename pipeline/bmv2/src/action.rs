@@ -13,7 +13,8 @@ use crate::bits::{self, BitWriter};
 use crate::error::{Result, invalid, unsupported};
 use crate::expr::{Bin, Env, Expr, HeaderRef, LValue, Scope};
 use crate::json;
-use crate::layout::{DROP_PORT, Layout, Phv, StdFields};
+use crate::layout::{DROP_PORT, Layout, StdFields};
+use crate::phv::Phv;
 
 /// A named calculation: a hash over fields, constants, headers and the payload.
 #[derive(Debug, Clone)]

@@ -17,7 +17,8 @@ use serde_json::Value;
 
 use crate::bits;
 use crate::error::{Result, invalid, unsupported};
-use crate::layout::{FieldRef, Layout, Phv};
+use crate::layout::{FieldRef, Layout};
+use crate::phv::Phv;
 
 /// A compiled expression.
 #[derive(Debug, Clone)]

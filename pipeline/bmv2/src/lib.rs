@@ -21,6 +21,7 @@ mod json;
 mod layout;
 mod load;
 mod parse;
+mod phv;
 mod program;
 mod tables;
 

@@ -13,7 +13,8 @@ use crate::bits;
 use crate::error::{Result, invalid, unsupported};
 use crate::expr::{Env, Expr, Scope};
 use crate::json;
-use crate::layout::{Layout, Phv};
+use crate::layout::Layout;
+use crate::phv::Phv;
 
 /// The error codes a parser sets, as the program's `errors` number them.
 #[derive(Debug, Clone, Copy)]

@@ -25,7 +25,8 @@ use crate::action::{Action, Calc, Requests, Run};
 use crate::bits::BitWriter;
 use crate::control::Control;
 use crate::expr::{Env, Expr};
-use crate::layout::{DROP_PORT, Layout, Phv, instance_code};
+use crate::layout::{DROP_PORT, Layout};
+use crate::phv::{Phv, instance_code};
 
 use crate::parse::{Parsed, Parser};
 
