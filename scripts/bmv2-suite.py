@@ -581,21 +581,21 @@ def ss_exchange(pkt, ig_port, ports_listened):
     return frame, ports.recv_all(timeout=2.0)
 
 
-@check("test_parser_error/SimpleSwitch_ParserErrorP4.NoError")
-def parser_no_error(sw, ports):
-    ss_load(sw, "parser_error")
-    frame, got = ss_exchange(b"\x00\x00\x00\x00", 1, [1, 2])
-    expect([(p, len(f), f[3]) for p, f in got] == [(1, len(frame), 0)],
-           f"{[(p, f.hex()) for p, f in got]}, want f1 = 0 back on port 1")
+def parser_error_check(pkt, f1):
+    """parser_error.p4's ingress writes its verdict into f1's last byte: 0 for NoError, 2 for
+    CustomError (verify(f1 < 10) failing), and sends the packet back where it came from."""
+    def run(sw, ports):
+        ss_load(sw, "parser_error")
+        frame, got = ss_exchange(pkt, 1, [1, 2])
+        expect([(p, len(f), f[3]) for p, f in got] == [(1, len(frame), f1)],
+               f"{[(p, f.hex()) for p, f in got]}, want f1 = {f1} back on port 1")
+    return run
 
 
-@check("test_parser_error/SimpleSwitch_ParserErrorP4.CustomError")
-def parser_custom_error(sw, ports):
-    ss_load(sw, "parser_error")
-    # f1 = 0xab fails verify(f1 < 10, CustomError): ingress writes 2
-    frame, got = ss_exchange(b"\x00\x00\x00\xab", 1, [1, 2])
-    expect([(p, len(f), f[3]) for p, f in got] == [(1, len(frame), 2)],
-           f"{[(p, f.hex()) for p, f in got]}, want f1 = 2 back on port 1")
+check("test_parser_error/SimpleSwitch_ParserErrorP4.NoError")(
+    parser_error_check(b"\x00\x00\x00\x00", 0))
+check("test_parser_error/SimpleSwitch_ParserErrorP4.CustomError")(
+    parser_error_check(b"\x00\x00\x00\xab", 2))
 
 
 @check("test_truncate/SimpleSwitch_TruncateP4.Truncate")
