@@ -6,8 +6,16 @@ DCTCP step marker) and in `target/ns3/pisa-ns3` (scripts/ns3/README.md), with th
 buffers, congestion control, marking threshold and flows, and prints a Markdown table of the
 FCTs side by side, then the speed of both on the same runs.
 
-    scripts/ns3/setup.sh && cargo build --release --bin pisa-sim
+    scripts/ns3/setup.sh && cargo build --release --bin pisa-sim --bin pisa-fabric
     scripts/ns3/compare.py [--only NAME,...] [--out DIR]
+    scripts/ns3/compare.py --fat-tree K [--load 0.6] [--seconds 1] [--seed 1] [--out DIR]
+
+--fat-tree K runs one web-search point on the k-ary fat-tree at 10 Gb/s in both: the flows of
+`pisa-fabric experiment --where sim --fat-tree K --schemes spray-random` (stride pattern, load of
+every host's link, seed from the point as the runner derives it), then the same flows in ns-3,
+whose global routing takes equal-cost paths per packet at random, as `spray-random` does (ns-3
+has no per-flow hashing, so ECMP cannot be compared). It prints the FCTs of both per class and
+the wall time of both.
 """
 
 import argparse
@@ -23,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PISA_SIM = ROOT / "target/release/pisa-sim"
 PISA_NS3 = ROOT / "target/ns3/pisa-ns3"
+PISA_FABRIC = ROOT / "target/release/pisa-fabric"
 
 KB = 1000
 MB = 1000 * 1000
@@ -147,6 +156,86 @@ def scenarios():
     return out
 
 
+def quantile(xs, q):
+    """The q-quantile of xs by the nearest rank (None when empty)."""
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, max(0, int(q * len(xs) + 0.5) - 1))] if xs else None
+
+
+def fat_tree(k, load, seconds, seed, work):
+    """One web-search point on the k-ary fat-tree at 10 Gb/s in pisa-sim (through the
+    experiment runner) and in ns-3 on the same flows; prints both side by side."""
+    drain = 2
+    out = work / f"ft{k}-sim"
+    args = [str(PISA_FABRIC), "experiment", "--where", "sim", "--fat-tree", str(k),
+            "--host-rate", "10G", "--sim-store-and-forward", "--schemes", "spray-random",
+            "--workload", "websearch", "--pattern", "stride", "--loads", str(load),
+            "--seconds", str(seconds), "--drain", str(drain), "--reps", "1", "--jobs", "1",
+            "--seed", str(seed), "--out", str(out)]
+    t = time.monotonic()
+    p = subprocess.run(args, capture_output=True, text=True)
+    sim_wall = time.monotonic() - t
+    if p.returncode != 0:
+        sys.exit(f"pisa-fabric failed: {p.stderr.strip()[-2000:]}")
+    rows = list(csv.DictReader((out / "flows.csv").open()))
+    # The runner's line for the point: "(pisa-sim: R M packet-hops/s, S s simulated, W s of
+    # wall time per simulated second)", the simulation alone, without the runner's set-up and
+    # report writing.
+    m = re.search(r"pisa-sim: ([\d.]+) M packet-hops/s, ([\d.]+) s simulated, ([\d.]+) s of "
+                  r"wall time per simulated second", p.stdout + p.stderr)
+    if not m:
+        sys.exit("pisa-fabric printed no pisa-sim speed line")
+    sim_s = float(m.group(2))
+    sim_run_wall = float(m.group(3)) * sim_s
+    sim_hops = round(float(m.group(1)) * 1e6 * sim_run_wall)
+
+    flows = work / f"ft{k}.ns3flows"
+    flows.write_text("".join(f"{r['src']} {r['dst']} {int(r['start_ns']) / 1e9:.9f} "
+                             f"{r['size_bytes']}\n" for r in rows))
+    ns3_out = work / f"ft{k}.ns3.csv"
+    ecn_k = 65  # pipeline/programs/src/ecmp.rs: dctcp_k(10 Gb/s), the plan's threshold
+    nargs = [str(PISA_NS3), "--topo=fattree", f"--k={k}", "--hostRate=10Gbps",
+             "--bottleneckRate=10Gbps", "--buffer=256", "--cc=cubic", "--ecn=1",
+             f"--ecnK={ecn_k}", f"--flows={flows}", f"--out={ns3_out}",
+             f"--stopS={seconds + drain}", f"--seed={seed}"]
+    p = subprocess.run(nargs, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"pisa-ns3 failed: {p.stderr.strip()}")
+    kv = dict(re.findall(r"(\w+)=([\d.e+-]+)", p.stderr))
+    nrows = list(csv.DictReader(ns3_out.open()))
+
+    print(f"k = {k} fat-tree, 10 Gb/s links, web search at {load} for {seconds} s, seed {seed}: "
+          f"{len(rows)} flows; FCTs in ms of the flows finished in each")
+    print()
+    print("| class | flows | finished sim, ns-3 | median sim | median ns-3 | ratio | p99 sim | "
+          "p99 ns-3 | ratio | mean sim | mean ns-3 | retransmits sim, ns-3 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for cls in sorted({r["class"] for r in rows}):
+        idx = [i for i, r in enumerate(rows) if r["class"] == cls]
+        a = [float(rows[i]["fct_us"]) / 1e3 for i in idx
+             if rows[i]["finished"] == "true" and rows[i]["fct_us"]]
+        b = [int(nrows[i]["fct_ns"]) / 1e6 for i in idx if nrows[i]["fct_ns"]]
+        ra = sum(int(rows[i]["retransmits"] or 0) for i in idx)
+        rb = sum(int(nrows[i]["retransmits"] or 0) for i in idx)
+        ma, mb = quantile(a, 0.5), quantile(b, 0.5)
+        pa, pb = quantile(a, 0.99), quantile(b, 0.99)
+        mean_a = sum(a) / len(a) if a else None
+        mean_b = sum(b) / len(b) if b else None
+        ratio = lambda x, y: f"{x / y:.2f}" if x and y else "-"
+        print(f"| {cls} | {len(idx)} | {len(a)}, {len(b)} | {fmt(ma)} | {fmt(mb)} | "
+              f"{ratio(ma, mb)} | {fmt(pa)} | {fmt(pb)} | {ratio(pa, pb)} | {fmt(mean_a)} | "
+              f"{fmt(mean_b)} | {ra}, {rb} |")
+    ns3_wall, ns3_s = float(kv.get("wall_s", 0)), float(kv.get("sim_s", 0))
+    ns3_hops = int(float(kv.get("packet_hops", 0)))
+    print()
+    print("| simulator | simulated s | packet-hops | wall s | packet-hops/s |")
+    print("|---|---|---|---|---|")
+    print(f"| pisa-sim (the runner's whole point: {sim_wall:.1f} s) | {sim_s:.3f} | {sim_hops:,} | "
+          f"{sim_run_wall:.1f} | {sim_hops / max(sim_run_wall, 1e-9) / 1e6:.2f} M |")
+    print(f"| ns-3 3.37 | {ns3_s:.3f} | {ns3_hops:,} | {ns3_wall:.1f} | "
+          f"{ns3_hops / max(ns3_wall, 1e-9) / 1e6:.2f} M |")
+
+
 def fmt(x):
     return "-" if x is None else f"{x:.3f}" if x < 10 else f"{x:.1f}"
 
@@ -155,12 +244,21 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", help="comma-separated scenario names (or prefixes)")
     ap.add_argument("--out", default=str(ROOT / "target/ns3/compare"), help="work directory")
+    ap.add_argument("--fat-tree", type=int, metavar="K",
+                    help="instead of the scenarios: one web-search point on a k-ary fat-tree")
+    ap.add_argument("--load", type=float, default=0.6, help="--fat-tree: load of every host link")
+    ap.add_argument("--seconds", type=float, default=1, help="--fat-tree: seconds of arrivals")
+    ap.add_argument("--seed", type=int, default=1, help="--fat-tree: the runner's --seed")
     a = ap.parse_args()
-    for b in (PISA_SIM, PISA_NS3):
+    for b in (PISA_SIM, PISA_NS3, PISA_FABRIC):
         if not b.exists():
-            sys.exit(f"{b} is missing: scripts/ns3/setup.sh and cargo build --release --bin pisa-sim")
+            sys.exit(f"{b} is missing: scripts/ns3/setup.sh and "
+                     "cargo build --release --bin pisa-sim --bin pisa-fabric")
     work = Path(a.out)
     work.mkdir(parents=True, exist_ok=True)
+    if a.fat_tree:
+        fat_tree(a.fat_tree, a.load, a.seconds, a.seed, work)
+        return
     chosen = [s for s in scenarios()
               if not a.only or any(s.name.startswith(o) for o in a.only.split(","))]
     print("| scenario | flow | bytes | pisa-sim FCT ms | ns-3 FCT ms | ratio sim/ns-3 |")

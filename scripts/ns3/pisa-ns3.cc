@@ -3,6 +3,12 @@
 // Topologies (all links point-to-point, IPv4, routes by global routing):
 //   dumbbell: senders h1..hN -- s1 ==bottleneck== s2 -- receivers r1..rN
 //   incast:   senders h1..hN and one receiver r1, all on s1 (the bottleneck is s1's port to r1)
+//   fattree:  the k-ary fat-tree of `pisa-fabric gen fat-tree --k K`: pods p1..pK, each with edge
+//             switches p<i>e1.. and aggregation switches p<i>a1.. (K/2 of each, every edge to
+//             every aggregation of its pod), (K/2)^2 cores (aggregation j of every pod to cores
+//             (j-1)K/2+1 .. jK/2), K/2 hosts per edge numbered h1.. edge by edge, pod by pod.
+//             Equal-cost paths are taken per packet at random (`RandomEcmpRouting`): ns-3's
+//             global routing has no per-flow hashing, so this is pisa-sim's `spray-random`.
 //
 // Each flow of the flows file (`SRC DST START_S BYTES`) is one TCP connection doing what
 // pisa-traffic does for a sized flow (and what pisa-sim's TCP hosts model): at START_S the client
@@ -462,6 +468,7 @@ main(int argc, char* argv[])
 
     std::string topo = "dumbbell";
     uint32_t n = 1;
+    uint32_t k = 4;
     std::string hostRate = "10Gbps";
     std::string bottleneckRate = "10Gbps";
     double delayUs = 0;
@@ -480,12 +487,16 @@ main(int argc, char* argv[])
     uint32_t hostQueue = 100000;
 
     CommandLine cmd(__FILE__);
-    cmd.Usage("pisa-sim's TCP scenarios in ns-3: a dumbbell or an incast, flows from a file, "
+    cmd.Usage("pisa-sim's TCP scenarios in ns-3: a dumbbell, an incast or a fat-tree, flows "
+              "from a file, "
               "FCTs to a CSV.");
-    cmd.AddValue("topo", "dumbbell | incast", topo);
-    cmd.AddValue("n", "number of senders", n);
+    cmd.AddValue("topo", "dumbbell | incast | fattree", topo);
+    cmd.AddValue("n", "number of senders (dumbbell, incast)", n);
+    cmd.AddValue("k", "the fat-tree's k (even, at least 2)", k);
     cmd.AddValue("hostRate", "rate of every host link (all links for incast)", hostRate);
-    cmd.AddValue("bottleneckRate", "rate of the dumbbell's s1-s2 link", bottleneckRate);
+    cmd.AddValue("bottleneckRate",
+                 "rate of the dumbbell's s1-s2 link, or of the fat-tree's switch-to-switch links",
+                 bottleneckRate);
     cmd.AddValue("delayUs", "one-way propagation delay of every link, microseconds", delayUs);
     cmd.AddValue("buffer", "packets that may wait at a router egress port", buffer);
     cmd.AddValue("cc", "reno | cubic | dctcp", cc);
@@ -502,9 +513,18 @@ main(int argc, char* argv[])
     cmd.AddValue("hostQueue", "packets of a host's own egress FIFO", hostQueue);
     cmd.Parse(argc, argv);
 
-    if (topo != "dumbbell" && topo != "incast")
+    if (topo != "dumbbell" && topo != "incast" && topo != "fattree")
     {
-        Fail("--topo must be dumbbell or incast");
+        Fail("--topo must be dumbbell, incast or fattree");
+    }
+    if (topo == "fattree" && (k < 2 || k % 2 != 0))
+    {
+        Fail("--k must be even and at least 2");
+    }
+    if (topo == "fattree")
+    {
+        // Per packet among equal-cost next hops at every router.
+        Config::SetDefault("ns3::Ipv4GlobalRouting::RandomEcmpRouting", BooleanValue(true));
     }
     if (n == 0)
     {
@@ -605,23 +625,67 @@ main(int argc, char* argv[])
         return x;
     };
     std::vector<std::string> hostOrder;
-    routers["s1"] = makeNode();
-    if (topo == "dumbbell")
-    {
-        routers["s2"] = makeNode();
-    }
-    for (uint32_t i = 1; i <= n; ++i)
-    {
-        std::string name = "h" + std::to_string(i);
+    // Each host's router, by host name.
+    std::map<std::string, std::string> hostRouter;
+    // Router-to-router links, (a, b) by name.
+    std::vector<std::pair<std::string, std::string>> fabricLinks;
+    auto addHost = [&](const std::string& name, const std::string& router) {
         g_hosts[name].node = makeNode();
         hostOrder.push_back(name);
-    }
-    uint32_t receivers = topo == "dumbbell" ? n : 1;
-    for (uint32_t i = 1; i <= receivers; ++i)
+        hostRouter[name] = router;
+    };
+    if (topo == "fattree")
     {
-        std::string name = "r" + std::to_string(i);
-        g_hosts[name].node = makeNode();
-        hostOrder.push_back(name);
+        uint32_t half = k / 2;
+        for (uint32_t c = 1; c <= half * half; ++c)
+        {
+            routers["core" + std::to_string(c)] = makeNode();
+        }
+        uint32_t host = 1;
+        for (uint32_t p = 1; p <= k; ++p)
+        {
+            std::string pod = "p" + std::to_string(p);
+            for (uint32_t a = 1; a <= half; ++a)
+            {
+                std::string agg = pod + "a" + std::to_string(a);
+                routers[agg] = makeNode();
+                for (uint32_t c = 1; c <= half; ++c)
+                {
+                    fabricLinks.emplace_back(agg, "core" + std::to_string((a - 1) * half + c));
+                }
+            }
+            for (uint32_t e = 1; e <= half; ++e)
+            {
+                std::string edge = pod + "e" + std::to_string(e);
+                routers[edge] = makeNode();
+                for (uint32_t a = 1; a <= half; ++a)
+                {
+                    fabricLinks.emplace_back(edge, pod + "a" + std::to_string(a));
+                }
+                for (uint32_t i = 0; i < half; ++i)
+                {
+                    addHost("h" + std::to_string(host++), edge);
+                }
+            }
+        }
+    }
+    else
+    {
+        routers["s1"] = makeNode();
+        if (topo == "dumbbell")
+        {
+            routers["s2"] = makeNode();
+            fabricLinks.emplace_back("s1", "s2");
+        }
+        for (uint32_t i = 1; i <= n; ++i)
+        {
+            addHost("h" + std::to_string(i), "s1");
+        }
+        uint32_t receivers = topo == "dumbbell" ? n : 1;
+        for (uint32_t i = 1; i <= receivers; ++i)
+        {
+            addHost("r" + std::to_string(i), topo == "dumbbell" ? "s2" : "s1");
+        }
     }
 
     InternetStackHelper stack;
@@ -637,13 +701,12 @@ main(int argc, char* argv[])
     std::vector<Built> links;
     for (const std::string& name : hostOrder)
     {
-        Ptr<Node> router =
-            (topo == "dumbbell" && name[0] == 'r') ? routers["s2"] : routers["s1"];
-        links.push_back({LinkUp(g_hosts[name].node, router, hostLink), true, name});
+        links.push_back(
+            {LinkUp(g_hosts[name].node, routers[hostRouter[name]], hostLink), true, name});
     }
-    if (topo == "dumbbell")
+    for (const auto& [a, b] : fabricLinks)
     {
-        links.push_back({LinkUp(routers["s1"], routers["s2"], coreLink), false, ""});
+        links.push_back({LinkUp(routers[a], routers[b], coreLink), false, ""});
     }
 
     // Queue discs, before any address is assigned (Ipv4AddressHelper would install a default).

@@ -11,6 +11,11 @@ Both directories are `pisa-fabric experiment --out` directories. Flows are poole
   unfinished      flows not finished in REF / OTHER
 Then, per (load, class), the schemes in order of their median in each, and whether the orders
 agree.
+
+--by-recovery adds a table that splits the flows finished in both by whether each run's sender
+retransmitted (TCP_INFO's retransmissions in namespaces, the model's in the simulator): for each
+(scheme, load, class) and each of the four groups, how many flows and the geometric mean of
+OTHER / REF over them. It shows whether a gap lies in the flows that only one run recovered.
 """
 
 from __future__ import annotations
@@ -25,13 +30,55 @@ from . import data, stats, style
 Key = tuple[str, str, str]  # scheme, load, class
 
 
+#: A flow of one run: its FCT in ms (None when unfinished) and its retransmissions.
+Flow = tuple[Optional[float], int]
+
+
 def _flows(d: str) -> dict[Key, dict[tuple[str, str], Optional[float]]]:
-    by: dict[Key, dict[tuple[str, str], Optional[float]]] = {}
+    return {k: {f: v[0] for f, v in fs.items()} for k, fs in _flows_retx(d).items()}
+
+
+def _flows_retx(d: str) -> dict[Key, dict[tuple[str, str], Flow]]:
+    by: dict[Key, dict[tuple[str, str], Flow]] = {}
     for r in data.read_csv(os.path.join(d, "flows.csv")):
         k = (r["scheme"], r["load"], r["class"])
         by.setdefault(k, {})[(r["rep"], r["id"])] = (
-            data.fct_ms(r) if data.finished(r) else None)
+            data.fct_ms(r) if data.finished(r) else None, data.count(r.get("retransmits")))
     return by
+
+
+def _geomean(xs: list[float]) -> Optional[float]:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+#: The four groups of --by-recovery, by (REF retransmitted, OTHER retransmitted).
+GROUPS = [(False, False), (True, False), (False, True), (True, True)]
+
+
+def by_recovery(ref: str, other: str) -> str:
+    """Per (scheme, load, class): the flows finished in both, split by which run's sender
+    retransmitted, with the count and the geometric mean of OTHER / REF of each group."""
+    a, b = _flows_retx(ref), _flows_retx(other)
+    names = {(False, False): "neither", (True, False): "ref only",
+             (False, True): "other only", (True, True): "both"}
+    head = " | ".join(f"{names[g]}: flows, other/ref" for g in GROUPS)
+    out = [
+        "Flows finished in both runs, grouped by whose sender retransmitted; each group's flow "
+        "count and the geometric mean of other / ref over it",
+        "",
+        f"| scheme | load | class | {head} |",
+        "|---|---|---|" + "---|" * len(GROUPS),
+    ]
+    for k in [k for k in a if k in b]:
+        groups: dict[tuple[bool, bool], list[float]] = {g: [] for g in GROUPS}
+        for f, (fa, ra) in a[k].items():
+            fb, rb = b[k].get(f, (None, 0))
+            if fa and fb:
+                groups[(ra > 0, rb > 0)].append(fb / fa)
+        cells = " | ".join(f"{len(groups[g])}, {style.cell(_geomean(groups[g]), '.2f')}"
+                           for g in GROUPS)
+        out.append(f"| {k[0]} | {k[1]} | {k[2]} | {cells} |")
+    return "\n".join(out)
 
 
 def table(ref: str, other: str, median_tol: float, p99_tol: float) -> str:
@@ -59,7 +106,7 @@ def table(ref: str, other: str, median_tol: float, p99_tol: float) -> str:
         met += ok
         pairs = [b[k][f] / v for f, v in a[k].items()
                  if v and b[k].get(f)]
-        per_flow = math.exp(sum(math.log(x) for x in pairs) / len(pairs)) if pairs else None
+        per_flow = _geomean(pairs)
         out.append(
             f"| {k[0]} | {k[1]} | {k[2]} | {len(a[k])} | {style.cell(ma, '.1f')} | "
             f"{style.cell(mb, '.1f')} | {style.cell(rm, '.2f')} | {style.cell(pa, '.1f')} | "
@@ -80,6 +127,9 @@ def table(ref: str, other: str, median_tol: float, p99_tol: float) -> str:
 
 def run(a: argparse.Namespace) -> None:
     print(table(a.ref, a.other, a.median_tol, a.p99_tol))
+    if a.by_recovery:
+        print()
+        print(by_recovery(a.ref, a.other))
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -90,4 +140,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("other", help="the run compared with it (e.g. --where sim)")
     p.add_argument("--median-tol", type=float, default=0.15)
     p.add_argument("--p99-tol", type=float, default=0.30)
+    p.add_argument("--by-recovery", action="store_true",
+                   help="also split the flows by whose sender retransmitted")
     p.set_defaults(run=run)
