@@ -144,6 +144,9 @@ pub struct Fct {
     /// With `--where sim`: frames cross links store-and-forward, their serialisation time
     /// added as on a wire ([`sim::fabric::Options::store_and_forward`]).
     pub sim_store_and_forward: bool,
+    /// With `--where sim`: switches stall now and then, as a software switch's process
+    /// waiting for a CPU ([`sim::fabric::Stalls`]).
+    pub sim_stalls: Option<sim::fabric::Stalls>,
     /// With `--where sim`: how many points run at once (each on its own thread).
     pub jobs: usize,
     /// The flows run over IPv6 (the hosts' IPv6 addresses, the ToS in the traffic class).
@@ -220,13 +223,15 @@ pub fn record(e: &Fct) -> String {
             (r, Place::Namespaces) => format!("rt_priority={r}\n"),
             // Store and forward only where set, as for the real-time priority.
             (_, Place::Sim) => format!(
-                "where=sim\nsim_hop_us={}\n{}",
+                "where=sim\nsim_hop_us={}\n{}{}",
                 e.sim_hop_us,
                 if e.sim_store_and_forward {
                     "sim_store_and_forward=true\n"
                 } else {
                     ""
-                }
+                },
+                e.sim_stalls
+                    .map_or(String::new(), |st| format!("sim_stalls={st}\n"))
             ),
         },
         e.workload,

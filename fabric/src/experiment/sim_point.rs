@@ -82,6 +82,7 @@ pub(super) fn run_point_sim(
     opts.drain_ns = (e.drain * 1e9) as u64;
     opts.hop_latency_ns = e.sim_hop_us * 1000;
     opts.store_and_forward = e.sim_store_and_forward;
+    opts.stalls = e.sim_stalls;
     opts.flows = specs(transport, &topo, &flows, e.ipv6)?;
     let mut s = Sim::new(&topo, opts).map_err(anyhow::Error::msg)?;
     let report = s.run();

@@ -36,6 +36,7 @@ pub(super) fn exp(t: Topology) -> Fct {
         place: Place::Namespaces,
         sim_hop_us: 0,
         sim_store_and_forward: false,
+        sim_stalls: None,
         jobs: 1,
         ipv6: false,
     }

@@ -280,3 +280,50 @@ fn a_tcp_flow_over_ipv6_crosses_the_fabric_with_a_smaller_mss() {
     // The destination's leaf routed it by its IPv6 route: the frames reached h3.
     assert!(num(tcp(&r, 1), &["fct_ns"]) > num(tcp(&r, 0), &["fct_ns"]));
 }
+
+#[test]
+fn stalled_switches_hold_frames_in_order_and_add_their_wait_to_the_latency() {
+    // One light flow across a spine (its one ECMP path) for 2 s, without and with stalls of
+    // 1 ms on average, 50 a second at each switch (the three on its path are stalled about
+    // 15% of the time together).
+    let run = |stalls: Option<&str>| {
+        let mut opts = Options::new(2_000_000_000, 1);
+        opts.stalls = stalls.map(|s| s.parse().unwrap());
+        opts.flows
+            .push(FlowSpec::parse("h1>h3 rate=8M size=1000", 0).unwrap());
+        Sim::new(&fabric(), opts).unwrap().run()
+    };
+    let first = |r: &Json| -> Json {
+        let Json::A(fl) = at(r, &["flows"]) else {
+            panic!("no flows")
+        };
+        fl[0].clone()
+    };
+    let us = |r: &Json, q: &str| match at(&first(r), &["latency_us", q]) {
+        Json::F(x) => *x,
+        Json::U(x) => *x as f64,
+        other => panic!("{other:?}"),
+    };
+    let (calm, stalled) = (run(None), run(Some("50:1000")));
+    let flow = |r: &Json, k: &str| num(&first(r), &[k]);
+    // Nothing is lost and nothing is reordered: a stalled switch holds what arrives in order.
+    for r in [&calm, &stalled] {
+        assert_eq!(flow(r, "lost"), 0);
+        assert_eq!(flow(r, "reordered"), 0);
+        assert_eq!(flow(r, "received"), flow(r, "sent"));
+    }
+    assert!(at(&calm, &["switches", "leaf1"]).get("stalls").is_none());
+    let stalls = num(&stalled, &["switches", "leaf1", "stalls", "count"]);
+    // About 100 stalls in 2 s; those that held nothing are not counted.
+    assert!((20..=130).contains(&stalls), "{stalls}");
+    // Most frames meet no stall; the unlucky ones wait for one to end.
+    assert!((us(&stalled, "p50") - us(&calm, "p50")).abs() < 1.0);
+    assert!(us(&calm, "max") < 200.0, "{}", us(&calm, "max"));
+    assert!(us(&stalled, "max") > 1_000.0, "{}", us(&stalled, "max"));
+    // One seed, the same stalls.
+    assert_eq!(
+        run(Some("50:1000")).pretty(),
+        stalled.pretty(),
+        "stalls are seeded"
+    );
+}

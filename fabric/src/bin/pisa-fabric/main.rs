@@ -291,6 +291,11 @@ struct ExperimentArgs {
     /// after they start to leave, as on a wire); without it, as between namespaces.
     #[arg(long)]
     sim_store_and_forward: bool,
+    /// With --where sim: every switch stalls now and then, as a pisa-switch process waiting
+    /// for a CPU in namespaces: RATE stalls a second of running time, MEAN_US µs each on
+    /// average (both exponential); what arrives meanwhile waits (docs/sim.md, "Stalls")
+    #[arg(long, value_name = "RATE:MEAN_US")]
+    sim_stalls: Option<sim::fabric::Stalls>,
     /// IP version of the flows: 4, or 6 (the hosts' IPv6 addresses; the ToS goes in the traffic
     /// class).
     #[arg(long, default_value = "4", value_parser = ["4", "6"])]
@@ -383,6 +388,7 @@ fn experiment(a: &ExperimentArgs, cancel: Arc<AtomicBool>) -> anyhow::Result<()>
         retry_degraded: a.retry_degraded,
         place: a.place,
         sim_hop_us: a.sim_hop_us,
+        sim_stalls: a.sim_stalls,
         sim_store_and_forward: a.sim_store_and_forward,
         ipv6: a.ip == "6",
         jobs: match a.jobs {

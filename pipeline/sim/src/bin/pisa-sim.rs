@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use sim::fabric::{LinkEvent, Options, Sim};
+use sim::fabric::{LinkEvent, Options, Sim, Stalls};
 use sim::flow::FlowSpec;
 use topo::Topology;
 
@@ -53,6 +53,11 @@ struct Args {
     /// A failed link comes back: SWITCH:PORT@MS. Repeatable.
     #[arg(long, value_name = "SWITCH:PORT@MS")]
     link_up: Vec<String>,
+    /// Every switch stalls now and then, as a software switch's process waiting for a CPU:
+    /// RATE stalls a second of running time, each of MEAN_US µs on average (both exponential);
+    /// what arrives meanwhile waits. Off by default.
+    #[arg(long, value_name = "RATE:MEAN_US")]
+    stalls: Option<Stalls>,
 }
 
 fn main() {
@@ -73,6 +78,7 @@ fn run(a: Args) -> anyhow::Result<()> {
     }
     let mut opts = Options::new((a.duration_ms * 1e6) as u64, a.seed);
     opts.store_and_forward = a.store_and_forward;
+    opts.stalls = a.stalls;
     for (list, up) in [(&a.link_down, false), (&a.link_up, true)] {
         for e in list {
             opts.link_events

@@ -40,9 +40,11 @@ mod links;
 mod pint;
 mod queue;
 mod report;
+mod stall;
 mod tcp;
 
 pub use links::LinkEvent;
+pub use stall::Stalls;
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -70,6 +72,9 @@ pub struct Options {
     /// Times at which every TCP flow's received bytes are sampled (`received_at` in its
     /// report), ns: a measurement window's edges.
     pub samples_ns: Vec<u64>,
+    /// Switches stall now and then, as a software switch's process waiting for a CPU does
+    /// ([`Stalls`]); none by default.
+    pub stalls: Option<Stalls>,
 }
 
 impl Options {
@@ -84,6 +89,7 @@ impl Options {
             store_and_forward: false,
             link_events: Vec::new(),
             samples_ns: Vec::new(),
+            stalls: None,
         }
     }
 }
@@ -168,6 +174,8 @@ struct SimSwitch {
     pktgen: Vec<Option<(pktgen::AppConfig, bool)>>,
     /// Frames the generator made.
     generated: u64,
+    /// Its stalls, with [`Options::stalls`].
+    stall: Option<stall::StallClock>,
 }
 
 #[derive(Debug)]
@@ -441,6 +449,9 @@ impl Sim {
                 tick_at: None,
                 pktgen: generator,
                 generated: 0,
+                stall: opts
+                    .stalls
+                    .map(|st| stall::StallClock::new(st, seed ^ 0x57a1_157a_1157_a115)),
             });
         }
         let mut hosts = Vec::new();
@@ -659,12 +670,22 @@ impl Sim {
             }
             self.now = at;
             match event {
-                Event::ToSwitch { sw, port, frame } => self.arrive_at_switch(sw, port, frame),
+                Event::ToSwitch { sw, port, frame } => match self.stalled(sw) {
+                    // Held, in arrival order, until the switch runs again.
+                    Some(end) => self.schedule(end, Event::ToSwitch { sw, port, frame }),
+                    None => self.arrive_at_switch(sw, port, frame),
+                },
                 Event::ToHost { host, frame } => self.arrive_at_host(host, frame),
                 Event::SwitchTurn { sw } => {
                     if self.switches[sw].turn_at == Some(self.now) {
                         self.switches[sw].turn_at = None;
-                        self.switch_turn(sw, None);
+                        match self.stalled(sw) {
+                            Some(end) => {
+                                self.switches[sw].turn_at = Some(end);
+                                self.schedule(end, Event::SwitchTurn { sw });
+                            }
+                            None => self.switch_turn(sw, None),
+                        }
                     }
                 }
                 Event::HostTurn { host } => {
@@ -722,7 +743,17 @@ impl Sim {
             s.driver.inject(frame, md);
         }
         s.generated += c.frames_per_tick();
-        self.switch_turn(sw, None);
+        match self.stalled(sw) {
+            // The frames wait in the driver for the switch's next turn.
+            Some(end) => {
+                let s = &mut self.switches[sw];
+                if s.turn_at.is_none_or(|t| end < t) {
+                    s.turn_at = Some(end);
+                    self.schedule(end, Event::SwitchTurn { sw });
+                }
+            }
+            None => self.switch_turn(sw, None),
+        }
         // Generators stop with the sources, so that the drain ends once the fabric is empty.
         let next = now + c.period_ns;
         if next < self.opts.duration_ns {
@@ -751,6 +782,12 @@ impl Sim {
     /// The PINT records kept since [`Sim::keep_pint_records`], in arrival order.
     pub fn pint_records(&self) -> &[analysis::pint::collector::SinkRecord] {
         self.pint.as_ref().map_or(&[], |c| c.records())
+    }
+
+    /// When switch `sw`'s stall ends, if it is stalled now.
+    fn stalled(&mut self, sw: usize) -> Option<u64> {
+        let now = self.now;
+        self.switches[sw].stall.as_mut()?.until(now)
     }
 
     fn arrive_at_switch(&mut self, sw: usize, port: PortId, frame: Frame) {

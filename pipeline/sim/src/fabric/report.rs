@@ -48,14 +48,21 @@ impl Sim {
                     reasons = reasons.with(name, c.packets);
                 }
             }
-            switches = switches.with(
-                &s.name,
-                Json::object()
-                    .with("ports", ports)
-                    .with("drops_by_reason", reasons)
-                    .with("cpu_packets", s.cpu_packets)
-                    .with("generated", s.generated),
-            );
+            let mut sw = Json::object()
+                .with("ports", ports)
+                .with("drops_by_reason", reasons)
+                .with("cpu_packets", s.cpu_packets)
+                .with("generated", s.generated);
+            // With --stalls only: how many stalls held something, and their total length.
+            if let Some(c) = &s.stall {
+                sw = sw.with(
+                    "stalls",
+                    Json::object()
+                        .with("count", c.count)
+                        .with("total_us", c.total_ns as f64 / 1000.0),
+                );
+            }
+            switches = switches.with(&s.name, sw);
         }
         let mut hosts = Json::object();
         for h in &self.hosts {
