@@ -12,6 +12,12 @@ Both directories are `pisa-fabric experiment --out` directories. Flows are poole
 Then, per (load, class), the schemes in order of their median in each, and whether the orders
 agree.
 
+Then, per (load, class), every pair of schemes whose order the reference's intervals settle
+(the paired per-seed ratio of their average FCTs, summary.csv's, has a 95% bootstrap interval
+clear of 1) and whether OTHER orders them the same way: "same" when its own paired ratio's
+interval is clear of 1 on the same side, "level" when it spans 1, "reversed" otherwise (the
+issue's "same ordering of schemes wherever the namespace intervals separate them").
+
 --by-recovery adds a table that splits the flows finished in both by whether each run's sender
 retransmitted (TCP_INFO's retransmissions in namespaces, the model's in the simulator): for each
 (scheme, load, class) and each of the four groups, how many flows and the geometric mean of
@@ -81,6 +87,47 @@ def by_recovery(ref: str, other: str) -> str:
     return "\n".join(out)
 
 
+def _avg_fct(d: str) -> dict[tuple[str, str, str], dict[str, Optional[float]]]:
+    """(scheme, load, class) -> rep -> the point's average FCT in ms (summary.csv)."""
+    by: dict[tuple[str, str, str], dict[str, Optional[float]]] = {}
+    for r in data.read_csv(os.path.join(d, "summary.csv")):
+        for cls in ("short", "large"):
+            by.setdefault((r["scheme"], r["load"], cls), {})[r["rep"]] = (
+                data.summary_fct_ms(r, cls, "avg"))
+    return by
+
+
+def settled_pairs(ref: str, other: str) -> tuple[list[str], int, int]:
+    """The rows of the pairs the reference settles, how many, and how many OTHER orders alike."""
+    a, b = _avg_fct(ref), _avg_fct(other)
+    rows, settled, same = [], 0, 0
+    groups = sorted({(k[1], k[2]) for k in a})
+    for load, cls in groups:
+        schemes = [k[0] for k in a if k[1:] == (load, cls) and (k[0], load, cls) in b]
+        for i, x in enumerate(schemes):
+            for y in schemes[i + 1:]:
+                ax, ay = a[(x, load, cls)], a[(y, load, cls)]
+                pr = stats.paired_ratio((ax.get(r), ay.get(r)) for r in ax)
+                if pr.verdict not in ("lower", "higher"):
+                    continue
+                bx, by_ = b[(x, load, cls)], b[(y, load, cls)]
+                po = stats.paired_ratio((bx.get(r), by_.get(r)) for r in bx)
+                # "same": the other's interval is clear of 1 on the reference's side; "level": it
+                # spans 1; "reversed": clear of 1 on the other side.
+                verdict = ("same" if po.verdict == pr.verdict
+                           else "level" if po.verdict in ("no difference", "one pair", None)
+                           else "reversed")
+                settled += 1
+                same += verdict == "same"
+                assert pr.ci is not None
+                oci = (f" [{po.ci[0]:.2f}, {po.ci[1]:.2f}]" if po.ci else "")
+                rows.append(
+                    f"| {load} | {cls} | {x} / {y} | {pr.ratio:.2f} [{pr.ci[0]:.2f}, "
+                    f"{pr.ci[1]:.2f}] | {style.cell(po.ratio, '.2f')}{oci} | "
+                    f"{verdict} |")
+    return rows, settled, same
+
+
 def table(ref: str, other: str, median_tol: float, p99_tol: float) -> str:
     a, b = _flows(ref), _flows(other)
     keys = [k for k in a if k in b]
@@ -122,6 +169,14 @@ def table(ref: str, other: str, median_tol: float, p99_tol: float) -> str:
         rb = [s for s, _, _ in sorted(rows, key=lambda r: r[2])]
         out.append(f"| {load} | {cls} | {' < '.join(ra)} | {' < '.join(rb)} | "
                    f"{'yes' if ra == rb else 'no'} |")
+    rows, settled, same = settled_pairs(ref, other)
+    out += ["", "Pairs of schemes the reference's intervals order (paired per-seed ratio of the "
+            "average FCT, 95% bootstrap interval clear of 1), and whether the other run orders "
+            "them alike:", "",
+            "| load | class | pair | ref ratio [95%] | other ratio [95%] | order in other |",
+            "|---|---|---|---|---|---|", *rows, "",
+            f"{same} of {settled} settled pairs in the same order in the other run, its "
+            f"interval clear of 1."]
     return "\n".join(out)
 
 

@@ -32,5 +32,35 @@ class ByRecovery(unittest.TestCase):
         self.assertEqual(row, ["| spray-rr | 0.2 | short | 2, 1.00 | 2, 0.50 | 0, - | 1, 1.00 |"])
 
 
+SUMMARY = ["scheme", "load", "rep", "short_n", "short_avg_fct_us", "large_n", "large_avg_fct_us"]
+
+
+def write_summary(d, rows):
+    with open(os.path.join(d, "summary.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, SUMMARY)
+        w.writeheader()
+        for scheme, rep, short_us in rows:
+            w.writerow({"scheme": scheme, "load": "0.4", "rep": str(rep), "short_n": "5",
+                        "short_avg_fct_us": str(short_us), "large_n": "0",
+                        "large_avg_fct_us": "0"})
+
+
+class SettledPairs(unittest.TestCase):
+    def test_only_pairs_the_reference_separates_are_judged_and_each_gets_a_verdict(self):
+        with tempfile.TemporaryDirectory() as ref, tempfile.TemporaryDirectory() as other:
+            # ref: a twice as fast as b in every rep (settled); c level with a (not settled)
+            # and half of b; other: a/b reversed, c faster than b, a/c anything.
+            write_summary(ref, [(s, r, v) for r in range(1, 6) for s, v in
+                                (("a", 1000 + r), ("b", 2000 + 2 * r), ("c", 1000 + r + 10 * (-1) ** r))])
+            write_summary(other, [(s, r, v) for r in range(1, 6) for s, v in
+                                  (("a", 3000 + r), ("b", 2000 + r), ("c", 1000 + r))])
+            rows, settled, same = compare.settled_pairs(ref, other)
+        self.assertEqual((settled, same), (2, 1))
+        self.assertIn("| 0.4 | short | a / b | 0.50 [0.50, 0.50] | 1.50 [1.50, 1.50] | reversed |",
+                      rows)
+        self.assertTrue(any(r.startswith("| 0.4 | short | b / c |") and r.endswith("| same |")
+                            for r in rows), rows)
+
+
 if __name__ == "__main__":
     unittest.main()
