@@ -18,6 +18,11 @@ clear of 1) and whether OTHER orders them the same way: "same" when its own pair
 interval is clear of 1 on the same side, "level" when it spans 1, "reversed" otherwise (the
 issue's "same ordering of schemes wherever the namespace intervals separate them").
 
+--by-size adds a table of the short flows by size (under 10 KB, 10-30 KB, 30-60 KB, 60-200 KB,
+200 KB and more): the median FCT of the flows finished in both, in each run. A pooled median of
+a size mixture sits where FCT climbs steeply with size, so a small shift of a few sizes moves
+it far; this shows where a gap lies.
+
 --by-recovery adds a table that splits the flows finished in both by whether each run's sender
 retransmitted (TCP_INFO's retransmissions in namespaces, the model's in the simulator): for each
 (scheme, load, class) and each of the four groups, how many flows and the geometric mean of
@@ -51,6 +56,40 @@ def _flows_retx(d: str) -> dict[Key, dict[tuple[str, str], Flow]]:
         by.setdefault(k, {})[(r["rep"], r["id"])] = (
             data.fct_ms(r) if data.finished(r) else None, data.count(r.get("retransmits")))
     return by
+
+
+#: --by-size's buckets of flow size, bytes: [low, high).
+SIZES = [(0, 10_000), (10_000, 30_000), (30_000, 60_000), (60_000, 200_000), (200_000, None)]
+
+
+def _sized(d: str) -> dict[Key, dict[tuple[str, str], tuple[Optional[float], int]]]:
+    by: dict[Key, dict[tuple[str, str], tuple[Optional[float], int]]] = {}
+    for r in data.read_csv(os.path.join(d, "flows.csv")):
+        k = (r["scheme"], r["load"], r["class"])
+        by.setdefault(k, {})[(r["rep"], r["id"])] = (
+            data.fct_ms(r) if data.finished(r) else None, int(r["size_bytes"]))
+    return by
+
+
+def by_size(ref: str, other: str) -> str:
+    """Per (scheme, load) of the short flows and per size bucket: the flows finished in both,
+    and their median FCT in each run (ms) with other / ref."""
+    a, b = _sized(ref), _sized(other)
+    label = lambda lo, hi: f"{lo // 1000}-{hi // 1000} KB" if hi else f">= {lo // 1000} KB"
+    head = " | ".join(label(lo, hi) for lo, hi in SIZES)
+    out = ["Short flows finished in both runs, by size: flows, median FCT ms in ref / other "
+           "(other / ref)", "", f"| scheme | load | {head} |", "|---|---|" + "---|" * len(SIZES)]
+    for k in [k for k in a if k in b and k[2] == "short"]:
+        cells = []
+        for lo, hi in SIZES:
+            pairs = [(fa, b[k][f][0]) for f, (fa, size) in a[k].items()
+                     if fa and f in b[k] and b[k][f][0] and size >= lo and (hi is None or size < hi)]
+            ma = stats.median([x for x, _ in pairs])
+            mb = stats.median([y for _, y in pairs])
+            cells.append(f"{len(pairs)}: {style.cell(ma, '.1f')} / {style.cell(mb, '.1f')} "
+                         f"({style.cell(mb / ma if ma and mb else None, '.2f')})")
+        out.append(f"| {k[0]} | {k[1]} | {' | '.join(cells)} |")
+    return "\n".join(out)
 
 
 def _geomean(xs: list[float]) -> Optional[float]:
@@ -182,6 +221,9 @@ def table(ref: str, other: str, median_tol: float, p99_tol: float) -> str:
 
 def run(a: argparse.Namespace) -> None:
     print(table(a.ref, a.other, a.median_tol, a.p99_tol))
+    if a.by_size:
+        print()
+        print(by_size(a.ref, a.other))
     if a.by_recovery:
         print()
         print(by_recovery(a.ref, a.other))
@@ -195,6 +237,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("other", help="the run compared with it (e.g. --where sim)")
     p.add_argument("--median-tol", type=float, default=0.15)
     p.add_argument("--p99-tol", type=float, default=0.30)
+    p.add_argument("--by-size", action="store_true",
+                   help="also the short flows' median FCTs by flow size")
     p.add_argument("--by-recovery", action="store_true",
                    help="also split the flows by whose sender retransmitted")
     p.set_defaults(run=run)

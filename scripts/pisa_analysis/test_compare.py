@@ -7,7 +7,8 @@ import unittest
 
 from pisa_analysis import compare
 
-FIELDS = ["scheme", "load", "rep", "id", "class", "finished", "fct_us", "retransmits"]
+FIELDS = ["scheme", "load", "rep", "id", "class", "finished", "fct_us", "retransmits",
+          "size_bytes"]
 
 
 def write_run(d, flows):
@@ -17,7 +18,8 @@ def write_run(d, flows):
         for i, (fct_us, retx) in enumerate(flows):
             w.writerow({"scheme": "spray-rr", "load": "0.2", "rep": "1", "id": str(i),
                         "class": "short", "finished": "true" if fct_us else "false",
-                        "fct_us": fct_us or "", "retransmits": retx})
+                        "fct_us": fct_us or "", "retransmits": retx,
+                        "size_bytes": 5000 if i < 3 else 100_000})
 
 
 class ByRecovery(unittest.TestCase):
@@ -30,6 +32,18 @@ class ByRecovery(unittest.TestCase):
             text = compare.by_recovery(ref, other)
         row = [l for l in text.splitlines() if l.startswith("| spray-rr")]
         self.assertEqual(row, ["| spray-rr | 0.2 | short | 2, 1.00 | 2, 0.50 | 0, - | 1, 1.00 |"])
+
+
+class BySize(unittest.TestCase):
+    def test_each_size_bucket_has_the_medians_of_the_flows_finished_in_both(self):
+        with tempfile.TemporaryDirectory() as ref, tempfile.TemporaryDirectory() as other:
+            # Flows 0-2 of 5 KB, 3-5 of 100 KB; flow 5 unfinished in ref.
+            write_run(ref, [(1000, 0), (2000, 0), (3000, 0), (8000, 0), (10000, 0), (None, 0)])
+            write_run(other, [(1000, 0), (2000, 0), (3000, 0), (4000, 0), (5000, 0), (500, 0)])
+            text = compare.by_size(ref, other)
+        row = [l for l in text.splitlines() if l.startswith("| spray-rr")]
+        self.assertEqual(row, ["| spray-rr | 0.2 | 3: 2.0 / 2.0 (1.00) | 0: - / - (-) | "
+                               "0: - / - (-) | 2: 9.0 / 4.5 (0.50) | 0: - / - (-) |"])
 
 
 SUMMARY = ["scheme", "load", "rep", "short_n", "short_avg_fct_us", "large_n", "large_avg_fct_us"]
