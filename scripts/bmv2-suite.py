@@ -383,6 +383,155 @@ def digest_ack(sw, ports):
     expect(sw.next_message("digest", 1) is not None, "no digest after the ack")
 
 
+@check("test_digest/DeleteDigest")
+def digest_delete(sw, ports):
+    sw.load("digest")
+    digest_config(sw, 0)
+    learn_frame(ports)
+    expect(sw.next_message("digest", 1) is not None, "no digest before the DELETE")
+    entry = p4r.DigestEntry(digest_id=sw.id("digests", "L2_digest"), config=p4r.DigestEntry.Config(
+        max_list_size=1, max_timeout_ns=0, ack_timeout_ns=0))
+    sw.write(p4r.Entity(digest_entry=entry), p4r.Update.DELETE)
+    learn_frame(ports)
+    expect(sw.next_message("digest", 0.2) is None, "a digest after the DELETE")
+
+
+def counter_entry(sw, length):
+    """test_counter's t_redirect entry for packets of `length` bytes (sm.packet_length, 32 bits)."""
+    return p4r.TableEntry(
+        table_id=sw.id("tables", "t_redirect"),
+        match=[p4r.FieldMatch(field_id=sw.mf_id("t_redirect", "sm.packet_length"),
+                              exact=p4r.FieldMatch.Exact(value=length.to_bytes(4, "big")))],
+        action=p4r.TableAction(action=p4r.Action(action_id=sw.id("actions", "port_redirect"))))
+
+
+@check("test_counter/CounterHit")
+def counter_hit(sw, ports):
+    # The C++ test's packets are 10 and 5 bytes; veth takes no frame under 14, so these are 24
+    # and 19 (each the C++ length plus 14), keyed and counted by their own lengths.
+    sw.load("counter")
+    lengths = (24, 19)
+    for n in lengths:
+        sw.write(p4r.Entity(table_entry=counter_entry(sw, n)))
+    for n in lengths:
+        ports.drain()
+        ports.send(1, b"\xab" * n)
+        r = ports.recv_one()
+        expect(r is not None and r[0] == 1 and r[1] == b"\xab" * n,
+               f"{n}-byte packet came back as {r}")
+    for n in lengths:
+        got = sw.read(p4r.Entity(direct_counter_entry=p4r.DirectCounterEntry(
+            table_entry=counter_entry(sw, n))))
+        expect(len(got) == 1 and got[0].HasField("direct_counter_entry"), f"read {list(got)}")
+        d = got[0].direct_counter_entry.data
+        expect((d.packet_count, d.byte_count) == (1, n), f"counter for {n}: {d}")
+        # The same counter read through the table entry.
+        e = counter_entry(sw, n)
+        e.counter_data.SetInParent()
+        got = sw.read(p4r.Entity(table_entry=e))
+        expect(len(got) == 1, f"table read {list(got)}")
+        d = got[0].table_entry.counter_data
+        expect((d.packet_count, d.byte_count) == (1, n), f"counter_data for {n}: {d}")
+
+
+@check("test_meter/ReadDefault")
+def meter_read_default(sw, ports):
+    sw.load("meter")
+    e = p4r.TableEntry(
+        table_id=sw.id("tables", "ingress.t_redirect"),
+        match=[p4r.FieldMatch(field_id=sw.mf_id("ingress.t_redirect", "sm.ingress_port"),
+                              exact=p4r.FieldMatch.Exact(value=b"\x01\xff"))],
+        action=p4r.TableAction(action=p4r.Action(
+            action_id=sw.id("actions", "ingress.port_redirect"))))
+    sw.write(p4r.Entity(table_entry=e))
+
+    def read_back():
+        q = p4r.TableEntry()
+        q.CopyFrom(e)
+        q.meter_config.SetInParent()  # ask for the meter config
+        got = sw.read(p4r.Entity(table_entry=q))
+        expect(len(got) == 1, f"read {list(got)}")
+        return got[0].table_entry
+
+    expect(not read_back().HasField("meter_config"), "a meter config before any was set")
+    # A MODIFY with an empty config leaves the meter as it was.
+    sw.write(p4r.Entity(direct_meter_entry=p4r.DirectMeterEntry(table_entry=e)),
+             p4r.Update.MODIFY)
+    expect(not read_back().HasField("meter_config"), "a meter config after an empty MODIFY")
+
+
+def idle_setup(sw):
+    """test_idle_timeout's SetUp: digest.json with ingress.smac's default NoAction (no digests)."""
+    sw.load("digest")
+    sw.write(p4r.Entity(table_entry=p4r.TableEntry(
+        table_id=sw.id("tables", "ingress.smac"), is_default_action=True,
+        action=p4r.TableAction(action=p4r.Action(action_id=sw.id("actions", "NoAction"))))),
+        p4r.Update.MODIFY)
+    while sw.next_message("idle_timeout_notification", 0) is not None:
+        pass
+
+
+def idle_entry(sw, timeout_ns):
+    return p4r.TableEntry(
+        table_id=sw.id("tables", "ingress.smac"),
+        match=[p4r.FieldMatch(field_id=sw.mf_id("ingress.smac", "h.ethernet.smac"),
+                              exact=p4r.FieldMatch.Exact(value=bytes.fromhex("112233445566")))],
+        action=p4r.TableAction(action=p4r.Action(action_id=sw.id("actions", "NoAction"))),
+        idle_timeout_ns=timeout_ns)
+
+
+@check("test_idle_timeout/EntryExpire")
+def idle_expire(sw, ports):
+    idle_setup(sw)
+    e = idle_entry(sw, 2_000_000_000)
+    sw.write(p4r.Entity(table_entry=e))
+    msg = sw.next_message("idle_timeout_notification", 3.5)
+    expect(msg is not None, "no notification within 3.5 s")
+    n = msg.idle_timeout_notification
+    want = p4r.TableEntry()
+    want.CopyFrom(e)
+    want.ClearField("action")
+    expect(len(n.table_entry) == 1 and n.table_entry[0] == want, f"notified {n}")
+
+
+@check("test_idle_timeout/NotifyAgain")
+def idle_again(sw, ports):
+    idle_setup(sw)
+    sw.write(p4r.Entity(table_entry=idle_entry(sw, 2_000_000_000)))
+    for i in range(2):
+        expect(sw.next_message("idle_timeout_notification", 3.5) is not None,
+               f"no notification {i + 1} within 3.5 s")
+
+
+@check("test_idle_timeout/ReadEntry")
+def idle_read(sw, ports):
+    idle_setup(sw)
+    e = idle_entry(sw, 2_000_000_000)
+    sw.write(p4r.Entity(table_entry=e))
+    got = sw.read(p4r.Entity(table_entry=e))
+    expect(len(got) == 1 and got[0].table_entry == e, f"read {list(got)}")
+    time.sleep(1.0)
+    q = p4r.TableEntry()
+    q.CopyFrom(e)
+    q.time_since_last_hit.SetInParent()
+    got = sw.read(p4r.Entity(table_entry=q))
+    expect(len(got) == 1, f"read {list(got)}")
+    ns = got[0].table_entry.time_since_last_hit.elapsed_ns
+    expect(0 < ns < 2_000_000_000, f"elapsed_ns {ns}")
+
+
+@check("test_idle_timeout/ModifyTTL")
+def idle_modify(sw, ports):
+    idle_setup(sw)
+    e = idle_entry(sw, 30_000_000_000)
+    sw.write(p4r.Entity(table_entry=e))
+    expect(sw.next_message("idle_timeout_notification", 2) is None, "notified within 2 s of 30")
+    e.idle_timeout_ns = 4_000_000_000
+    sw.write(p4r.Entity(table_entry=e), p4r.Update.MODIFY)
+    expect(sw.next_message("idle_timeout_notification", 5.5) is not None,
+           "no notification within 5.5 s of the new 4 s")
+
+
 def pre_entity(kind, key, ident, replicas):
     reps = [p4r.Replica(egress_port=port, instance=rid) for port, rid in replicas]
     if kind == "multicast":

@@ -128,7 +128,9 @@ async fn stream_packet_io_digests_and_idle_timeouts() {
         })) => assert_eq!(l.data.len(), 1),
         other => panic!("expected a second digest list, got {other:?}"),
     }
-    // Idle timeout: an smac entry with a 50 ms timeout is reported once.
+    // Idle timeout: an smac entry with a 500 ms timeout is reported when it has been idle that
+    // long, by its key and timeout without its action, and again after each further timeout
+    // while it stays idle (P4Runtime 9.1.8), not at every scan.
     c.write(
         vec![update(
             p4::update::Type::Insert,
@@ -148,7 +150,7 @@ async fn stream_packet_io_digests_and_idle_timeouts() {
                         params: vec![],
                     })),
                 }),
-                idle_timeout_ns: 50_000_000,
+                idle_timeout_ns: 500_000_000,
                 ..Default::default()
             }),
         )],
@@ -157,18 +159,29 @@ async fn stream_packet_io_digests_and_idle_timeouts() {
     .await
     .unwrap();
     let started = Instant::now();
-    match c.next_event(Duration::from_secs(2)).await {
-        Some(Ok(p4::StreamMessageResponse {
-            update: Some(U::IdleTimeoutNotification(n)),
-        })) => {
-            assert_eq!(n.table_entry.len(), 1);
-            assert_eq!(n.table_entry[0].idle_timeout_ns, 50_000_000);
+    for round in 1..=2u32 {
+        match c.next_event(Duration::from_secs(3)).await {
+            Some(Ok(p4::StreamMessageResponse {
+                update: Some(U::IdleTimeoutNotification(n)),
+            })) => {
+                assert_eq!(n.table_entry.len(), 1);
+                assert_eq!(n.table_entry[0].idle_timeout_ns, 500_000_000);
+                assert_eq!(n.table_entry[0].action, None, "no action in a notification");
+            }
+            other => panic!("expected idle timeout notification {round}, got {other:?}"),
         }
-        other => panic!("expected an idle timeout notification, got {other:?}"),
+        // Not before `round` whole timeouts (less a scan's slack).
+        assert!(
+            started.elapsed() >= Duration::from_millis(450) * round,
+            "notification {round} after {:?}",
+            started.elapsed()
+        );
+        if round == 1 {
+            // Not again within the next 300 ms: the next report waits for another timeout.
+            assert!(
+                c.next_event(Duration::from_millis(300)).await.is_none(),
+                "reported again before another timeout"
+            );
+        }
     }
-    assert!(started.elapsed() >= Duration::from_millis(30));
-    assert!(
-        c.next_event(Duration::from_millis(300)).await.is_none(),
-        "reported once"
-    );
 }

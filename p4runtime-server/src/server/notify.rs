@@ -158,9 +158,11 @@ impl Inner {
         any
     }
 
-    /// Reports entries idle for longer than their timeout, once per idle period (an entry is
-    /// marked reported only when a primary took the notification). Returns the shortest idle
-    /// timeout among the entries, if any has one.
+    /// Reports entries idle for longer than their timeout, and again after each further timeout
+    /// while they stay idle (P4Runtime 9.1.8; an entry is marked reported only when a primary
+    /// took the notification). An entry is reported by its key fields, its metadata and its
+    /// timeout, without its action, as the spec requires and as PI's server sends it. Returns
+    /// the shortest idle timeout among the entries, if any has one.
     pub(super) fn scan_idle(&self, now: u64) -> Option<u64> {
         let tables: Vec<u32> = self
             .schema()
@@ -174,7 +176,7 @@ impl Inner {
         }
         self.control().set_now(now);
         let mut shortest: Option<u64> = None;
-        let mut expired = Vec::new();
+        let mut expired: Vec<p4::TableEntry> = Vec::new();
         let mut keys = Vec::new();
         let mut reported = self.idle_reported.lock();
         let mut live = HashSet::new();
@@ -195,21 +197,20 @@ impl Inner {
                     Some(&at) if elapsed < at => {
                         reported.remove(&key);
                     }
-                    Some(_) => continue,
-                    None => {}
+                    // Still idle: reported again once another whole timeout has passed.
+                    Some(&at) if elapsed < at.saturating_add(e.idle_timeout_ns) => continue,
+                    _ => {}
                 }
                 if elapsed >= e.idle_timeout_ns {
                     keys.push((key, elapsed));
-                    expired.push(convert::table_entry_msg(&self.schema(), &e, false));
+                    let mut msg = convert::table_entry_msg(&self.schema(), &e, false);
+                    msg.action = None;
+                    expired.push(msg);
                 }
             }
         }
         reported.retain(|k, _| live.contains(k));
         if !expired.is_empty() {
-            let sets = self.one_shot_sets();
-            for e in &mut expired {
-                self.show_one_shot(&sets, e);
-            }
             let msg = p4::StreamMessageResponse {
                 update: Some(
                     p4::stream_message_response::Update::IdleTimeoutNotification(
