@@ -679,13 +679,7 @@ impl Sim {
                 Event::SwitchTurn { sw } => {
                     if self.switches[sw].turn_at == Some(self.now) {
                         self.switches[sw].turn_at = None;
-                        match self.stalled(sw) {
-                            Some(end) => {
-                                self.switches[sw].turn_at = Some(end);
-                                self.schedule(end, Event::SwitchTurn { sw });
-                            }
-                            None => self.switch_turn(sw, None),
-                        }
+                        self.turn_unless_stalled(sw);
                     }
                 }
                 Event::HostTurn { host } => {
@@ -743,17 +737,8 @@ impl Sim {
             s.driver.inject(frame, md);
         }
         s.generated += c.frames_per_tick();
-        match self.stalled(sw) {
-            // The frames wait in the driver for the switch's next turn.
-            Some(end) => {
-                let s = &mut self.switches[sw];
-                if s.turn_at.is_none_or(|t| end < t) {
-                    s.turn_at = Some(end);
-                    self.schedule(end, Event::SwitchTurn { sw });
-                }
-            }
-            None => self.switch_turn(sw, None),
-        }
+        // A stalled switch's frames wait in the driver for its next turn.
+        self.turn_unless_stalled(sw);
         // Generators stop with the sources, so that the drain ends once the fabric is empty.
         let next = now + c.period_ns;
         if next < self.opts.duration_ns {
@@ -782,6 +767,23 @@ impl Sim {
     /// The PINT records kept since [`Sim::keep_pint_records`], in arrival order.
     pub fn pint_records(&self) -> &[analysis::pint::collector::SinkRecord] {
         self.pint.as_ref().map_or(&[], |c| c.records())
+    }
+
+    /// Runs switch `sw`'s turn now, or, while it is stalled, has one at the stall's end.
+    fn turn_unless_stalled(&mut self, sw: usize) {
+        match self.stalled(sw) {
+            Some(end) => self.schedule_turn(sw, end),
+            None => self.switch_turn(sw, None),
+        }
+    }
+
+    /// Schedules a turn of switch `sw` at `at`, unless an earlier one is pending.
+    fn schedule_turn(&mut self, sw: usize, at: u64) {
+        let s = &mut self.switches[sw];
+        if s.turn_at.is_none_or(|t| at < t) {
+            s.turn_at = Some(at);
+            self.schedule(at, Event::SwitchTurn { sw });
+        }
     }
 
     /// When switch `sw`'s stall ends, if it is stalled now.
@@ -902,11 +904,7 @@ impl Sim {
             }
         }
         if let Some(at) = next {
-            let s = &mut self.switches[sw];
-            if s.turn_at.is_none_or(|t| at < t) {
-                s.turn_at = Some(at);
-                self.schedule(at, Event::SwitchTurn { sw });
-            }
+            self.schedule_turn(sw, at);
         }
     }
 }
