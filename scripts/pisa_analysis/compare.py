@@ -41,20 +41,22 @@ from . import data, stats, style
 Key = tuple[str, str, str]  # scheme, load, class
 
 
-#: A flow of one run: its FCT in ms (None when unfinished) and its retransmissions.
-Flow = tuple[Optional[float], int]
+#: A flow of one run: its FCT in ms (None when unfinished), retransmissions and size in bytes.
+Flow = tuple[Optional[float], int, int]
 
 
 def _flows(d: str) -> dict[Key, dict[tuple[str, str], Optional[float]]]:
-    return {k: {f: v[0] for f, v in fs.items()} for k, fs in _flows_retx(d).items()}
+    return {k: {f: v[0] for f, v in fs.items()} for k, fs in _flows_full(d).items()}
 
 
-def _flows_retx(d: str) -> dict[Key, dict[tuple[str, str], Flow]]:
+def _flows_full(d: str) -> dict[Key, dict[tuple[str, str], Flow]]:
+    """flows.csv by (scheme, load, class), then by (rep, id)."""
     by: dict[Key, dict[tuple[str, str], Flow]] = {}
     for r in data.read_csv(os.path.join(d, "flows.csv")):
         k = (r["scheme"], r["load"], r["class"])
         by.setdefault(k, {})[(r["rep"], r["id"])] = (
-            data.fct_ms(r) if data.finished(r) else None, data.count(r.get("retransmits")))
+            data.fct_ms(r) if data.finished(r) else None, data.count(r.get("retransmits")),
+            int(r.get("size_bytes") or 0))
     return by
 
 
@@ -62,19 +64,10 @@ def _flows_retx(d: str) -> dict[Key, dict[tuple[str, str], Flow]]:
 SIZES = [(0, 10_000), (10_000, 30_000), (30_000, 60_000), (60_000, 200_000), (200_000, None)]
 
 
-def _sized(d: str) -> dict[Key, dict[tuple[str, str], tuple[Optional[float], int]]]:
-    by: dict[Key, dict[tuple[str, str], tuple[Optional[float], int]]] = {}
-    for r in data.read_csv(os.path.join(d, "flows.csv")):
-        k = (r["scheme"], r["load"], r["class"])
-        by.setdefault(k, {})[(r["rep"], r["id"])] = (
-            data.fct_ms(r) if data.finished(r) else None, int(r["size_bytes"]))
-    return by
-
-
 def by_size(ref: str, other: str) -> str:
     """Per (scheme, load) of the short flows and per size bucket: the flows finished in both,
     and their median FCT in each run (ms) with other / ref."""
-    a, b = _sized(ref), _sized(other)
+    a, b = _flows_full(ref), _flows_full(other)
     label = lambda lo, hi: f"{lo // 1000}-{hi // 1000} KB" if hi else f">= {lo // 1000} KB"
     head = " | ".join(label(lo, hi) for lo, hi in SIZES)
     out = ["Short flows finished in both runs, by size: flows, median FCT ms in ref / other "
@@ -82,7 +75,7 @@ def by_size(ref: str, other: str) -> str:
     for k in [k for k in a if k in b and k[2] == "short"]:
         cells = []
         for lo, hi in SIZES:
-            pairs = [(fa, b[k][f][0]) for f, (fa, size) in a[k].items()
+            pairs = [(fa, b[k][f][0]) for f, (fa, _, size) in a[k].items()
                      if fa and f in b[k] and b[k][f][0] and size >= lo and (hi is None or size < hi)]
             ma = stats.median([x for x, _ in pairs])
             mb = stats.median([y for _, y in pairs])
@@ -103,7 +96,7 @@ GROUPS = [(False, False), (True, False), (False, True), (True, True)]
 def by_recovery(ref: str, other: str) -> str:
     """Per (scheme, load, class): the flows finished in both, split by which run's sender
     retransmitted, with the count and the geometric mean of OTHER / REF of each group."""
-    a, b = _flows_retx(ref), _flows_retx(other)
+    a, b = _flows_full(ref), _flows_full(other)
     names = {(False, False): "neither", (True, False): "ref only",
              (False, True): "other only", (True, True): "both"}
     head = " | ".join(f"{names[g]}: flows, other/ref" for g in GROUPS)
@@ -116,8 +109,8 @@ def by_recovery(ref: str, other: str) -> str:
     ]
     for k in [k for k in a if k in b]:
         groups: dict[tuple[bool, bool], list[float]] = {g: [] for g in GROUPS}
-        for f, (fa, ra) in a[k].items():
-            fb, rb = b[k].get(f, (None, 0))
+        for f, (fa, ra, _) in a[k].items():
+            fb, rb, _ = b[k].get(f, (None, 0, 0))
             if fa and fb:
                 groups[(ra > 0, rb > 0)].append(fb / fa)
         cells = " | ".join(f"{len(groups[g])}, {style.cell(_geomean(groups[g]), '.2f')}"
