@@ -581,9 +581,12 @@ impl<B> Driver<B> {
 fn copy_meta(md: &StdMeta, c: &Copy) -> StdMeta {
     let mut m = *md;
     // A copy's own egress decides these: a clone made as its original asked to recirculate
-    // does not recirculate too.
+    // does not recirculate too, nor is a clone of a packet its program dropped (mark_to_drop
+    // with clone3/clone_preserving_field_list, in ingress or egress) dropped with it: BMv2
+    // makes the clone before it drops the original, and egress starts with a fresh egress_spec.
     m.e2e_tail = 0;
     m.recirculate = false;
+    m.drop = None;
     m.egress_port = c.port;
     m.egress_rid = c.rid;
     m.qid = c.qid;

@@ -97,6 +97,12 @@ impl Program for Looper {
             md.mark_to_drop(self.mode_zero);
             return;
         }
+        if mode == 5 {
+            // Clone to session 7, drop the original (ngsdn's clone_to_cpu after a table miss).
+            md.clone_session = Some(7);
+            md.mark_to_drop(self.mode_zero);
+            return;
+        }
         let r = cx.apply(self.mode, &[u128::from(mode)], 0);
         let a = usize::from(r.action.action);
         md.bridged[0] = a as u64;
@@ -266,6 +272,19 @@ fn e2e_clone_sends_a_truncated_copy_once() {
         .unwrap()
         .1;
     assert_eq!(missing.packets, 1);
+}
+
+#[test]
+fn an_ingress_clone_of_a_dropped_packet_goes_out() {
+    let pipe = setup();
+    let mut sw = SimSwitch::new(pipe.clone());
+    let out = sw.inject(9, &[5, 1, 2, 3, 4, 5], 0);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(
+        (out[0].port, out[0].rid, out[0].instance_type),
+        (6, 9, InstanceType::IngressClone)
+    );
+    assert_eq!(out[0].bytes, vec![5, 1, 2]);
 }
 
 #[test]
