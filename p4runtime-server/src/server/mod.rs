@@ -81,6 +81,10 @@ pub struct ServerConfig {
     pub device_id: u64,
     /// How the primary is elected.
     pub election: Election,
+    /// Packet-in metadata padded to its field's width, as stratum_bmv2 sends it (controllers
+    /// written against it, such as ngsdn-tutorial's PTF tests, compare the bytes), instead of
+    /// the canonical form the spec asks of a server's replies (8.3).
+    pub padded_packet_in: bool,
 }
 
 impl Default for ServerConfig {
@@ -88,6 +92,7 @@ impl Default for ServerConfig {
         ServerConfig {
             device_id: 1,
             election: Election::Spec,
+            padded_packet_in: false,
         }
     }
 }

@@ -27,7 +27,11 @@ impl Inner {
                         .zip(values)
                         .map(|(f, v)| p4::PacketMetadata {
                             metadata_id: f.0,
-                            value: crate::bytestring::canonical(v),
+                            value: if self.config.padded_packet_in {
+                                crate::bytestring::padded(v, u32::from(f.2))
+                            } else {
+                                crate::bytestring::canonical(v)
+                            },
                         })
                         .collect();
                     (md, frame[h.byte_len()..].to_vec())

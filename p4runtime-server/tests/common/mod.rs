@@ -35,6 +35,18 @@ impl Fixture {
 
     /// The same, running program `name`.
     pub(crate) fn with_program(name: &str, election: Election, device_id: u64) -> Fixture {
+        Fixture::with_config(
+            name,
+            ServerConfig {
+                device_id,
+                election,
+                ..ServerConfig::default()
+            },
+        )
+    }
+
+    /// The same, with the service's settings `config`.
+    pub(crate) fn with_config(name: &str, config: ServerConfig) -> Fixture {
         let program = programs::by_name(name).unwrap();
         let pipe = Pipeline::new(program, 1, Config::default());
         let control = pipe.control.clone();
@@ -48,14 +60,7 @@ impl Fixture {
             clock: Arc::new(move || epoch.elapsed().as_nanos() as u64),
             loader: None,
         };
-        let service = Service::new(
-            control.clone(),
-            io,
-            ServerConfig {
-                device_id,
-                election,
-            },
-        );
+        let service = Service::new(control.clone(), io, config);
         let running = serve(service, "127.0.0.1:0".parse().unwrap()).unwrap();
         Fixture {
             running,
