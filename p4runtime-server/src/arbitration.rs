@@ -5,7 +5,13 @@
 //! highest election id the server has ever seen. When the primary leaves there is no primary
 //! until a client advertises an id at least that high. With [`Election::LiveHighest`] (BMv2's
 //! behaviour, opt-in) the primary is simply the live stream with the highest id, so a client that
-//! reconnects with a lower id after the primary left becomes primary.
+//! reconnects with a lower id after the primary left becomes primary; and an unset election id
+//! counts as 0, as PI's server (simple_switch_grpc) has it: a stream without one can be primary,
+//! requests without one are the id-0 stream's, and while no stream has arbitrated, a request
+//! without an election id is accepted (PI proto/server/pi_server.cpp: StreamChannel's
+//! convert_u128 of the unset Uint128; Write and SetForwardingPipelineConfig's "if there are no
+//! connections, we accept all requests with no election_id"). The spec (section "Unset Election
+//! ID") makes an unset id lower than any and never primary: so does the default rule.
 
 use std::collections::BTreeMap;
 
@@ -82,6 +88,11 @@ impl Arbiter {
         s: StreamId,
         election_id: Option<u128>,
     ) -> Result<bool, (Code, String)> {
+        // BMv2 (PI): an unset election id is 0.
+        let election_id = match self.rule {
+            Election::Spec => election_id,
+            Election::LiveHighest => Some(election_id.unwrap_or(0)),
+        };
         if let Some(e) = election_id
             && self
                 .streams
@@ -111,6 +122,16 @@ impl Arbiter {
     /// Whether a request carrying `election_id` comes from the primary (Write and
     /// SetForwardingPipelineConfig are allowed only then).
     pub fn is_primary_id(&self, election_id: Option<u128>) -> bool {
+        if self.rule == Election::LiveHighest {
+            // PI: with no arbitrated stream, only a request without an election id passes; with
+            // streams, the request's id (unset = 0) must be the primary's.
+            if self.streams.is_empty() {
+                return election_id.is_none();
+            }
+            return self
+                .primary()
+                .is_some_and(|p| self.streams[&p] == Some(election_id.unwrap_or(0)));
+        }
         match (self.primary(), election_id) {
             (Some(p), Some(e)) => self.streams[&p] == Some(e),
             _ => false,
@@ -188,6 +209,25 @@ mod tests {
         assert_eq!(a.primary(), Some(2));
         assert_eq!(a.status_of(2), Code::Ok);
         assert!(a.is_primary_id(Some(4)));
+    }
+
+    #[test]
+    fn live_highest_takes_an_unset_id_as_zero_as_pi_does() {
+        // PI's demo controller (proto/demo_grpc): SetForwardingPipelineConfig before any
+        // stream, then a stream and Writes, never an election id.
+        let mut a = Arbiter::new(Election::LiveHighest);
+        assert!(a.is_primary_id(None));
+        assert!(!a.is_primary_id(Some(1)));
+        assert_eq!(a.advertise(1, None), Ok(true));
+        assert_eq!(a.status_of(1), Code::Ok);
+        assert!(a.is_primary_id(None));
+        assert!(a.is_primary_id(Some(0)));
+        // A second id-less stream holds the same id 0.
+        assert_eq!(a.advertise(2, None).unwrap_err().0, Code::InvalidArgument);
+        // A higher id takes over; requests without an id are then refused.
+        assert_eq!(a.advertise(3, Some(5)), Ok(true));
+        assert!(!a.is_primary_id(None));
+        assert!(a.is_primary_id(Some(5)));
     }
 
     #[test]

@@ -458,6 +458,21 @@ impl Client {
             }),
             ..Default::default()
         };
+        self.send_pipeline(req).await
+    }
+
+    /// COMMIT: runs the config saved by VERIFY_AND_SAVE (the request carries no config).
+    pub async fn commit(&mut self) -> Result<()> {
+        let req = p4::SetForwardingPipelineConfigRequest {
+            device_id: self.device_id,
+            election_id: Some(uint128(self.election_id)),
+            action: p4::set_forwarding_pipeline_config_request::Action::Commit as i32,
+            ..Default::default()
+        };
+        self.send_pipeline(req).await
+    }
+
+    async fn send_pipeline(&mut self, req: p4::SetForwardingPipelineConfigRequest) -> Result<()> {
         let rpc = &mut self.rpc;
         within(
             &self.addr,

@@ -59,6 +59,45 @@ fn foreign_p4info() -> p4i::P4Info {
     p
 }
 
+/// A route to 10.0.3.0/24 in the test router's `ipv4_lpm`, with the ids of `p4info`.
+fn route_entry(p4info: &p4i::P4Info) -> p4::TableEntry {
+    let table = p4info
+        .tables
+        .iter()
+        .find(|t| t.preamble.as_ref().unwrap().name == "ingress.ipv4_lpm")
+        .unwrap();
+    let action = p4info
+        .actions
+        .iter()
+        .find(|a| a.preamble.as_ref().unwrap().name == "ingress.set_nhop")
+        .unwrap();
+    p4::TableEntry {
+        table_id: table.preamble.as_ref().unwrap().id,
+        r#match: vec![p4::FieldMatch {
+            field_id: table.match_fields[0].id,
+            field_match_type: Some(p4::field_match::FieldMatchType::Lpm(p4::field_match::Lpm {
+                value: vec![10, 0, 3, 0],
+                prefix_len: 24,
+            })),
+        }],
+        action: Some(p4::TableAction {
+            r#type: Some(p4::table_action::Type::Action(p4::Action {
+                action_id: action.preamble.as_ref().unwrap().id,
+                params: action
+                    .params
+                    .iter()
+                    .zip([vec![2, 0, 0, 0, 1, 3], vec![2, 0, 0, 0, 0, 0xfe], vec![3]])
+                    .map(|(q, value)| p4::action::Param {
+                        param_id: q.id,
+                        value,
+                    })
+                    .collect(),
+            })),
+        }),
+        ..Default::default()
+    }
+}
+
 /// A switch with no program, as `pisa-switch --no-p4`, whose loader records what it installs.
 fn no_program_switch() -> (Running, Arc<Mutex<Option<Arc<Pipeline>>>>) {
     let pipe = Pipeline::new(Arc::new(bmv2::Empty::new()), 1, Config::default());
@@ -151,41 +190,7 @@ async fn a_bmv2_json_program_loads_with_the_ids_of_its_p4info() {
     assert_eq!(cookie, Some(7));
 
     // A route written with the P4Info's ids lands in the loaded program's table.
-    let table = p4info
-        .tables
-        .iter()
-        .find(|t| t.preamble.as_ref().unwrap().name == "ingress.ipv4_lpm")
-        .unwrap();
-    let action = p4info
-        .actions
-        .iter()
-        .find(|a| a.preamble.as_ref().unwrap().name == "ingress.set_nhop")
-        .unwrap();
-    let entry = p4::TableEntry {
-        table_id: table.preamble.as_ref().unwrap().id,
-        r#match: vec![p4::FieldMatch {
-            field_id: table.match_fields[0].id,
-            field_match_type: Some(p4::field_match::FieldMatchType::Lpm(p4::field_match::Lpm {
-                value: vec![10, 0, 3, 0],
-                prefix_len: 24,
-            })),
-        }],
-        action: Some(p4::TableAction {
-            r#type: Some(p4::table_action::Type::Action(p4::Action {
-                action_id: action.preamble.as_ref().unwrap().id,
-                params: action
-                    .params
-                    .iter()
-                    .zip([vec![2, 0, 0, 0, 1, 3], vec![2, 0, 0, 0, 0, 0xfe], vec![3]])
-                    .map(|(q, value)| p4::action::Param {
-                        param_id: q.id,
-                        value,
-                    })
-                    .collect(),
-            })),
-        }),
-        ..Default::default()
-    };
+    let entry = route_entry(&p4info);
     c.write(
         vec![update(
             p4::update::Type::Insert,
@@ -197,7 +202,7 @@ async fn a_bmv2_json_program_loads_with_the_ids_of_its_p4info() {
     .unwrap();
     let schema = loaded.control.schema();
     let lpm = schema.tables[schema.table_by_name("ipv4_lpm").unwrap()].id;
-    assert_eq!(lpm, table.preamble.as_ref().unwrap().id);
+    assert_eq!(lpm, entry.table_id);
     let entries = loaded
         .control
         .read_entries(Some(lpm), false, false)
@@ -228,6 +233,50 @@ async fn a_bmv2_json_program_loads_with_the_ids_of_its_p4info() {
         format!("{err}").contains("NOT_FOUND") || format!("{err:?}").contains("NotFound"),
         "{err:?}"
     );
+}
+
+/// VERIFY_AND_SAVE of another program, then writes, then COMMIT (PI's demo controller swaps
+/// programs so): the writes go to the saved program (spec: after VERIFY_AND_SAVE "any subsequent
+/// Read / Write requests must refer to fields in the new config") and it runs with them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_after_verify_and_save_go_to_the_saved_program_and_run_at_commit() {
+    use p4::set_forwarding_pipeline_config_request::Action as A;
+    let (running, installed) = no_program_switch();
+    let mut c = Client::connect(&running.addr.to_string(), 1, 1)
+        .await
+        .unwrap();
+    let p4info = foreign_p4info();
+    c.set_pipeline(A::VerifyAndSave, p4info.clone(), router_json(), Some(3))
+        .await
+        .unwrap();
+    assert!(installed.lock().unwrap().is_none(), "SAVE runs nothing");
+    let entry = route_entry(&p4info);
+    c.write(
+        vec![update(
+            p4::update::Type::Insert,
+            E::TableEntry(entry.clone()),
+        )],
+        Atomicity::ContinueOnError,
+    )
+    .await
+    .unwrap();
+    let read = c
+        .read_one(E::TableEntry(p4::TableEntry {
+            table_id: entry.table_id,
+            ..Default::default()
+        }))
+        .await
+        .unwrap();
+    assert_eq!(read.len(), 1, "the saved program's table reads back");
+    c.commit().await.unwrap();
+    let loaded = installed.lock().unwrap().clone().expect("COMMIT runs it");
+    let entries = loaded
+        .control
+        .read_entries(Some(entry.table_id), false, false)
+        .unwrap();
+    assert_eq!(entries.len(), 1, "the write made before COMMIT stands");
+    let (got, cookie) = c.get_pipeline().await.unwrap();
+    assert_eq!((got.as_ref(), cookie), (Some(&p4info), Some(3)));
 }
 
 fn p4info_ids_of_the_json() -> u32 {

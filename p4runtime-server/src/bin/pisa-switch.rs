@@ -31,7 +31,8 @@ use pipeline::runtime::{Config, Pipeline};
 enum ElectionArg {
     /// The spec: the highest election id ever seen.
     Spec,
-    /// BMv2's server: the highest among live streams.
+    /// BMv2's server (PI): the highest among live streams; an unset election id counts as 0,
+    /// and requests without one pass while no stream has arbitrated (PI's demo controller).
     LiveHighest,
 }
 

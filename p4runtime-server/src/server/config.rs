@@ -19,8 +19,11 @@ impl Inner {
             .filter(|a| *a != A::Unspecified)
             .ok_or_else(|| Status::invalid_argument(format!("action {}", req.action)))?;
         if action == A::Commit {
-            // The saved config becomes the current one. For the same program the writes made
-            // since VERIFY_AND_SAVE stand; another program starts with empty tables.
+            // The saved config becomes the current one, with the writes made since
+            // VERIFY_AND_SAVE (spec: "the forwarding state in the target is updated by
+            // replaying the write requests to the target device since the last config was
+            // saved"): for the same program they went to the running one; for another, to the
+            // saved program (Inner::rt), which goes into service as it is.
             if req.config.is_some() {
                 return Err(Status::invalid_argument("COMMIT takes no config"));
             }
@@ -28,7 +31,12 @@ impl Inner {
                 Status::failed_precondition("COMMIT without a config saved by VERIFY_AND_SAVE")
             })?;
             if let Some((pipe, p4info)) = saved.program {
-                self.install(pipe, p4info, saved.device_config.clone())?;
+                self.install(
+                    pipe,
+                    p4info,
+                    device_data(&saved.device_config).to_vec(),
+                    false,
+                )?;
             }
             let mut pc = self.pipeline_config.lock();
             pc.cookie = saved.cookie;
@@ -56,7 +64,7 @@ impl Inner {
         {
             None
         } else if let Some(loader) = &self.io.loader {
-            let pipe = (loader.build)(p4info, &config.p4_device_config)
+            let pipe = (loader.build)(p4info, &device_data(&config.p4_device_config))
                 .map_err(|e| Status::invalid_argument(format!("the pipeline config: {e}")))?;
             // Every object the P4Info names is the program's, as the program has it.
             let ours = fingerprint(&crate::p4info::p4info(pipe.control.schema()));
@@ -92,9 +100,12 @@ impl Inner {
             }
             A::VerifyAndCommit => {
                 match program {
-                    Some((pipe, p4info)) => {
-                        self.install(pipe, p4info, config.p4_device_config.clone())?
-                    }
+                    Some((pipe, p4info)) => self.install(
+                        pipe,
+                        p4info,
+                        device_data(&config.p4_device_config).to_vec(),
+                        true,
+                    )?,
                     None => self.commit_fresh(),
                 }
                 let mut pc = self.pipeline_config.lock();
@@ -118,12 +129,14 @@ impl Inner {
     }
 
     /// Runs another program: the data plane swaps to it, then the service serves it, with
-    /// the P4Info the controller gave. Its tables start empty.
+    /// the P4Info the controller gave. With `fresh` (VERIFY_AND_COMMIT) its tables start
+    /// empty; without (COMMIT) it keeps what was written to it since VERIFY_AND_SAVE.
     fn install(
         &self,
         pipe: Arc<pipeline::runtime::Pipeline>,
         p4info: p4i::P4Info,
         device_config: Vec<u8>,
+        fresh: bool,
     ) -> Result<(), Status> {
         let loader = self
             .io
@@ -141,7 +154,13 @@ impl Inner {
             fingerprint: fingerprint(&p4info),
             p4info,
         }));
-        self.commit_fresh();
+        if fresh {
+            self.commit_fresh();
+        } else {
+            // The old program's idle-timeout reports mean nothing for the new one; the entries,
+            // and the digest configs and port forms written since VERIFY_AND_SAVE, stand.
+            self.idle_reported.lock().clear();
+        }
         Ok(())
     }
 
@@ -180,5 +199,58 @@ impl Inner {
                 cookie,
             }),
         })
+    }
+}
+
+/// The program in a device config: the config itself (p4c's BMv2 JSON), or, when it is the legacy
+/// `p4.tmp.P4DeviceConfig` wrapper PI's demo controller and older scripts send
+/// (`{bool reassign = 1; Extras extras = 2; bytes device_data = 3;}`), its device_data. PI decides
+/// the same way: it parses the config as a P4DeviceConfig and takes device_data when that
+/// succeeds, the bytes as they are otherwise (proto/frontend/src/device_mgr.cpp, in
+/// pipeline_config_set: `if (p4_device_config.ParseFromString(config.p4_device_config()))`). JSON
+/// text (its first non-blank byte `{`, a protobuf start-group tag) never parses as one; the
+/// wrapper's reassign and extras (bmv2's Thrift port, notification socket, CPU interface) are
+/// ignored.
+pub(crate) fn device_data(config: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if config.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+        return config.into();
+    }
+    legacy_device_data(config).map_or(config.into(), Into::into)
+}
+
+fn legacy_device_data(b: &[u8]) -> Option<Vec<u8>> {
+    use prost::Message;
+    /// PI's `p4.tmp.P4DeviceConfig` (proto/p4/tmp/p4config.proto): its field 3; the others (1,
+    /// `reassign`; 2, `extras`) are skipped as unknown.
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct LegacyDeviceConfig {
+        #[prost(bytes = "vec", tag = "3")]
+        device_data: Vec<u8>,
+    }
+    // An empty config parses as an empty P4DeviceConfig in PI too, but then has no program.
+    LegacyDeviceConfig::decode(b)
+        .ok()
+        .map(|c| c.device_data)
+        .filter(|d| !d.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::device_data;
+
+    #[test]
+    fn legacy_wrapper_is_unwrapped_and_json_is_not() {
+        let json = b"{\n  \"header_types\": []\n}";
+        assert_eq!(&*device_data(json), json);
+        // {reassign: true, extras {kv {"port": "9090"}}, device_data: json}, as PI serializes it.
+        let entry: Vec<u8> = [&[0x0a, 4][..], &b"port"[..], &[0x12, 4][..], &b"9090"[..]].concat();
+        let kv: Vec<u8> = [&[0x0a, entry.len() as u8][..], &entry[..]].concat();
+        let mut wrapped = vec![0x08, 0x01, 0x12, kv.len() as u8];
+        wrapped.extend_from_slice(&kv);
+        wrapped.extend_from_slice(&[0x1a, json.len() as u8]);
+        wrapped.extend_from_slice(json);
+        assert_eq!(&*device_data(&wrapped), json);
+        // Not protobuf: left alone (the loader reports it).
+        assert_eq!(&*device_data(b"\xff\xff"), b"\xff\xff");
     }
 }

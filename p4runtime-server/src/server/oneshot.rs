@@ -12,8 +12,8 @@ impl Inner {
     /// Removes the one-shot groups no entry refers to any more, and hidden members in no
     /// group (what a replaced, deleted or failed one-shot entry leaves behind).
     pub(super) fn collect_one_shot_garbage(&self) {
-        let schema = &self.schema();
-        let Ok(groups) = self.control().read_groups(None) else {
+        let schema = &self.rt_schema();
+        let Ok(groups) = self.rt_control().read_groups(None) else {
             return;
         };
         let hidden_members: Vec<(u32, u32)> = self
@@ -68,13 +68,15 @@ impl Inner {
             }
         }
         if !deletes.is_empty() {
-            let _ = self.control().write(&deletes, Atomicity::ContinueOnError);
+            let _ = self
+                .rt_control()
+                .write(&deletes, Atomicity::ContinueOnError);
         }
     }
 
     /// One-shot groups by (profile id, group id) with their actions and weights, for reads.
     pub(super) fn one_shot_sets(&self) -> HashMap<(u32, u32), Vec<(control::ActionSpec, u32)>> {
-        let Ok(groups) = self.control().read_groups(None) else {
+        let Ok(groups) = self.rt_control().read_groups(None) else {
             return HashMap::new();
         };
         if !groups.iter().any(|g| g.1 >= ONE_SHOT_BASE) {
@@ -115,7 +117,7 @@ impl Inner {
         if *g < ONE_SHOT_BASE {
             return;
         }
-        let schema = &self.schema();
+        let schema = &self.rt_schema();
         let profile = schema
             .table_by_id(msg.table_id)
             .and_then(|t| schema.tables[t].implementation)

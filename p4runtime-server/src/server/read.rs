@@ -86,7 +86,7 @@ impl Inner {
         req: &p4::ReadRequest,
         tx: &mpsc::Sender<Result<p4::ReadResponse, Status>>,
     ) {
-        self.control().set_now((self.io.clock)());
+        self.rt_control().set_now((self.io.clock)());
         let mut sink = ReadSink::new(tx);
         for e in &req.entities {
             let r = match e.entity.as_ref() {
@@ -125,8 +125,8 @@ impl Inner {
         out: &mut ReadSink<'_>,
     ) -> Result<(), EntityError> {
         use p4::entity::Entity as E;
-        let schema = &self.schema();
-        let c = &self.control();
+        let schema = &self.rt_schema();
+        let c = &self.rt_control();
         let push = |out: &mut ReadSink<'_>, e: E| out.push(p4::Entity { entity: Some(e) });
         let nonzero = |id: u32| (id != 0).then_some(id);
         match entity {
@@ -311,7 +311,7 @@ impl Inner {
                         EntityError::new(Code::NotFound, format!("value set id {}", v.value_set_id))
                     })?]
                 };
-                let externs = self.control().externs().clone();
+                let externs = self.rt_control().externs().clone();
                 for set in sets {
                     let members = externs.value_sets[set].members();
                     push(
@@ -335,8 +335,8 @@ impl Inner {
         counter: bool,
         meter: bool,
     ) -> Result<Vec<control::TableEntry>, EntityError> {
-        let schema = &self.schema();
-        let c = &self.control();
+        let schema = &self.rt_schema();
+        let c = &self.rt_control();
         let has = |t: usize| {
             let d = &schema.tables[t];
             (counter && d.direct_counter.is_some()) || (meter && d.direct_meter.is_some())

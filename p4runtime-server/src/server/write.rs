@@ -35,7 +35,7 @@ impl Inner {
                 )));
             }
         };
-        self.control().set_now((self.io.clock)());
+        self.rt_control().set_now((self.io.clock)());
         let n = req.updates.len();
         let mut results: Vec<Option<Result<(), EntityError>>> = vec![None; n];
         let mut staged: Vec<(usize, Staged)> = Vec::with_capacity(n);
@@ -102,7 +102,7 @@ impl Inner {
             }
             return self.write_result(results);
         }
-        let outcome = self.control().write(&updates, atomicity);
+        let outcome = self.rt_control().write(&updates, atomicity);
         let control_failed = outcome.iter().any(Result::is_err);
         let mut one_shot = false;
         for (i, range, x) in expanded {
@@ -129,7 +129,7 @@ impl Inner {
             if one_shot {
                 self.collect_one_shot_garbage();
             }
-            let externs = self.control().externs().clone();
+            let externs = self.rt_control().externs().clone();
             for (set, members) in value_sets {
                 // Checked when staged: it fits.
                 let _ = externs.value_sets[set].replace(&members);
@@ -190,7 +190,7 @@ impl Inner {
             .as_ref()
             .and_then(|e| e.entity.as_ref())
             .ok_or_else(|| EntityError::invalid("update without an entity"))?;
-        let schema = &self.schema();
+        let schema = &self.rt_schema();
         let control = |entity| Ok(Staged::Control(Expanded::one(Update { kind, entity })));
         match entity {
             E::TableEntry(te) => self.stage_table_entry(kind, te),
@@ -339,7 +339,7 @@ impl Inner {
             }
             E::DigestEntry(d) => Ok(Staged::Digest(kind, d.digest_id, d.config)),
             E::ValueSetEntry(v) => {
-                let schema = self.schema();
+                let schema = self.rt_schema();
                 let set = schema.value_set_by_id(v.value_set_id).ok_or_else(|| {
                     EntityError::new(Code::NotFound, format!("value set id {}", v.value_set_id))
                 })?;
@@ -384,7 +384,7 @@ impl Inner {
         kind: UpdateKind,
         te: &p4::TableEntry,
     ) -> Result<Staged, EntityError> {
-        let schema = &self.schema();
+        let schema = &self.rt_schema();
         let mut entry = convert::table_entry(schema, te)?;
         if kind != UpdateKind::Delete
             && let Some(control::TableAction::Member(id) | control::TableAction::Group(id)) =
@@ -461,7 +461,7 @@ impl Inner {
         id: u32,
         config: Option<p4::digest_entry::Config>,
     ) -> Result<(), EntityError> {
-        if self.schema().digest_by_id(id).is_none() {
+        if self.rt_schema().digest_by_id(id).is_none() {
             return Err(EntityError::new(Code::NotFound, format!("digest id {id}")));
         }
         let exists = digests.contains_key(&id);

@@ -65,6 +65,9 @@ pub(super) struct View {
     pub(super) json: String,
     /// Per schema table, the BMv2 match type of each key field.
     key_types: Vec<Vec<KeyType>>,
+    /// Per schema table, whether its JSON gives it no `default_entry` (p4c-bm's older JSON,
+    /// indirect tables): BMv2 then has no default entry until the control plane sets one.
+    no_json_default: Vec<bool>,
 }
 
 impl std::fmt::Debug for View {
@@ -124,6 +127,15 @@ impl View {
                     .unwrap_or_else(|| t.fields.iter().map(|f| KeyType::of_kind(f.kind)).collect())
             })
             .collect();
+        let without_default = parsed
+            .as_ref()
+            .map(json_tables_without_default)
+            .unwrap_or_default();
+        let no_json_default = schema
+            .tables
+            .iter()
+            .map(|t| without_default.contains(t.name))
+            .collect();
         let json = match parsed {
             Some(_) => String::from_utf8_lossy(device_config).into_owned(),
             None => synthesized_json(&schema).to_string(),
@@ -133,6 +145,7 @@ impl View {
             schema,
             json,
             key_types,
+            no_json_default,
         }
     }
 
@@ -315,6 +328,18 @@ impl View {
         s
     }
 
+    /// Whether `d`, the default entry read of schema table `ix`, is BMv2's "no default entry":
+    /// the JSON gives the table none and `d` is still the stand-in action the loader put there
+    /// (pipeline/bmv2/src/tables.rs: an empty action, with no arguments). A default the control
+    /// plane set to that same action reads as none too: the two are not told apart.
+    pub(super) fn is_empty_default(&self, ix: usize, d: Option<&TableAction>) -> bool {
+        let t = &self.schema.tables[ix];
+        self.no_json_default[ix]
+            && matches!(d, Some(TableAction::Action(spec))
+                if spec.action_id == self.schema.actions[t.default_action.0].id
+                    && spec.params.is_empty())
+    }
+
     /// A BmActionEntry.
     pub(super) fn action_entry(&self, a: Option<&TableAction>) -> Struct {
         match a {
@@ -470,6 +495,16 @@ fn json_key_types(doc: &Json) -> HashMap<String, Vec<KeyType>> {
         }
     }
     out
+}
+
+/// The tables a BMv2 JSON gives no `default_entry`.
+fn json_tables_without_default(doc: &Json) -> std::collections::HashSet<String> {
+    let pipelines = doc["pipelines"].as_array().into_iter().flatten();
+    pipelines
+        .flat_map(|p| p["tables"].as_array().into_iter().flatten())
+        .filter(|t| t["default_entry"].is_null())
+        .filter_map(|t| t["name"].as_str().map(str::to_string))
+        .collect()
 }
 
 /// A field name split as BMv2 targets name it: (header, field).

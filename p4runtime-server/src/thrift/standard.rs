@@ -416,12 +416,18 @@ impl Tables<'_> {
     }
 
     fn default_entry(&self, a: &Struct) -> Reply {
-        let (_, t) = self.table(a)?;
+        let (ix, t) = self.table(a)?;
         let d = self
             .v
             .control
             .read_default(t.id)
             .map_err(|e| table_err(e, INVALID_TABLE_NAME))?;
+        // A table whose JSON gives no default entry has none in BMv2 (type NONE, which
+        // simple_switch_CLI prints EMPTY; PI's tests/CLI/testdata/table_dump.out too), not the
+        // loader's stand-in action.
+        if self.v.is_empty_default(ix, d.action.as_ref()) {
+            return Ok(Some(Value::Struct(self.v.action_entry(None))));
+        }
         Ok(Some(Value::Struct(self.v.action_entry(d.action.as_ref()))))
     }
 
