@@ -92,6 +92,20 @@ pub(crate) fn write(buf: &mut [u8], off: usize, width: u32, v: u128) {
     }
 }
 
+/// Calls `f` with the low `n` (1..=16) bytes of `v` in network order: a fixed-size array for
+/// the sizes most fields have, so that the copy `f` makes is a few moves rather than a call.
+#[inline(always)]
+fn with_be_bytes(v: u128, n: usize, f: impl FnOnce(&[u8])) {
+    match n {
+        1 => f(&[v as u8]),
+        2 => f(&(v as u16).to_be_bytes()),
+        4 => f(&(v as u32).to_be_bytes()),
+        6 => f(&(v as u64).to_be_bytes()[2..]),
+        8 => f(&(v as u64).to_be_bytes()),
+        _ => f(&v.to_be_bytes()[16 - n..]),
+    }
+}
+
 /// Bits on their way out a byte at a time, most significant first: fewer than 8 wait between
 /// calls, in the low `n` bits of a word.
 #[derive(Debug, Default)]
@@ -150,6 +164,10 @@ impl BitWriter {
     #[inline]
     pub(crate) fn push(&mut self, width: u32, v: u128) {
         let bytes = &mut self.bytes;
+        if self.bits.n == 0 && width.is_multiple_of(8) {
+            // On a byte and whole bytes (most fields): no shifting.
+            return with_be_bytes(v, width as usize / 8, |b| bytes.extend_from_slice(b));
+        }
         self.bits.put(width, v, |b| bytes.push(b));
     }
 
@@ -194,6 +212,13 @@ impl<'a> Packer<'a> {
     #[inline]
     pub(crate) fn put(&mut self, width: u32, v: u128) {
         let (out, pos) = (&mut *self.out, &mut self.pos);
+        if self.bits.n == 0 && width.is_multiple_of(8) {
+            // On a byte and whole bytes (most fields): no shifting.
+            return with_be_bytes(v, width as usize / 8, |b| {
+                out[*pos..*pos + b.len()].copy_from_slice(b);
+                *pos += b.len();
+            });
+        }
         self.bits.put(width, v, |b| {
             out[*pos] = b;
             *pos += 1;
@@ -239,6 +264,18 @@ impl<'a> Unpacker<'a> {
     /// The next `width` bits. The caller has checked that they are inside the slice.
     #[inline]
     pub(crate) fn take(&mut self, width: u32) -> u128 {
+        if self.n == 0 && width.is_multiple_of(8) {
+            // On a byte and whole bytes (most fields): no shifting.
+            let n = width as usize / 8;
+            let b = &self.buf[self.pos..self.pos + n];
+            self.pos += n;
+            return match *b {
+                [x] => u128::from(x),
+                [x, y] => u128::from(u16::from_be_bytes([x, y])),
+                [x, y, z, w] => u128::from(u32::from_be_bytes([x, y, z, w])),
+                _ => b.iter().fold(0u128, |v, &x| (v << 8) | u128::from(x)),
+            };
+        }
         if width <= 56 {
             while self.n < width {
                 self.acc = (self.acc << 8) | u64::from(self.buf[self.pos]);
@@ -285,7 +322,7 @@ mod tests {
     #[test]
     fn streaming_writers_and_readers_agree_with_bit_writes() {
         let widths = [
-            4u32, 4, 8, 16, 16, 3, 13, 8, 8, 16, 32, 32, 1, 7, 128, 9, 64, 57, 2,
+            4u32, 4, 8, 16, 16, 3, 13, 8, 8, 16, 32, 32, 48, 64, 24, 40, 1, 7, 128, 9, 64, 57, 2,
         ];
         let vals: Vec<u128> = widths
             .iter()

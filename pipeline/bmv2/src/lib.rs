@@ -19,6 +19,7 @@ mod expr;
 mod ids;
 mod json;
 mod layout;
+mod live;
 mod load;
 mod parse;
 mod phv;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use pipeline::externs::{CounterKind, MeterAlgorithm, MeterUnit};
 use pipeline::schema::{CounterIx, DigestIx, MeterIx, RegisterIx, SchemaBuilder, TableIx};
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::action::{Action, Calc, Names};
@@ -72,7 +73,8 @@ pub fn load_with_ids(
     name: &str,
     ids: Option<&P4Ids>,
 ) -> std::result::Result<Bmv2Program, LoadError> {
-    let doc: Doc = serde_json::from_str(json_text)?;
+    let raw: Value = serde_json::from_str(json_text)?;
+    let doc = Doc::deserialize(&raw)?;
     if let Some(m) = &doc.meta
         && m.version.first() != Some(&2)
     {
@@ -452,6 +454,11 @@ pub fn load_with_ids(
     };
     let ingress = control("ingress")?;
     let egress = control("egress")?;
+    let bridged = crate::live::egress_reads(&raw, &l);
+    let bridged_bytes = bridged
+        .iter()
+        .map(|&f| l.fields[f as usize].width.div_ceil(8) as usize)
+        .sum();
     let mut is_deparsed = vec![false; l.headers.len()];
     for &h in &deparser {
         is_deparsed[h as usize] = true;
@@ -462,6 +469,8 @@ pub fn load_with_ids(
         parser,
         deparser,
         is_deparsed,
+        bridged,
+        bridged_bytes,
         ingress,
         egress,
         actions,

@@ -49,6 +49,10 @@ pub struct Bmv2Program {
     pub(crate) deparser: Vec<u32>,
     /// Per header: the deparser emits it.
     pub(crate) is_deparsed: Vec<bool>,
+    /// The metadata fields that ride the bridge from ingress to egress (those egress may read,
+    /// [`crate::live`]), and their bytes there.
+    pub(crate) bridged: Vec<u32>,
+    pub(crate) bridged_bytes: usize,
     pub(crate) ingress: Control,
     pub(crate) egress: Control,
     pub(crate) actions: Vec<Action>,
@@ -428,8 +432,8 @@ impl Bmv2Program {
         Some(e)
     }
 
-    /// Appends the bridge: validity, metadata, headers the deparser does not emit, `orig`, and
-    /// the footer; records its length in `md`. False without room after the frame.
+    /// Appends the bridge: validity, headers the deparser does not emit, the metadata egress may
+    /// read, `orig`, and the footer; records its length in `md`. False without room after the frame.
     fn bridge(
         &self,
         s: &mut Scratch,
@@ -444,9 +448,9 @@ impl Bmv2Program {
         let nh = l.headers.len();
         let ns = l.next_len();
         let nv = 2 * l.wide.iter().filter(|w| w.varbit).count();
-        let mut len = nh.div_ceil(8) + ns + nv + orig.len() + FOOTER;
+        let mut len = nh.div_ceil(8) + ns + nv + self.bridged_bytes + orig.len() + FOOTER;
         for (h, hd) in l.headers.iter().enumerate() {
-            if hd.metadata || (s.phv.valid[h] && !self.deparsed(h as u32)) {
+            if self.rides(s, h) {
                 len += hd.saved_bytes;
             }
         }
@@ -478,10 +482,20 @@ impl Bmv2Program {
             off += 2;
         }
         for (h, hd) in l.headers.iter().enumerate() {
-            if hd.metadata || (s.phv.valid[h] && !self.deparsed(h as u32)) {
+            if self.rides(s, h) {
                 s.phv.save(l, h as u32, &mut out[off..off + hd.saved_bytes]);
                 off += hd.saved_bytes;
             }
+        }
+        // The metadata egress may read, each field in whole bytes, little end first (byte by
+        // byte: a field is a few bytes, and a copy of a variable length would be a call).
+        for &f in &self.bridged {
+            let n = l.fields[f as usize].width.div_ceil(8) as usize;
+            let v = s.phv.vals[f as usize];
+            for (k, b) in out[off..off + n].iter_mut().enumerate() {
+                *b = (v >> (8 * k)) as u8;
+            }
+            off += n;
         }
         out[off..off + orig.len()].copy_from_slice(orig);
         off += orig.len();
@@ -529,11 +543,20 @@ impl Bmv2Program {
             off += 2;
         }
         for (h, hd) in l.headers.iter().enumerate() {
-            if hd.metadata || (s.phv.valid[h] && !self.deparsed(h as u32)) {
+            if self.rides(s, h) {
                 let bytes = b.get(off..off + hd.saved_bytes)?;
                 s.phv.load(l, h as u32, bytes);
                 off += hd.saved_bytes;
             }
+        }
+        for &f in &self.bridged {
+            let n = l.fields[f as usize].width.div_ceil(8) as usize;
+            let bytes = b.get(off..off + n)?;
+            s.phv.vals[f as usize] = bytes
+                .iter()
+                .rev()
+                .fold(0u128, |v, &x| (v << 8) | u128::from(x));
+            off += n;
         }
         let orig = b.get(off..off + orig_len)?;
         s.buf.clear();
@@ -544,6 +567,12 @@ impl Bmv2Program {
 
     fn deparsed(&self, h: u32) -> bool {
         self.is_deparsed[h as usize]
+    }
+
+    /// Header `h` rides the bridge whole: valid, not metadata (whose fields ride as
+    /// [`Bmv2Program::bridged`]) and not emitted by the deparser.
+    fn rides(&self, s: &Scratch, h: usize) -> bool {
+        s.phv.valid[h] && !self.l.headers[h].metadata && !self.deparsed(h as u32)
     }
 
     /// Keeps the values of field list `list` (+1; 0 is none) of the header vector.
