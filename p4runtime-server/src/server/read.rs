@@ -213,7 +213,7 @@ impl Inner {
                     let e = Entity::Register {
                         register_id: cell.id,
                         index: Some(cell.index),
-                        value: u128::from(cell.value),
+                        value: cell.value,
                     };
                     push(out, convert::entity_msg(schema, &e));
                 }

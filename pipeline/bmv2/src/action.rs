@@ -711,14 +711,14 @@ impl Run<'_, '_> {
                 Prim::RegRead(dst, r, i) => {
                     let v = usize::try_from(self.eval(i, params))
                         .ok()
-                        .and_then(|i| self.cx.register(*r).read(i))
+                        .and_then(|i| self.cx.register(*r).read_wide(i))
                         .unwrap_or(0);
-                    self.phv.set(self.l, *dst, i128::from(v));
+                    self.phv.set(self.l, *dst, v as i128);
                 }
                 Prim::RegWrite(r, i, v) => {
                     let value = self.eval(v, params);
                     if let Ok(i) = usize::try_from(self.eval(i, params)) {
-                        self.cx.register(*r).write(i, value as u64);
+                        self.cx.register(*r).write_wide(i, value as u128);
                     }
                 }
                 Prim::Hash {

@@ -162,8 +162,8 @@ impl Expr {
                 let i = index.eval(e);
                 usize::try_from(i)
                     .ok()
-                    .and_then(|i| e.x.registers[r.index()].read(i))
-                    .map_or(0, i128::from)
+                    .and_then(|i| e.x.registers[r.index()].read_wide(i))
+                    .map_or(0, |v| v as i128)
             }
             Expr::StackField(s, o) => {
                 let elems = &e.l.stacks[*s as usize];

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use pipeline::externs::{CounterKind, MeterAlgorithm, MeterUnit};
+use pipeline::externs::{CounterKind, MAX_REGISTER_BITS, MeterAlgorithm, MeterUnit};
 use pipeline::schema::{CounterIx, DigestIx, MeterIx, RegisterIx, SchemaBuilder, TableIx};
 use serde::Deserialize;
 use serde_json::Value;
@@ -105,11 +105,14 @@ pub fn load_with_ids(
     for (i, r) in doc.register_arrays.iter().enumerate() {
         let w = u8::try_from(r.bitwidth)
             .ok()
-            .filter(|w| (1..=64).contains(w))
+            .filter(|w| (1..=MAX_REGISTER_BITS).contains(w))
             .ok_or_else(|| {
                 unsupported(
                     &format!("register_arrays[{i}]"),
-                    format!("registers of {} bits (1 to 64 are run)", r.bitwidth),
+                    format!(
+                        "registers of {} bits (1 to {MAX_REGISTER_BITS} are run)",
+                        r.bitwidth
+                    ),
                 )
             })?;
         registers.insert(r.name.clone(), b.register(intern(&r.name), w, r.size));

@@ -85,6 +85,46 @@ fn routes_ipv4_rewriting_macs_and_ttl_with_a_fresh_checksum() {
     assert_eq!((c.packets, c.bytes), (1, f.len() as u64));
 }
 
+/// A register of 65 to 128 bits: the program's writes and the control plane's keep every bit.
+#[test]
+fn a_register_wider_than_64_bits_keeps_every_bit() {
+    use pipeline::control::{Atomicity, Entity, Update, UpdateKind};
+    let mut j = router();
+    j["register_arrays"][0]["bitwidth"] = 100.into();
+    let pipe = switch(&j);
+    commands(
+        &pipe,
+        &["table_add ipv4_lpm set_nhop 10.0.3.0/24 => 02:00:00:00:01:03 02:00:00:00:aa:fe 3"],
+    );
+    let s = pipe.control.schema();
+    let reg = s
+        .registers
+        .iter()
+        .find(|r| r.name == "egress.last_len")
+        .unwrap();
+    assert_eq!(reg.bitwidth, 100);
+    let id = reg.id;
+    let read = |i| pipe.control.read_registers(Some(id), Some(i)).unwrap()[0].value;
+    let f = tcp4([192, 168, 0, 1], [10, 0, 3, 7], 64);
+    assert_eq!(SimSwitch::new(pipe.clone()).inject(1, &f, 1000).len(), 1);
+    assert_eq!(read(3), f.len() as u128, "the program's write");
+    let big = (1u128 << 99) | (1 << 70) | 5;
+    let w = |value| Update {
+        kind: UpdateKind::Modify,
+        entity: Entity::Register {
+            register_id: id,
+            index: Some(4),
+            value,
+        },
+    };
+    assert!(pipe.control.write(&[w(big)], Atomicity::ContinueOnError)[0].is_ok());
+    assert_eq!(read(4), big, "the control plane's write, read back whole");
+    let too_wide = pipe
+        .control
+        .write(&[w(1 << 100)], Atomicity::ContinueOnError);
+    assert!(too_wide[0].is_err(), "a value over 100 bits is refused");
+}
+
 #[test]
 fn a_route_miss_drops_with_the_default_action() {
     let pipe = switch(&router());
@@ -254,8 +294,8 @@ fn what_the_loader_does_not_run_is_refused_with_its_json_path() {
         "actions[1].primitives[0]: not supported: primitive funnel",
     );
     refuse(
-        &|j| j["register_arrays"][0]["bitwidth"] = 80.into(),
-        "register_arrays[0]: not supported: registers of 80 bits",
+        &|j| j["register_arrays"][0]["bitwidth"] = 129.into(),
+        "register_arrays[0]: not supported: registers of 129 bits",
     );
     refuse(
         &|j| {

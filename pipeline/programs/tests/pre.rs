@@ -150,7 +150,8 @@ fn setup() -> Arc<Pipeline> {
 }
 
 fn passes(pipe: &Pipeline, mode: u64) -> u64 {
-    pipe.control.read_registers(None, Some(mode)).unwrap()[0].value
+    let v = pipe.control.read_registers(None, Some(mode)).unwrap()[0].value;
+    u64::try_from(v).unwrap()
 }
 
 #[test]

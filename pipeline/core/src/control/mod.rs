@@ -193,7 +193,7 @@ enum InPlace {
     Register {
         idx: usize,
         cells: std::ops::Range<usize>,
-        value: u64,
+        value: u128,
     },
     /// A new entry: reset its direct resources and idle time, then apply the given values.
     NewEntry {

@@ -165,7 +165,7 @@ impl Control {
             }
             InPlace::Register { idx, cells, value } => {
                 for i in cells {
-                    x.registers[idx].write(i, value);
+                    x.registers[idx].write_wide(i, value);
                 }
             }
             InPlace::NewEntry {

@@ -281,10 +281,10 @@ impl Control {
         &self,
         id: Option<u32>,
         index: Option<u64>,
-    ) -> Result<Vec<Cell<u64>>, WriteError> {
+    ) -> Result<Vec<Cell<u128>>, WriteError> {
         let defs = self.schema.registers.iter().map(|r| (r.id, r.size));
         self.cells_of(defs, id, index, "register", |k, i| {
-            self.externs.registers[k].read(i).unwrap_or(0)
+            self.externs.registers[k].read_wide(i).unwrap_or(0)
         })
     }
 

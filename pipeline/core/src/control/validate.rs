@@ -262,7 +262,7 @@ impl Control {
                 in_place.push(InPlace::Register {
                     idx,
                     cells,
-                    value: *value as u64,
+                    value: *value,
                 });
                 return Ok(());
             }

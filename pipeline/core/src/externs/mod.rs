@@ -37,7 +37,7 @@ pub use counter::{Counter, CounterData, CounterKind};
 pub use hash::{HashAlgorithm, HashFn, hash_range};
 pub use meter::{Color, MeterAlgorithm, MeterArray, MeterConfig, MeterError, MeterUnit};
 pub use random::Rng;
-pub use register::Register;
+pub use register::{MAX_REGISTER_BITS, Register};
 pub use value_set::{ValueSet, ValueSetError};
 
 #[cfg(test)]

@@ -1,40 +1,61 @@
 //! Register arrays: `size` cells of `bitwidth` bits, read and written in place by every worker
 //! and by the control plane.
 //!
-//! Each cell is an `AtomicU64`. All accesses use `Relaxed` ordering: a register cell publishes
-//! no other memory, so only per-cell atomicity matters, and a read-modify-write on one location
-//! is atomic whatever its ordering. Each cell is therefore linearizable on its own; there is no
-//! ordering between different cells (as on a hardware pipeline, where different packets'
-//! accesses to different cells are not ordered either). Cells are densely packed; workers that
-//! hammer neighbouring cells may false-share, which is accepted to keep large arrays compact.
+//! A cell of up to 64 bits is an `AtomicU64`. All accesses use `Relaxed` ordering: a register
+//! cell publishes no other memory, so only per-cell atomicity matters, and a read-modify-write on
+//! one location is atomic whatever its ordering. Each cell is therefore linearizable on its own;
+//! there is no ordering between different cells (as on a hardware pipeline, where different
+//! packets' accesses to different cells are not ordered either). Cells are densely packed;
+//! workers that hammer neighbouring cells may false-share, which is accepted to keep large arrays
+//! compact.
+//!
+//! A cell of 65 to 128 bits (a P4 program's, loaded from its BMv2 JSON) is a `u128` behind a lock
+//! of its own, so that a read never sees half of a write. The hard-wired programs' registers are
+//! all narrow; the 64-bit accessors see a wide cell's low 64 bits.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+/// The widest register cell.
+pub const MAX_REGISTER_BITS: u8 = 128;
 
 /// A register array of `bitwidth`-bit cells.
 #[derive(Debug)]
 pub struct Register {
-    cells: Box<[AtomicU64]>,
+    cells: Cells,
     bitwidth: u8,
-    mask: u64,
+    mask: u128,
+}
+
+#[derive(Debug)]
+enum Cells {
+    Narrow(Box<[AtomicU64]>),
+    Wide(Box<[Mutex<u128>]>),
 }
 
 impl Register {
     /// Creates `size` cells of `bitwidth` bits, all zero.
     ///
     /// # Panics
-    /// If `bitwidth` is not in `1..=64` (the program loader validates widths before this).
+    /// If `bitwidth` is not in `1..=128` (the program loader validates widths before this).
     pub fn new(size: usize, bitwidth: u8) -> Self {
         assert!(
-            (1..=64).contains(&bitwidth),
-            "register bitwidth {bitwidth} not in 1..=64"
+            (1..=MAX_REGISTER_BITS).contains(&bitwidth),
+            "register bitwidth {bitwidth} not in 1..={MAX_REGISTER_BITS}"
         );
-        let mask = if bitwidth == 64 {
-            u64::MAX
+        let mask = if bitwidth == 128 {
+            u128::MAX
         } else {
-            (1u64 << bitwidth) - 1
+            (1u128 << bitwidth) - 1
+        };
+        let cells = if bitwidth <= 64 {
+            Cells::Narrow((0..size).map(|_| AtomicU64::new(0)).collect())
+        } else {
+            Cells::Wide((0..size).map(|_| Mutex::new(0)).collect())
         };
         Self {
-            cells: (0..size).map(|_| AtomicU64::new(0)).collect(),
+            cells,
             bitwidth,
             mask,
         }
@@ -43,7 +64,10 @@ impl Register {
     /// Number of cells.
     #[inline]
     pub fn size(&self) -> usize {
-        self.cells.len()
+        match &self.cells {
+            Cells::Narrow(c) => c.len(),
+            Cells::Wide(c) => c.len(),
+        }
     }
 
     /// Width of each cell in bits.
@@ -52,46 +76,86 @@ impl Register {
         self.bitwidth
     }
 
-    /// The value of cell `index`, or `None` if out of range.
+    /// The value of cell `index` (a wide cell's low 64 bits), or `None` if out of range.
     #[inline]
     pub fn read(&self, index: usize) -> Option<u64> {
-        self.cells.get(index).map(|c| c.load(Ordering::Relaxed))
+        match &self.cells {
+            Cells::Narrow(c) => c.get(index).map(|c| c.load(Ordering::Relaxed)),
+            Cells::Wide(c) => c.get(index).map(|c| *c.lock() as u64),
+        }
+    }
+
+    /// The value of cell `index`, or `None` if out of range.
+    #[inline]
+    pub fn read_wide(&self, index: usize) -> Option<u128> {
+        match &self.cells {
+            Cells::Narrow(c) => c.get(index).map(|c| u128::from(c.load(Ordering::Relaxed))),
+            Cells::Wide(c) => c.get(index).map(|c| *c.lock()),
+        }
     }
 
     /// Stores `value` truncated to the bitwidth into cell `index`; false if out of range.
     #[inline]
     pub fn write(&self, index: usize, value: u64) -> bool {
-        match self.cells.get(index) {
-            Some(c) => {
-                c.store(value & self.mask, Ordering::Relaxed);
-                true
-            }
-            None => false,
+        match &self.cells {
+            Cells::Narrow(c) => c
+                .get(index)
+                .map(|c| c.store(value & self.mask as u64, Ordering::Relaxed))
+                .is_some(),
+            Cells::Wide(_) => self.write_wide(index, u128::from(value)),
+        }
+    }
+
+    /// Stores `value` truncated to the bitwidth into cell `index`; false if out of range.
+    #[inline]
+    pub fn write_wide(&self, index: usize, value: u128) -> bool {
+        let value = value & self.mask;
+        match &self.cells {
+            Cells::Narrow(c) => c
+                .get(index)
+                .map(|c| c.store(value as u64, Ordering::Relaxed))
+                .is_some(),
+            Cells::Wide(c) => c.get(index).map(|c| *c.lock() = value).is_some(),
         }
     }
 
     /// Atomically replaces cell `index` by `f(old)` (truncated to the bitwidth) and returns
-    /// `(old, new)`, or `None` if out of range.
+    /// `(old, new)`, or `None` if out of range. A wide cell's `f` sees and replaces its low 64
+    /// bits.
     ///
     /// Implemented as a compare-exchange loop, so concurrent workers lose no update; `f` may run
     /// more than once under contention and should be a pure function of its argument.
     #[inline]
     pub fn rmw(&self, index: usize, mut f: impl FnMut(u64) -> u64) -> Option<(u64, u64)> {
-        let cell = self.cells.get(index)?;
-        let mut old = cell.load(Ordering::Relaxed);
-        loop {
-            let new = f(old) & self.mask;
-            match cell.compare_exchange_weak(old, new, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => return Some((old, new)),
-                Err(actual) => old = actual,
+        match &self.cells {
+            Cells::Narrow(c) => {
+                let cell = c.get(index)?;
+                let mask = self.mask as u64;
+                let mut old = cell.load(Ordering::Relaxed);
+                loop {
+                    let new = f(old) & mask;
+                    match cell.compare_exchange_weak(old, new, Ordering::Relaxed, Ordering::Relaxed)
+                    {
+                        Ok(_) => return Some((old, new)),
+                        Err(actual) => old = actual,
+                    }
+                }
+            }
+            Cells::Wide(c) => {
+                let mut cell = c.get(index)?.lock();
+                let old = *cell as u64;
+                let new = f(old);
+                *cell = ((*cell & !u128::from(u64::MAX)) | u128::from(new)) & self.mask;
+                Some((old, *cell as u64))
             }
         }
     }
 
     /// Sets every cell to zero (not atomic as a whole: concurrent writers may interleave).
     pub fn reset(&self) {
-        for c in &*self.cells {
-            c.store(0, Ordering::Relaxed);
+        match &self.cells {
+            Cells::Narrow(c) => c.iter().for_each(|c| c.store(0, Ordering::Relaxed)),
+            Cells::Wide(c) => c.iter().for_each(|c| *c.lock() = 0),
         }
     }
 }
@@ -127,6 +191,39 @@ mod tests {
         full.write(0, u64::MAX);
         assert_eq!(full.read(0), Some(u64::MAX));
         assert_eq!(full.rmw(0, |v| v.wrapping_add(2)), Some((u64::MAX, 1)));
+    }
+
+    #[test]
+    fn wide_cells_keep_up_to_128_bits() {
+        let r = Register::new(3, 100);
+        assert_eq!(r.bitwidth(), 100);
+        assert_eq!(r.size(), 3);
+        assert!(r.write_wide(1, u128::MAX));
+        assert_eq!(r.read_wide(1), Some((1u128 << 100) - 1));
+        // The 64-bit accessors see and replace the low 64 bits.
+        assert_eq!(r.read(1), Some(u64::MAX));
+        assert_eq!(r.rmw(1, |v| v.wrapping_add(1)), Some((u64::MAX, 0)));
+        assert_eq!(
+            r.read_wide(1),
+            Some(((1u128 << 100) - 1) & !u128::from(u64::MAX))
+        );
+        assert!(!r.write_wide(3, 1));
+        assert_eq!(r.read_wide(3), None);
+        let full = Register::new(1, 128);
+        full.write_wide(0, u128::MAX);
+        assert_eq!(full.read_wide(0), Some(u128::MAX));
+        full.reset();
+        assert_eq!(full.read_wide(0), Some(0));
+        // A narrow register's wide accessors are its own.
+        let narrow = Register::new(1, 16);
+        narrow.write_wide(0, 0x1_2345);
+        assert_eq!(narrow.read_wide(0), Some(0x2345));
+    }
+
+    #[test]
+    #[should_panic(expected = "bitwidth")]
+    fn over_128_bits_rejected() {
+        let _ = Register::new(1, 129);
     }
 
     #[test]
