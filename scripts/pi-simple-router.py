@@ -35,7 +35,6 @@ import argparse
 import os
 import queue
 import re
-import select
 import socket
 import struct
 import subprocess
@@ -50,8 +49,8 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2 as p4r
 from p4.v1 import p4runtime_pb2_grpc
 
-ETH_P_ALL = 0x0003
-PACKET_OUTGOING = 4
+from rawports import Ports
+
 
 # simple_router.p4:17-19 (the controller's CPU_REASON enum, simple_router_mgr.cpp:50-54)
 NO_ARP_ENTRY, ARP_MSG, DATA_PKT = 0, 1, 2
@@ -116,52 +115,6 @@ def dec_ttl(ip):
 
 
 # ----- the wire -----
-
-class Ports:
-    def __init__(self, mapping):
-        self.socks = {}
-        for port, ifname in mapping.items():
-            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-            s.bind((ifname, 0))
-            s.setblocking(False)
-            self.socks[port] = s
-
-    def drain(self):
-        for s in self.socks.values():
-            while True:
-                try:
-                    s.recv(65535)
-                except BlockingIOError:
-                    break
-
-    def send(self, port, frame):
-        self.socks[port].send(frame)
-
-    def recv_one(self, timeout=2.0):
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            ready, _, _ = select.select(list(self.socks.values()), [], [], left)
-            for port, s in self.socks.items():
-                if s in ready:
-                    try:
-                        data, addr = s.recvfrom(65535)
-                    except BlockingIOError:
-                        continue
-                    if addr[2] != PACKET_OUTGOING:
-                        return port, data
-
-    def recv_all(self, timeout=0.6):
-        got = []
-        while True:
-            r = self.recv_one(timeout)
-            if r is None:
-                return got
-            got.append(r)
-            timeout = 0.3
-
 
 # ----- the controller -----
 
