@@ -31,7 +31,7 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2 as p4r
 from p4.v1 import p4runtime_pb2_grpc
 
-from rawports import Ports
+from suitelib import CHECKS, Ports, check, expect
 
 ELECTION = p4r.Uint128(high=1, low=0)
 
@@ -136,21 +136,6 @@ class Switch:
         for rep in self.stub.Read(p4r.ReadRequest(device_id=self.device_id, entities=[entity])):
             out.extend(rep.entities)
         return out
-
-
-CHECKS = []
-
-
-def check(name):
-    def deco(f):
-        CHECKS.append((name, f))
-        return f
-    return deco
-
-
-def expect(cond, msg):
-    if not cond:
-        raise AssertionError(msg)
 
 
 def send_and_receive(ports, pkt, ig_port):

@@ -49,7 +49,7 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2 as p4r
 from p4.v1 import p4runtime_pb2_grpc
 
-from rawports import Ports
+from suitelib import CHECKS, Ports, check, expect
 
 
 # simple_router.p4:17-19 (the controller's CPU_REASON enum, simple_router_mgr.cpp:50-54)
@@ -347,21 +347,6 @@ class Controller:
 
 
 # ----- checks -----
-
-CHECKS = []
-
-
-def check(name):
-    def deco(f):
-        CHECKS.append((name, f))
-        return f
-    return deco
-
-
-def expect(cond, msg):
-    if not cond:
-        raise AssertionError(msg)
-
 
 def no_frames(ports, what):
     got = ports.recv_all(0.5)

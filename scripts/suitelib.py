@@ -1,5 +1,6 @@
-"""Raw frames on veth ends, for the scripts that check a switch from outside (bmv2-suite.py,
-pi-simple-router.py): an AF_PACKET socket per port, bound to its interface."""
+"""What the scripts that check a switch from outside share (bmv2-suite.py, pi-simple-router.py):
+raw frames on veth ends (an AF_PACKET socket per port, bound to its interface), and the registry
+of named checks."""
 
 import select
 import socket
@@ -58,3 +59,19 @@ class Ports:
                 return got
             got.append(r)
             timeout = 0.3
+
+
+# Named checks, in the order they are declared: `@check("suite/Name")` on a function.
+CHECKS = []
+
+
+def check(name):
+    def deco(f):
+        CHECKS.append((name, f))
+        return f
+    return deco
+
+
+def expect(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
