@@ -298,7 +298,8 @@ async fn pipeline_config() {
         .await
         .unwrap_err();
     assert_eq!(rpc_code(err), Code::InvalidArgument);
-    // COMMIT takes no config; without one it needs a VERIFY_AND_SAVE first, and keeps the
+    // COMMIT takes no config; without one it needs a VERIFY_AND_SAVE first (NOT_FOUND, the
+    // spec's SetForwardingPipelineConfig RPC: "if no saved config is found"), and keeps the
     // writes made since.
     let err = c
         .set_pipeline(A::Commit, p4info.clone(), vec![], None)
@@ -318,7 +319,7 @@ async fn pipeline_config() {
         .set_forwarding_pipeline_config(commit.clone())
         .await
         .unwrap_err();
-    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert_eq!(err.code(), Code::NotFound);
     c.set_pipeline(A::VerifyAndSave, p4info, vec![], Some(4))
         .await
         .unwrap();

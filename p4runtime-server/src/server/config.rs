@@ -28,7 +28,7 @@ impl Inner {
                 return Err(Status::invalid_argument("COMMIT takes no config"));
             }
             let saved = self.pipeline_config.lock().saved.take().ok_or_else(|| {
-                Status::failed_precondition("COMMIT without a config saved by VERIFY_AND_SAVE")
+                Status::not_found("COMMIT without a config saved by VERIFY_AND_SAVE")
             })?;
             if let Some((pipe, p4info)) = saved.program {
                 self.install(
