@@ -202,6 +202,27 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// The control plane Write and Read act on: the program VERIFY_AND_SAVE'd and not yet
+    /// committed, if it is another program, else the running one. The spec: after
+    /// VERIFY_AND_SAVE "any subsequent Read / Write requests must refer to fields in the new
+    /// config"; BMv2 runs runtime requests on the config load_new_config loaded (bm_sim
+    /// context.cpp, `p4objects_rt`), which swap_configs (COMMIT) puts in service with its
+    /// entries.
+    pub(super) fn rt_control(&self) -> Arc<Control> {
+        let pc = self.pipeline_config.lock();
+        match pc.saved.as_ref().and_then(|s| s.program.as_ref()) {
+            Some((pipe, _)) => pipe.control.clone(),
+            None => self.control(),
+        }
+    }
+
+    /// [`Inner::rt_control`]'s schema (a program's schema is its control plane's).
+    pub(super) fn rt_schema(&self) -> Arc<Schema> {
+        self.rt_control().schema().clone()
+    }
+}
+
 /// The program in a device config: the config itself (p4c's BMv2 JSON), or, when it is the legacy
 /// `p4.tmp.P4DeviceConfig` wrapper PI's demo controller and older scripts send
 /// (`{bool reassign = 1; Extras extras = 2; bytes device_data = 3;}`), its device_data. PI decides

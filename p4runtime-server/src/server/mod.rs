@@ -497,35 +497,6 @@ impl Inner {
         self.prog.load().schema.clone()
     }
 
-    /// The program Write and Read act on: the one VERIFY_AND_SAVE'd and not yet committed, if
-    /// it is another program, else the running one. The spec: after VERIFY_AND_SAVE "any
-    /// subsequent Read / Write requests must refer to fields in the new config"; BMv2 runs
-    /// runtime requests on the config load_new_config loaded (bm_sim context.cpp,
-    /// `p4objects_rt`), which swap_configs (COMMIT) puts in service with its entries.
-    fn rt(&self) -> (Arc<Control>, Arc<Schema>) {
-        if let Some((pipe, _)) = self
-            .pipeline_config
-            .lock()
-            .saved
-            .as_ref()
-            .and_then(|s| s.program.as_ref())
-        {
-            return (pipe.control.clone(), pipe.control.schema().clone());
-        }
-        let p = self.prog.load();
-        (p.control.clone(), p.schema.clone())
-    }
-
-    /// [`Inner::rt`]'s control plane.
-    fn rt_control(&self) -> Arc<Control> {
-        self.rt().0
-    }
-
-    /// [`Inner::rt`]'s schema.
-    fn rt_schema(&self) -> Arc<Schema> {
-        self.rt().1
-    }
-
     fn check_device(&self, device_id: u64) -> Result<(), Status> {
         if device_id != self.config.device_id {
             return Err(Status::not_found(format!(
